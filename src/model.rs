@@ -1,0 +1,140 @@
+//! The vocabulary every layer shares: CPUs, nanosecond times, the workload's stalls, the
+//! kernel's interruptions and the culprit classes. Nothing here knows about BPF, the terminal
+//! or files; it is plain data.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// A logical CPU number as the kernel numbers it.
+pub type Cpu = u32;
+
+/// CLOCK_MONOTONIC nanoseconds; the one clock of the whole tool (see DESIGN.md "Clock").
+pub type Nanos = u64;
+
+/// Which spinning thread of the workload a stall belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "role", content = "index")]
+pub enum ThreadRole {
+    Producer,
+    /// The n-th consumer (0 = accumulator, 1 = journaller, …).
+    Consumer(u32),
+}
+
+impl ThreadRole {
+    /// The seed's names: the first consumer is the accumulator, the second the journaller.
+    pub fn display_name(self) -> String {
+        match self {
+            ThreadRole::Producer => "producer".to_string(),
+            ThreadRole::Consumer(0) => "accumulator".to_string(),
+            ThreadRole::Consumer(1) => "journaller".to_string(),
+            ThreadRole::Consumer(n) => format!("consumer-{}", n + 1),
+        }
+    }
+}
+
+impl fmt::Display for ThreadRole {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.display_name())
+    }
+}
+
+/// A window `[start_ns, end_ns]` during which a spinning thread's loop did not run:
+/// two consecutive clock reads were further apart than the stall threshold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stall {
+    /// The CPU the thread was running on when it noticed the stall.
+    pub cpu: Cpu,
+    pub thread: ThreadRole,
+    pub start_ns: Nanos,
+    pub end_ns: Nanos,
+}
+
+impl Stall {
+    pub fn duration_ns(&self) -> Nanos {
+        self.end_ns.saturating_sub(self.start_ns)
+    }
+}
+
+/// Culprit classes; the strings are stable (they appear in the JSON run file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CulpritClass {
+    Kworker,
+    Kthread,
+    Task,
+    Irq,
+    Softirq,
+    TimerTick,
+    Ipi,
+    Nmi,
+    FreqChange,
+    #[serde(rename = "self")]
+    SelfNoise,
+    Unexplained,
+}
+
+impl CulpritClass {
+    pub const ALL: [CulpritClass; 11] = [
+        CulpritClass::Kworker,
+        CulpritClass::Kthread,
+        CulpritClass::Task,
+        CulpritClass::Irq,
+        CulpritClass::Softirq,
+        CulpritClass::TimerTick,
+        CulpritClass::Ipi,
+        CulpritClass::Nmi,
+        CulpritClass::FreqChange,
+        CulpritClass::SelfNoise,
+        CulpritClass::Unexplained,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CulpritClass::Kworker => "kworker",
+            CulpritClass::Kthread => "kthread",
+            CulpritClass::Task => "task",
+            CulpritClass::Irq => "irq",
+            CulpritClass::Softirq => "softirq",
+            CulpritClass::TimerTick => "timer_tick",
+            CulpritClass::Ipi => "ipi",
+            CulpritClass::Nmi => "nmi",
+            CulpritClass::FreqChange => "freq_change",
+            CulpritClass::SelfNoise => "self",
+            CulpritClass::Unexplained => "unexplained",
+        }
+    }
+}
+
+impl fmt::Display for CulpritClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One completed episode during which something other than the workload held a CPU (or a
+/// frequency change on it), as the probes report it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Interruption {
+    pub cpu: Cpu,
+    pub class: CulpritClass,
+    pub start_ns: Nanos,
+    /// Equal to `start_ns` for instantaneous events (a frequency change).
+    pub end_ns: Nanos,
+    /// Class-specific number: IRQ number, softirq vector, pid, IPI vector, new frequency (kHz).
+    pub id: u64,
+    /// `kworker/3:1`, `36 virtio1-req.0`, `NET_RX`, `local timer`, `cpu 3` …
+    pub name: String,
+    /// Work function, scheduling policy, `3000000→1200000 kHz`, sender …; empty when none.
+    pub detail: String,
+    /// The task involved (kworker, task, kthread), 0 when none.
+    pub pid: u32,
+    /// The enclosing episode's class when this one is nested (an IRQ inside a kworker run).
+    pub parent: Option<CulpritClass>,
+}
+
+impl Interruption {
+    pub fn duration_ns(&self) -> Nanos {
+        self.end_ns.saturating_sub(self.start_ns)
+    }
+}
