@@ -1,5 +1,11 @@
 //! jitterscope: attribute every latency spike of a pinned busy-spin workload to the
 //! kworker, IRQ or frequency change that caused it.
 
+pub mod cli;
 pub mod model;
 pub mod probe;
+pub mod report;
+pub mod session;
+pub mod signals;
+pub mod system;
+pub mod workload;

@@ -1,1 +1,136 @@
-fn main(){}
+//! `jitterscope`: parse, run, print `Error: …` with the whole cause chain. Exit codes:
+//! 0 success, 1 runtime failure, 2 usage error (also clap's own).
+
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{CommandFactory, Parser};
+
+use jitterscope::cli::{parse_cpus, Cli, Command, FloorArgs, RunArgs, Threshold, UsageError};
+use jitterscope::report::files::OutputDir;
+use jitterscope::report::runfile::RunFile;
+use jitterscope::session::{self, RunPlan};
+use jitterscope::system::cpus::Topology;
+use jitterscope::workload::clock::loop_period_ns;
+use jitterscope::workload::WorkloadConfig;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            if let Some(u) = e.downcast_ref::<UsageError>() {
+                eprintln!("error: {u}");
+                ExitCode::from(2)
+            } else {
+                eprintln!("Error: {e:#}");
+                ExitCode::from(1)
+            }
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        None => run_workload(cli.run),
+        Some(Command::Run(args)) => run_workload(args),
+        Some(Command::Report(args)) => {
+            let run = RunFile::read(&args.run_file)?;
+            print!("{}", session::render_text(&run));
+            Ok(())
+        }
+        Some(Command::Floor(args)) => floor(args),
+        Some(Command::Completions { shell }) => {
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "jitterscope",
+                &mut std::io::stdout(),
+            );
+            Ok(())
+        }
+    }
+}
+
+/// The default stall threshold: 10× the loop period measured here, at least 1 µs.
+fn auto_threshold() -> u64 {
+    (loop_period_ns(200_000) * 10).max(1_000)
+}
+
+fn plan(args: &RunArgs) -> Result<RunPlan> {
+    let Some(cpus_text) = &args.cpus else {
+        return Err(UsageError(
+            "--cpus is required: give the producer's CPU then one or more consumer CPUs, e.g. --cpus 1,3".into(),
+        )
+        .into());
+    };
+    let topo = Topology::read();
+    let cpus = parse_cpus(cpus_text, &topo)?;
+    let output = OutputDir::prepare(&args.output).map_err(|e| UsageError(e.to_string()))?;
+    let (threshold, auto) = match args.stall_threshold {
+        Threshold::Auto => (auto_threshold(), true),
+        Threshold::Fixed(ns) => (ns, false),
+    };
+    let mut workload = WorkloadConfig::new(cpus[0], cpus[1..].to_vec());
+    workload.pin = !args.no_pin;
+    workload.interval_ns = args.interval;
+    workload.warmup_ns = args.warmup;
+    workload.duration_ns = args.duration;
+    workload.stall_threshold_ns = threshold;
+    Ok(RunPlan {
+        workload,
+        label: args.label.clone(),
+        output,
+        stall_threshold_auto: auto,
+        keep_stalls: args.keep_stalls as usize,
+        progress: true,
+    })
+}
+
+fn run_workload(args: RunArgs) -> Result<()> {
+    let plan = plan(&args)?;
+    // The live view comes with a later release; until then a terminal gets the same plain
+    // text as a pipe (the flag exists so that scripts can already pass it).
+    let _plain = args.no_tui || !std::io::stdout().is_terminal();
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    session::run(plan, &mut out).context("the run failed")?;
+    out.flush()?;
+    Ok(())
+}
+
+fn floor(args: FloorArgs) -> Result<()> {
+    let cpus = parse_cpus(&args.cpus, &Topology::read())?;
+    if cpus.len() != 2 {
+        return Err(UsageError(format!(
+            "--cpus {}: floor measures between exactly two CPUs, e.g. --cpus 0,1",
+            args.cpus
+        ))
+        .into());
+    }
+    let h = jitterscope::workload::pingpong::measure(cpus[0], cpus[1], args.rounds).with_context(
+        || {
+            format!(
+                "cannot run the ping-pong between CPUs {} and {}",
+                cpus[0], cpus[1]
+            )
+        },
+    )?;
+    let s = jitterscope::report::seed::Summary::of(&h);
+    if args.json {
+        println!("{}", serde_json::to_string(&s)?);
+    } else {
+        print!(
+            "{}",
+            jitterscope::report::seed::block(
+                &format!(
+                    "Cross-core transfer floor CPU {} <-> CPU {}, one way",
+                    cpus[0], cpus[1]
+                ),
+                &s
+            )
+        );
+    }
+    Ok(())
+}

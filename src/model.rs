@@ -41,7 +41,7 @@ impl fmt::Display for ThreadRole {
 
 /// A window `[start_ns, end_ns]` during which a spinning thread's loop did not run:
 /// two consecutive clock reads were further apart than the stall threshold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Stall {
     /// The CPU the thread was running on when it noticed the stall.
     pub cpu: Cpu,

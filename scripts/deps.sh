@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs what building and testing jitterscope needs, only what is missing (idempotent).
+# System packages come from Debian's archive through apt-get; Rust is the toolchain already
+# on the machine (rustup), never installed here.
+set -euo pipefail
+
+packages=(clang libelf-dev zlib1g-dev pkg-config make gcc)
+# taskset, used by the tests and the workshop to pin competing tasks.
+packages+=(util-linux)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "error: missing packages ${missing[*]}; run this as root (sudo $0) or install them: apt-get install ${missing[*]}" >&2
+    exit 1
+  fi
+  echo "deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# cargo under sudo: root's PATH often lacks the invoking user's ~/.cargo/bin.
+if ! command -v cargo >/dev/null 2>&1; then
+  for d in "${CARGO_HOME:-}/bin" "$HOME/.cargo/bin" "/root/.cargo/bin" ${SUDO_USER:+"$(getent passwd "$SUDO_USER" | cut -d: -f6)/.cargo/bin"}; do
+    if [ -x "$d/cargo" ]; then
+      echo "deps: using cargo from $d" >&2
+      echo "export PATH=\"$d:\$PATH\""
+      exit 0
+    fi
+  done
+  echo "error: cargo not found; install Rust (rustup) — jitterscope needs Rust 1.88 or newer" >&2
+  exit 1
+fi

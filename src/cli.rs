@@ -1,0 +1,350 @@
+//! The command line: clap definitions and the validation of every value, with messages
+//! that name the flag, the value and the fix.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::model::{Cpu, Nanos};
+use crate::system::cpus::{format_list, Topology};
+
+/// A mistake in how jitterscope was invoked (exit code 2).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+const EXAMPLES: &str = "\
+Examples:
+  sudo jitterscope --cpus 1,3                  producer on CPU 1, consumer on CPU 3, 10 s
+  sudo jitterscope --cpus 1,3,5 --duration 2m  two consumers (accumulator, journaller)
+  sudo jitterscope --cpus 0,1 --no-pin --label baseline
+  jitterscope report jitterscope-runs/baseline-20261122T120000Z.json
+  jitterscope completions bash > /etc/bash_completion.d/jitterscope";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "jitterscope",
+    version,
+    about = "Runs a pinned busy-spin producer/consumer workload and attributes each latency spike to the kernel activity that caused it",
+    after_help = EXAMPLES,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the workload and report (the default command)
+    #[command(after_help = EXAMPLES)]
+    Run(RunArgs),
+    /// Render a saved run file again (no root needed)
+    Report(ReportArgs),
+    /// Measure the cross-core transfer floor between two CPUs (cache-line ping-pong)
+    Floor(FloorArgs),
+    /// Print shell completions
+    Completions {
+        /// bash, zsh, fish, elvish or powershell
+        shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// CPUs: the producer's first, then one consumer per further CPU (e.g. 1,3 or 1-3)
+    #[arg(long, value_name = "P,C[,C…]", allow_hyphen_values = true)]
+    pub cpus: Option<String>,
+
+    /// Do not pin the threads (the seed's BASELINE); CPUs then only name the consumers
+    #[arg(long)]
+    pub no_pin: bool,
+
+    /// Time between two messages, busy-spun by the producer
+    #[arg(long, allow_hyphen_values = true, default_value = "10us", value_parser = parse_interval)]
+    pub interval: Nanos,
+
+    /// Recorded run time (after warm-up), e.g. 30s, 2m
+    #[arg(long, allow_hyphen_values = true, default_value = "10s", value_parser = parse_run_duration)]
+    pub duration: Nanos,
+
+    /// Warm-up before recording starts (not recorded)
+    #[arg(long, allow_hyphen_values = true, default_value = "1s", value_parser = parse_warmup)]
+    pub warmup: Nanos,
+
+    /// Loop gap counted as a stall: `auto` (10× the measured loop period, at least 1µs) or a time
+    #[arg(long, allow_hyphen_values = true, default_value = "auto", value_parser = parse_threshold)]
+    pub stall_threshold: Threshold,
+
+    /// A name for this run (used in file names and reports)
+    #[arg(long, default_value = "run")]
+    pub label: String,
+
+    /// Directory for the run file, .hgrm and .hlog files
+    #[arg(long, default_value = "jitterscope-runs")]
+    pub output: PathBuf,
+
+    /// Plain text output even on a terminal (always so when stdout is not a terminal)
+    #[arg(long)]
+    pub no_tui: bool,
+
+    /// How many of the worst stalls the run file keeps
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub keep_stalls: u32,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct FloorArgs {
+    /// Two CPUs: the timing side, then the echo side
+    #[arg(long, value_name = "A,B", allow_hyphen_values = true)]
+    pub cpus: String,
+    /// Round trips to measure
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1_000..=1_000_000_000))]
+    pub rounds: u64,
+    /// Print the figures as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ReportArgs {
+    /// A run file written by `jitterscope run`
+    pub run_file: PathBuf,
+}
+
+/// The stall threshold as given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Threshold {
+    Auto,
+    Fixed(Nanos),
+}
+
+const UNITS: &str = "ns, us (or µs), ms, s, m, h";
+
+/// Parses `10us`, `1.5ms`, `30s`, `2m`, `1h` into nanoseconds.
+pub fn parse_duration(text: &str) -> Result<Nanos, String> {
+    let t = text.trim();
+    if t.is_empty() {
+        return Err(format!(
+            "empty; give a number with a unit ({UNITS}), e.g. 30s"
+        ));
+    }
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    if t.starts_with('-') {
+        return Err("negative; give a positive time, e.g. 30s".into());
+    }
+    if num.is_empty() {
+        return Err(format!("no number; give e.g. 30s (units: {UNITS})"));
+    }
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("'{num}' is not a number; give e.g. 30s"))?;
+    let scale = match unit.trim() {
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        "m" | "min" => 60e9,
+        "h" => 3600e9,
+        "" => {
+            return Err(format!(
+                "missing unit; write e.g. {num}s or {num}us (units: {UNITS})"
+            ))
+        }
+        other => return Err(format!("unknown unit '{other}' (units: {UNITS})")),
+    };
+    let ns = value * scale;
+    if !ns.is_finite() || ns > 1e18 {
+        return Err("too large".into());
+    }
+    Ok(ns.round() as Nanos)
+}
+
+fn parse_bounded(text: &str, min: Nanos, max: Nanos, what: &str) -> Result<Nanos, String> {
+    let ns = parse_duration(text)?;
+    if ns == 0 {
+        return Err(format!(
+            "zero is not a usable {what}; give e.g. {}",
+            crate::report::units::fmt_ns(min.max(1) * 10)
+        ));
+    }
+    if ns < min {
+        return Err(format!(
+            "below the smallest {what} ({})",
+            crate::report::units::fmt_ns(min)
+        ));
+    }
+    if ns > max {
+        return Err(format!(
+            "above the largest {what} ({})",
+            crate::report::units::fmt_ns(max)
+        ));
+    }
+    Ok(ns)
+}
+
+fn parse_interval(text: &str) -> Result<Nanos, String> {
+    parse_bounded(text, 100, 1_000_000_000, "message interval")
+}
+
+fn parse_run_duration(text: &str) -> Result<Nanos, String> {
+    parse_bounded(
+        text,
+        1_000_000,
+        7 * 24 * 3600 * 1_000_000_000,
+        "run duration",
+    )
+}
+
+fn parse_warmup(text: &str) -> Result<Nanos, String> {
+    if parse_duration(text)? == 0 {
+        return Ok(0);
+    }
+    parse_bounded(text, 1, 3600 * 1_000_000_000, "warm-up")
+}
+
+fn parse_threshold(text: &str) -> Result<Threshold, String> {
+    if text.trim() == "auto" {
+        return Ok(Threshold::Auto);
+    }
+    parse_bounded(text, 100, 1_000_000_000, "stall threshold").map(Threshold::Fixed)
+}
+
+/// Validates `--cpus` against the machine: at least two CPUs, no duplicates, each present,
+/// online and allowed for this process. Returns them in the given order (producer first).
+pub fn parse_cpus(text: &str, topo: &Topology) -> Result<Vec<Cpu>, UsageError> {
+    let err = |why: String| UsageError(format!("--cpus {text}: {why}"));
+    let example = "e.g. --cpus 1,3 (producer on CPU 1, consumer on CPU 3)";
+    if text.trim().is_empty() {
+        return Err(UsageError(format!(
+            "--cpus '': no CPUs given; give the producer's CPU then one or more consumer CPUs, {example}"
+        )));
+    }
+    let mut cpus: Vec<Cpu> = Vec::new();
+    for part in text.split(',') {
+        let part = part.trim();
+        if part.is_empty() {
+            return Err(err(format!(
+                "an empty entry; separate CPU numbers with single commas, {example}"
+            )));
+        }
+        let number = |s: &str| -> Result<Cpu, UsageError> {
+            s.parse::<Cpu>().map_err(|_| {
+                err(format!(
+                    "'{s}' is not a CPU number; CPUs are numbered from 0, {example}"
+                ))
+            })
+        };
+        match part.split_once('-') {
+            Some(("", _)) => {
+                return Err(err(format!(
+                    "'{part}' is not a CPU number; CPUs are numbered from 0, {example}"
+                )))
+            }
+            Some((a, b)) => {
+                if b.is_empty() {
+                    return Err(err(format!(
+                        "'{part}' is not a complete range; write e.g. 1-3"
+                    )));
+                }
+                let (a, b) = (number(a)?, number(b)?);
+                if a > b {
+                    return Err(err(format!("range '{part}' runs backwards; write {b}-{a}")));
+                }
+                cpus.extend(a..=b);
+            }
+            None => cpus.push(number(part)?),
+        }
+    }
+    for (i, c) in cpus.iter().enumerate() {
+        if cpus[..i].contains(c) {
+            return Err(err(format!(
+                "CPU {c} is given twice; the producer and each consumer need a CPU of their own"
+            )));
+        }
+    }
+    if cpus.len() < 2 {
+        return Err(err(format!(
+            "one CPU is not enough; give the producer's CPU then at least one consumer CPU, {example}"
+        )));
+    }
+    for &c in &cpus {
+        if !topo.present.contains(&c) {
+            return Err(err(format!(
+                "CPU {c} does not exist; this machine has CPUs {}",
+                format_list(&topo.present)
+            )));
+        }
+        if !topo.online.contains(&c) {
+            return Err(err(format!(
+                "CPU {c} is offline (online: {}); bring it up with: echo 1 > /sys/devices/system/cpu/cpu{c}/online",
+                format_list(&topo.online)
+            )));
+        }
+        if !topo.allowed.contains(&c) {
+            return Err(err(format!(
+                "CPU {c} is not in this process's allowed CPUs ({}); run jitterscope outside the cpuset that excludes it, or choose from those",
+                format_list(&topo.allowed)
+            )));
+        }
+    }
+    Ok(cpus)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn topo() -> Topology {
+        Topology {
+            present: (0..8).collect(),
+            online: vec![0, 1, 2, 3, 5, 6, 7],
+            allowed: vec![0, 1, 2, 3, 5, 6],
+        }
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10us"), Ok(10_000));
+        assert_eq!(parse_duration("10µs"), Ok(10_000));
+        assert_eq!(parse_duration("1.5ms"), Ok(1_500_000));
+        assert_eq!(parse_duration("2m"), Ok(120_000_000_000));
+        assert!(parse_duration("10").unwrap_err().contains("missing unit"));
+        assert!(parse_duration("10sec")
+            .unwrap_err()
+            .contains("unknown unit 'sec'"));
+        assert!(parse_duration("-1s").unwrap_err().contains("negative"));
+        assert!(parse_run_duration("0s").unwrap_err().contains("zero"));
+        assert!(parse_interval("1h")
+            .unwrap_err()
+            .contains("above the largest"));
+        assert_eq!(parse_threshold("auto"), Ok(Threshold::Auto));
+        assert_eq!(parse_threshold("5us"), Ok(Threshold::Fixed(5_000)));
+    }
+
+    #[test]
+    fn cpu_lists() {
+        let t = topo();
+        assert_eq!(parse_cpus("1,3", &t).unwrap(), [1, 3]);
+        assert_eq!(parse_cpus("1-3", &t).unwrap(), [1, 2, 3]);
+        assert_eq!(parse_cpus("6,0-1", &t).unwrap(), [6, 0, 1]);
+        let e = |s: &str| parse_cpus(s, &t).unwrap_err().0;
+        assert!(e("").contains("no CPUs given"));
+        assert!(e("1").contains("one CPU is not enough"));
+        assert!(e("1,1").contains("CPU 1 is given twice"));
+        assert!(e("a,b").contains("'a' is not a CPU number"));
+        assert!(e("1,99").contains("CPU 99 does not exist; this machine has CPUs 0-7"));
+        assert!(e("1,4").contains("CPU 4 is offline (online: 0-3,5-7)"));
+        assert!(e("1,7").contains("CPU 7 is not in this process's allowed CPUs (0-3,5-6)"));
+        assert!(e("-1").contains("'-1' is not a CPU number"));
+        assert!(e("1-").contains("'1-' is not a complete range"));
+        assert!(e("3-1").contains("runs backwards"));
+        assert!(e("1,,3").contains("empty entry"));
+    }
+}

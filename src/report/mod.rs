@@ -1,0 +1,10 @@
+//! Rendering and writing a run's results: the seed's histogram blocks, the stall summary,
+//! the run file (JSON), `.hgrm` percentile distributions and the `.hlog` interval log.
+
+pub mod files;
+pub mod hgrm;
+pub mod hlog;
+pub mod runfile;
+pub mod seed;
+pub mod stalls;
+pub mod units;

@@ -1,0 +1,315 @@
+//! The run file: the JSON written at the end of every run, read back by `jitterscope
+//! report`. A stable interface (DESIGN.md "The run file"): keys may be added, none renamed
+//! without bumping `SCHEMA`.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::seed::Summary;
+use crate::model::{Cpu, Nanos};
+
+pub const SCHEMA: &str = "jitterscope.run/1";
+
+/// Files larger than this are refused by the reader (bounded memory; a run file holds
+/// bounded lists, so a real one is far smaller).
+pub const MAX_RUN_FILE_BYTES: u64 = 256 * 1024 * 1024;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunFile {
+    pub schema: String,
+    pub run: RunInfo,
+    pub histograms: Vec<ConsumerHistograms>,
+    pub stall_summary: StallSummary,
+    /// The worst stalls (bounded list), longest first.
+    pub stalls: Vec<StallEntry>,
+    /// The culprit ranking over the whole run (empty when the run had no probes).
+    pub culprits: Vec<CulpritEntry>,
+    pub lost: Lost,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunInfo {
+    pub label: String,
+    pub cpus: Vec<Cpu>,
+    pub producer_cpu: Cpu,
+    pub consumer_cpus: Vec<Cpu>,
+    pub start_unix_ns: u64,
+    /// Recorded time (warm-up excluded).
+    pub duration_ns: Nanos,
+    pub kernel: String,
+    pub host: String,
+    /// `completed`, or `interrupted` when a signal ended the run early.
+    pub ended: String,
+    pub settings: Settings,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Settings {
+    pub pinned: bool,
+    pub interval_ns: Nanos,
+    pub warmup_ns: Nanos,
+    pub planned_duration_ns: Nanos,
+    pub stall_threshold_ns: Nanos,
+    /// True when the threshold was derived from the measured loop period.
+    pub stall_threshold_auto: bool,
+    /// True when kernel probes ran, i.e. stalls were attributed.
+    pub probes: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConsumerHistograms {
+    /// `accumulator`, `journaller`, `consumer-3` …
+    pub consumer: String,
+    pub cpu: Cpu,
+    pub transit: Summary,
+    pub inter_message: Summary,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StallSummary {
+    pub count: u64,
+    pub total_ns: Nanos,
+    pub longest_ns: Nanos,
+    pub per_cpu: Vec<CpuStalls>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuStalls {
+    pub cpu: Cpu,
+    pub count: u64,
+    pub total_ns: Nanos,
+    pub longest_ns: Nanos,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StallEntry {
+    pub cpu: Cpu,
+    /// `producer`, `accumulator`, `journaller`, `consumer-3` …
+    pub thread: String,
+    pub start_ns: Nanos,
+    pub end_ns: Nanos,
+    pub duration_ns: Nanos,
+    /// Share of the stall covered by kernel events; null when the run had no probes.
+    pub explained_share: Option<f64>,
+    pub culprits: Vec<StallCulprit>,
+    /// True when kernel records for this window were lost (the verdict may be partial).
+    #[serde(default)]
+    pub incomplete: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StallCulprit {
+    pub class: String,
+    pub name: String,
+    pub detail: String,
+    pub ns: Nanos,
+    pub share: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CulpritEntry {
+    pub class: String,
+    pub name: String,
+    pub detail: String,
+    pub count: u64,
+    pub total_ns: Nanos,
+    pub max_ns: Nanos,
+    pub share: f64,
+    pub advice: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Lost {
+    pub ring_buffer_drops: u64,
+    /// Stalls that did not fit the workload's queues.
+    pub workload_queue_drops: u64,
+    /// Messages seen out of sequence by a consumer (a ring bug if ever non-zero).
+    #[serde(default)]
+    pub sequence_errors: u64,
+}
+
+impl Lost {
+    pub fn any(&self) -> bool {
+        self.ring_buffer_drops + self.workload_queue_drops + self.sequence_errors > 0
+    }
+}
+
+/// Why a run file could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum RunFileError {
+    #[error("cannot read run file {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("cannot read run file {path}: it is empty; a run writes it at its end — was the run killed before that?")]
+    Empty { path: String },
+    #[error("cannot read run file {path}: {size} bytes is over the {max} byte limit for a run file; is this the right file?")]
+    TooLarge { path: String, size: u64, max: u64 },
+    #[error("cannot read run file {path}: schema is {found:?}, this jitterscope reads {SCHEMA:?}; use the jitterscope version that wrote it")]
+    Schema { path: String, found: String },
+    #[error("cannot read run file {path}: not a jitterscope run file ({detail})")]
+    Invalid { path: String, detail: String },
+}
+
+impl RunFile {
+    pub fn to_json(&self) -> String {
+        // Serialising plain data structs cannot fail.
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+
+    /// Parses a run file, checking the schema before the rest so that a file of another
+    /// version gets the right message.
+    pub fn from_json(path: &str, text: &str) -> Result<RunFile, RunFileError> {
+        if text.trim().is_empty() {
+            return Err(RunFileError::Empty { path: path.into() });
+        }
+        #[derive(Deserialize)]
+        struct Head {
+            schema: Option<serde_json::Value>,
+        }
+        let head: Head = serde_json::from_str(text).map_err(|e| RunFileError::Invalid {
+            path: path.into(),
+            detail: describe_json_error(&e),
+        })?;
+        match head.schema {
+            Some(serde_json::Value::String(s)) if s == SCHEMA => {}
+            Some(other) => {
+                let found = match other {
+                    serde_json::Value::String(s) => s,
+                    v => v.to_string(),
+                };
+                return Err(RunFileError::Schema {
+                    path: path.into(),
+                    found,
+                });
+            }
+            None => {
+                return Err(RunFileError::Invalid {
+                    path: path.into(),
+                    detail: "no \"schema\" key".into(),
+                })
+            }
+        }
+        serde_json::from_str(text).map_err(|e| RunFileError::Invalid {
+            path: path.into(),
+            detail: describe_json_error(&e),
+        })
+    }
+
+    pub fn read(path: &Path) -> Result<RunFile, RunFileError> {
+        let shown = path.display().to_string();
+        let io = |source| RunFileError::Io {
+            path: shown.clone(),
+            source,
+        };
+        let size = std::fs::metadata(path).map_err(io)?.len();
+        if size > MAX_RUN_FILE_BYTES {
+            return Err(RunFileError::TooLarge {
+                path: shown,
+                size,
+                max: MAX_RUN_FILE_BYTES,
+            });
+        }
+        let text = std::fs::read_to_string(path).map_err(io)?;
+        RunFile::from_json(&shown, &text)
+    }
+}
+
+fn describe_json_error(e: &serde_json::Error) -> String {
+    use serde_json::error::Category;
+    match e.classify() {
+        Category::Eof => format!(
+            "the JSON ends early at line {} column {}: the file is truncated",
+            e.line(),
+            e.column()
+        ),
+        Category::Syntax => format!("invalid JSON: {e}"),
+        Category::Data => format!("unexpected content: {e}"),
+        Category::Io => format!("{e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn sample() -> RunFile {
+        let summary = Summary {
+            count: 3,
+            min: 10,
+            mean: 20.5,
+            max: 40,
+            percentiles: BTreeMap::from([("50".to_string(), 20), ("99.9999".to_string(), 40)]),
+        };
+        RunFile {
+            schema: SCHEMA.into(),
+            run: RunInfo {
+                label: "x".into(),
+                cpus: vec![1, 3],
+                producer_cpu: 1,
+                consumer_cpus: vec![3],
+                start_unix_ns: 1,
+                duration_ns: 2,
+                kernel: "k".into(),
+                host: "h".into(),
+                ended: "completed".into(),
+                settings: Settings {
+                    pinned: true,
+                    interval_ns: 10_000,
+                    warmup_ns: 0,
+                    planned_duration_ns: 2,
+                    stall_threshold_ns: 1_000,
+                    stall_threshold_auto: true,
+                    probes: true,
+                },
+            },
+            histograms: vec![ConsumerHistograms {
+                consumer: "accumulator".into(),
+                cpu: 3,
+                transit: summary.clone(),
+                inter_message: summary,
+            }],
+            stall_summary: StallSummary::default(),
+            stalls: vec![StallEntry {
+                cpu: 3,
+                thread: "accumulator".into(),
+                start_ns: 5,
+                end_ns: 9,
+                duration_ns: 4,
+                explained_share: Some(0.75),
+                culprits: vec![StallCulprit {
+                    class: "kworker".into(),
+                    name: "kworker/3:1".into(),
+                    detail: "vmstat_update".into(),
+                    ns: 3,
+                    share: 0.75,
+                }],
+                incomplete: false,
+            }],
+            culprits: vec![],
+            lost: Lost::default(),
+        }
+    }
+
+    #[test]
+    fn round_trips() {
+        let r = sample();
+        assert_eq!(RunFile::from_json("t", &r.to_json()).unwrap(), r);
+    }
+
+    #[test]
+    fn refuses_other_schemas_and_truncation() {
+        let json = sample().to_json();
+        let other = json.replace(SCHEMA, "jitterscope.run/2");
+        assert!(matches!(
+            RunFile::from_json("t", &other),
+            Err(RunFileError::Schema { .. })
+        ));
+        let cut = &json[..json.len() / 2];
+        let e = RunFile::from_json("t", cut).unwrap_err().to_string();
+        assert!(e.contains("truncated"), "{e}");
+    }
+}

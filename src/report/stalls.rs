@@ -1,0 +1,156 @@
+//! Stall bookkeeping over a whole run: totals per CPU and the worst N stalls, in memory
+//! that does not grow with run length.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::fmt::Write as _;
+
+use super::runfile::{CpuStalls, StallSummary};
+use super::units::fmt_ns;
+use crate::model::{Cpu, Stall};
+
+#[derive(Debug, Clone)]
+pub struct StallBook {
+    keep: usize,
+    count: u64,
+    total_ns: u64,
+    longest_ns: u64,
+    per_cpu: BTreeMap<Cpu, CpuStalls>,
+    /// Min-heap on duration holding the `keep` longest stalls.
+    worst: BinaryHeap<Reverse<(u64, u64, Stall)>>,
+    seq: u64,
+}
+
+impl StallBook {
+    pub fn new(keep: usize) -> Self {
+        StallBook {
+            keep,
+            count: 0,
+            total_ns: 0,
+            longest_ns: 0,
+            per_cpu: BTreeMap::new(),
+            worst: BinaryHeap::new(),
+            seq: 0,
+        }
+    }
+
+    pub fn add(&mut self, s: Stall) {
+        let d = s.duration_ns();
+        self.count += 1;
+        self.total_ns += d;
+        self.longest_ns = self.longest_ns.max(d);
+        let c = self.per_cpu.entry(s.cpu).or_insert_with(|| CpuStalls {
+            cpu: s.cpu,
+            ..CpuStalls::default()
+        });
+        c.count += 1;
+        c.total_ns += d;
+        c.longest_ns = c.longest_ns.max(d);
+        // `seq` breaks ties so equal durations keep arrival order.
+        self.seq += 1;
+        if self.worst.len() < self.keep {
+            self.worst.push(Reverse((d, u64::MAX - self.seq, s)));
+        } else if let Some(Reverse((min, ..))) = self.worst.peek() {
+            if d > *min {
+                self.worst.pop();
+                self.worst.push(Reverse((d, u64::MAX - self.seq, s)));
+            }
+        }
+    }
+
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    pub fn longest_ns(&self) -> u64 {
+        self.longest_ns
+    }
+
+    /// The kept stalls, longest first.
+    pub fn worst(&self) -> Vec<Stall> {
+        let mut v: Vec<_> = self.worst.iter().map(|Reverse(e)| *e).collect();
+        v.sort_by(|a, b| b.cmp(a));
+        v.into_iter().map(|(.., s)| s).collect()
+    }
+
+    pub fn summary(&self) -> StallSummary {
+        StallSummary {
+            count: self.count,
+            total_ns: self.total_ns,
+            longest_ns: self.longest_ns,
+            per_cpu: self.per_cpu.values().cloned().collect(),
+        }
+    }
+}
+
+/// The stall summary block of the text report.
+pub fn render_summary(s: &StallSummary, threshold_ns: u64, duration_ns: u64) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "== Stalls (loop gaps over {}) ==",
+        fmt_ns(threshold_ns)
+    );
+    let share = |t: u64| {
+        if duration_ns == 0 {
+            0.0
+        } else {
+            100.0 * t as f64 / duration_ns as f64
+        }
+    };
+    let _ = writeln!(
+        out,
+        "{:<8}{:>10}{:>14}{:>12}{:>12}",
+        "cpu", "count", "total", "of time", "longest"
+    );
+    for c in &s.per_cpu {
+        let _ = writeln!(
+            out,
+            "{:<8}{:>10}{:>14}{:>11.4}%{:>12}",
+            c.cpu,
+            c.count,
+            fmt_ns(c.total_ns),
+            share(c.total_ns),
+            fmt_ns(c.longest_ns)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "{:<8}{:>10}{:>14}{:>12}{:>12}",
+        "all",
+        s.count,
+        fmt_ns(s.total_ns),
+        "",
+        fmt_ns(s.longest_ns)
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ThreadRole;
+
+    fn stall(cpu: Cpu, start: u64, d: u64) -> Stall {
+        Stall {
+            cpu,
+            thread: ThreadRole::Producer,
+            start_ns: start,
+            end_ns: start + d,
+        }
+    }
+
+    #[test]
+    fn keeps_the_longest_and_counts_all() {
+        let mut b = StallBook::new(3);
+        for (i, d) in [5, 50, 7, 90, 1, 60].into_iter().enumerate() {
+            b.add(stall((i % 2) as Cpu, i as u64 * 1000, d));
+        }
+        let worst: Vec<u64> = b.worst().iter().map(|s| s.duration_ns()).collect();
+        assert_eq!(worst, [90, 60, 50]);
+        let s = b.summary();
+        assert_eq!((s.count, s.total_ns, s.longest_ns), (6, 213, 90));
+        assert_eq!(s.per_cpu[0].count, 3);
+        assert_eq!(s.per_cpu[1].total_ns, 50 + 90 + 60);
+    }
+}

@@ -1,0 +1,66 @@
+//! Thread placement: pinning the calling thread to one CPU, its kernel thread id, and the
+//! CPU it is on.
+
+use crate::model::Cpu;
+
+/// Pins the calling thread to `cpu`.
+pub fn pin_current_thread(cpu: Cpu) -> std::io::Result<()> {
+    // SAFETY: cpu_set_t is plain data; CPU_SET indexes within its fixed size (checked below).
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if cpu as usize >= libc::CPU_SETSIZE as usize {
+            return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        libc::CPU_SET(cpu as usize, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// The CPUs the calling thread may run on.
+pub fn allowed_cpus() -> std::io::Result<Vec<Cpu>> {
+    // SAFETY: as above; sched_getaffinity fills the set.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok((0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .map(|c| c as Cpu)
+            .collect())
+    }
+}
+
+/// Restricts the calling thread to `cpus` (used to keep helper threads off measured CPUs).
+pub fn set_current_thread_cpus(cpus: &[Cpu]) -> std::io::Result<()> {
+    // SAFETY: as above.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &cpu in cpus {
+            if (cpu as usize) < libc::CPU_SETSIZE as usize {
+                libc::CPU_SET(cpu as usize, &mut set);
+            }
+        }
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// The kernel's id of the calling thread (what sched_switch reports as pid).
+pub fn current_tid() -> u32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::gettid() as u32 }
+}
+
+/// The CPU the calling thread runs on right now (vDSO, no syscall on x86).
+#[inline]
+pub fn current_cpu() -> Cpu {
+    // SAFETY: sched_getcpu has no preconditions; it returns -1 only where unsupported.
+    let c = unsafe { libc::sched_getcpu() };
+    c.max(0) as Cpu
+}

@@ -1,0 +1,519 @@
+//! The experiment: a producer busy-spins and publishes a timestamped message every
+//! `interval`; consumers busy-poll the ring and record transit and inter-message latency.
+//! Every spinning thread also watches its own clock and reports the windows in which its
+//! loop did not run (stalls) — the unit jitterscope attributes.
+//!
+//! Hot path rules: no allocation, no syscall, no lock. Everything leaves a spinning thread
+//! through lock-free SPSC queues that the session drains from its own thread.
+
+pub mod affinity;
+pub mod clock;
+pub mod histograms;
+pub mod pingpong;
+pub mod ring;
+pub mod spsc;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+
+use crate::model::{Cpu, Nanos, Stall, ThreadRole};
+use clock::monotonic_ns;
+use histograms::IntervalHistograms;
+
+/// Settings of one workload run (already validated by the CLI).
+#[derive(Debug, Clone)]
+pub struct WorkloadConfig {
+    pub producer_cpu: Cpu,
+    pub consumer_cpus: Vec<Cpu>,
+    /// false: the seed's BASELINE, threads float wherever the scheduler puts them.
+    pub pin: bool,
+    pub interval_ns: Nanos,
+    pub warmup_ns: Nanos,
+    pub duration_ns: Nanos,
+    pub stall_threshold_ns: Nanos,
+    /// Length of one interval histogram (the .hlog and live-view granularity).
+    pub histogram_interval_ns: Nanos,
+    pub ring_capacity: usize,
+    pub stall_queue_capacity: usize,
+}
+
+impl WorkloadConfig {
+    pub fn new(producer_cpu: Cpu, consumer_cpus: Vec<Cpu>) -> Self {
+        WorkloadConfig {
+            producer_cpu,
+            consumer_cpus,
+            pin: true,
+            interval_ns: 10_000,
+            warmup_ns: 1_000_000_000,
+            duration_ns: 10_000_000_000,
+            stall_threshold_ns: 2_000,
+            histogram_interval_ns: 1_000_000_000,
+            ring_capacity: 4096,
+            stall_queue_capacity: 16384,
+        }
+    }
+}
+
+/// A workload thread as the probes need to know it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkloadThread {
+    pub role: ThreadRole,
+    /// The CPU it is pinned to, `None` when unpinned.
+    pub cpu: Option<Cpu>,
+    pub tid: u32,
+    pub name: String,
+}
+
+/// Why the workload could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkloadError {
+    #[error("cannot pin {thread} to CPU {cpu}: {source}; check that CPU {cpu} is online and in this process's allowed CPUs (taskset -p $$, the cpuset)")]
+    Pin {
+        thread: String,
+        cpu: Cpu,
+        source: std::io::Error,
+    },
+    #[error("cannot start thread {thread}: {source}")]
+    Spawn {
+        thread: String,
+        source: std::io::Error,
+    },
+    #[error("workload thread {0} ended before the run started")]
+    Vanished(String),
+}
+
+/// Timing shared by all threads, fixed once every thread is ready.
+struct Control {
+    go: AtomicBool,
+    stop: AtomicBool,
+    /// Start of the recorded part (after warm-up).
+    record_from_ns: AtomicU64,
+    end_ns: AtomicU64,
+}
+
+/// Counters a spinning thread bumps only off its fast path (rare events).
+#[derive(Default)]
+pub struct ThreadCounters {
+    pub stalls_dropped: AtomicU64,
+    /// Producer: publish attempts refused because a consumer was a ring behind.
+    pub ring_full: AtomicU64,
+    /// Consumer: messages whose sequence was not the expected one (must stay 0).
+    pub sequence_errors: AtomicU64,
+    /// Consumer: messages consumed in the recorded part.
+    pub messages: AtomicU64,
+    /// Consumer: interval rotations skipped because the collector lagged.
+    pub rotations_missed: AtomicU64,
+}
+
+/// What the session drains from a running workload.
+pub enum Output {
+    Stall(Stall),
+    /// A finished interval of consumer `consumer` (index into consumer_cpus).
+    Interval {
+        consumer: usize,
+        hists: Box<IntervalHistograms>,
+    },
+}
+
+struct StallSource {
+    rx: spsc::Receiver<Stall>,
+}
+
+struct IntervalSource {
+    consumer: usize,
+    done: spsc::Receiver<Box<IntervalHistograms>>,
+    pool: spsc::Sender<Box<IntervalHistograms>>,
+}
+
+/// A running workload.
+pub struct Workload {
+    config: WorkloadConfig,
+    control: Arc<Control>,
+    threads: Vec<WorkloadThread>,
+    counters: Vec<(ThreadRole, Arc<ThreadCounters>)>,
+    handles: Vec<JoinHandle<()>>,
+    stall_sources: Vec<StallSource>,
+    interval_sources: Vec<IntervalSource>,
+    start_ns: Nanos,
+}
+
+/// Interval histograms kept in flight per consumer; the collector returns them after use.
+const POOL_PER_CONSUMER: usize = 4;
+
+impl Workload {
+    /// Spawns and pins every thread, waits until all are spinning, then starts the clock:
+    /// warm-up first, then `duration` of recorded run.
+    pub fn start(config: WorkloadConfig) -> Result<Workload, WorkloadError> {
+        let control = Arc::new(Control {
+            go: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            record_from_ns: AtomicU64::new(u64::MAX),
+            end_ns: AtomicU64::new(u64::MAX),
+        });
+        let (publisher, subscribers) = ring::ring(config.ring_capacity, config.consumer_cpus.len());
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<WorkloadThread, WorkloadError>>();
+        let mut wl = Workload {
+            config: config.clone(),
+            control: control.clone(),
+            threads: Vec::new(),
+            counters: Vec::new(),
+            handles: Vec::new(),
+            stall_sources: Vec::new(),
+            interval_sources: Vec::new(),
+            start_ns: 0,
+        };
+
+        let mut spawn = |role: ThreadRole, cpu: Cpu, body: Box<dyn FnOnce(Spinner) + Send>| {
+            let name = match role {
+                ThreadRole::Producer => "js-producer".to_string(),
+                ThreadRole::Consumer(_) => format!("js-consumer-{cpu}"),
+            };
+            let (stall_tx, stall_rx) = spsc::channel(config.stall_queue_capacity);
+            let counters = Arc::new(ThreadCounters::default());
+            wl.stall_sources.push(StallSource { rx: stall_rx });
+            wl.counters.push((role, counters.clone()));
+            let spinner = Spinner {
+                role,
+                cpu: config.pin.then_some(cpu),
+                threshold_ns: config.stall_threshold_ns,
+                stalls: stall_tx,
+                counters,
+                control: control.clone(),
+            };
+            let ready = ready_tx.clone();
+            let pin = config.pin;
+            let thread_name = name.clone();
+            let handle = std::thread::Builder::new()
+                .name(name.clone())
+                .spawn(move || {
+                    if pin {
+                        if let Err(source) = affinity::pin_current_thread(cpu) {
+                            let _ = ready.send(Err(WorkloadError::Pin {
+                                thread: thread_name,
+                                cpu,
+                                source,
+                            }));
+                            return;
+                        }
+                    }
+                    let me = WorkloadThread {
+                        role,
+                        cpu: pin.then_some(cpu),
+                        tid: affinity::current_tid(),
+                        name: thread_name,
+                    };
+                    if ready.send(Ok(me)).is_err() {
+                        return;
+                    }
+                    body(spinner)
+                })
+                .map_err(|source| WorkloadError::Spawn {
+                    thread: name,
+                    source,
+                })?;
+            wl.handles.push(handle);
+            Ok::<(), WorkloadError>(())
+        };
+
+        let interval_ns = config.interval_ns;
+        let started = spawn(
+            ThreadRole::Producer,
+            config.producer_cpu,
+            Box::new(move |s| s.run_producer(publisher, interval_ns)),
+        );
+        let mut result = started;
+        let mut interval_sources = Vec::new();
+        for (i, (sub, &cpu)) in subscribers
+            .into_iter()
+            .zip(&config.consumer_cpus)
+            .enumerate()
+        {
+            if result.is_err() {
+                break;
+            }
+            let (done_tx, done_rx) = spsc::channel(POOL_PER_CONSUMER * 2);
+            let (mut pool_tx, pool_rx) = spsc::channel(POOL_PER_CONSUMER * 2);
+            for _ in 0..POOL_PER_CONSUMER {
+                let _ = pool_tx.push(IntervalHistograms::new());
+            }
+            interval_sources.push(IntervalSource {
+                consumer: i,
+                done: done_rx,
+                pool: pool_tx,
+            });
+            let period = config.histogram_interval_ns;
+            result = spawn(
+                ThreadRole::Consumer(i as u32),
+                cpu,
+                Box::new(move |s| s.run_consumer(sub, done_tx, pool_rx, period)),
+            );
+        }
+        drop(ready_tx);
+        wl.interval_sources = interval_sources;
+
+        let expected = wl.handles.len();
+        let mut first_error = result.err();
+        for _ in 0..expected {
+            match ready_rx.recv() {
+                Ok(Ok(t)) => wl.threads.push(t),
+                Ok(Err(e)) => {
+                    first_error.get_or_insert(e);
+                }
+                Err(_) => {
+                    first_error.get_or_insert(WorkloadError::Vanished("(unknown)".into()));
+                    break;
+                }
+            }
+        }
+        if let Some(err) = first_error {
+            wl.control.stop.store(true, Ordering::SeqCst);
+            wl.control.go.store(true, Ordering::SeqCst);
+            for h in wl.handles.drain(..) {
+                let _ = h.join();
+            }
+            return Err(err);
+        }
+        wl.threads.sort_by_key(|t| t.role);
+
+        let now = monotonic_ns();
+        let record_from = now + config.warmup_ns;
+        wl.start_ns = now;
+        control.record_from_ns.store(record_from, Ordering::SeqCst);
+        control.end_ns.store(
+            record_from.saturating_add(config.duration_ns),
+            Ordering::SeqCst,
+        );
+        control.go.store(true, Ordering::SeqCst);
+        Ok(wl)
+    }
+
+    pub fn config(&self) -> &WorkloadConfig {
+        &self.config
+    }
+
+    /// The workload's threads (tids for the probes), producer first.
+    pub fn threads(&self) -> &[WorkloadThread] {
+        &self.threads
+    }
+
+    /// CLOCK_MONOTONIC time the threads were released (warm-up starts here).
+    pub fn start_ns(&self) -> Nanos {
+        self.start_ns
+    }
+
+    /// CLOCK_MONOTONIC time recording starts (after warm-up).
+    pub fn record_from_ns(&self) -> Nanos {
+        self.control.record_from_ns.load(Ordering::Relaxed)
+    }
+
+    /// CLOCK_MONOTONIC time the run ends by itself.
+    pub fn end_ns(&self) -> Nanos {
+        self.control.end_ns.load(Ordering::Relaxed)
+    }
+
+    /// True once every spinning thread has returned.
+    pub fn finished(&self) -> bool {
+        self.handles.iter().all(|h| h.is_finished())
+    }
+
+    /// Asks every thread to stop now (Ctrl-C).
+    pub fn request_stop(&self) {
+        self.control.stop.store(true, Ordering::Relaxed);
+    }
+
+    pub fn counters(&self) -> &[(ThreadRole, Arc<ThreadCounters>)] {
+        &self.counters
+    }
+
+    /// Drains everything the threads have produced so far into `sink`. Interval histograms
+    /// go back to their consumer's pool once `sink` has returned.
+    pub fn drain(&mut self, mut sink: impl FnMut(Output) -> Option<Box<IntervalHistograms>>) {
+        for src in &mut self.stall_sources {
+            while let Some(stall) = src.rx.pop() {
+                sink(Output::Stall(stall));
+            }
+        }
+        for src in &mut self.interval_sources {
+            while let Some(hists) = src.done.pop() {
+                if let Some(mut back) = sink(Output::Interval {
+                    consumer: src.consumer,
+                    hists,
+                }) {
+                    back.clear();
+                    // The pool has room for every box in flight, so this cannot fail.
+                    let _ = src.pool.push(back);
+                }
+            }
+        }
+    }
+
+    /// Stops the threads (if still running) and waits for them. Call `drain` afterwards to
+    /// collect the last stalls and the final partial interval.
+    pub fn join(&mut self) {
+        self.request_stop();
+        for h in self.handles.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for Workload {
+    fn drop(&mut self) {
+        self.join();
+    }
+}
+
+/// What every spinning thread carries: its identity, the stall detector's state and its
+/// way out.
+struct Spinner {
+    role: ThreadRole,
+    cpu: Option<Cpu>,
+    threshold_ns: Nanos,
+    stalls: spsc::Sender<Stall>,
+    counters: Arc<ThreadCounters>,
+    control: Arc<Control>,
+}
+
+impl Spinner {
+    /// Spins until the run starts; returns (record_from, end) or None when told to stop.
+    fn wait_for_go(&self) -> Option<(Nanos, Nanos)> {
+        while !self.control.go.load(Ordering::Acquire) {
+            std::hint::spin_loop();
+        }
+        if self.control.stop.load(Ordering::Relaxed) {
+            return None;
+        }
+        Some((
+            self.control.record_from_ns.load(Ordering::Relaxed),
+            self.control.end_ns.load(Ordering::Relaxed),
+        ))
+    }
+
+    /// The stall check of every loop iteration: `last` and `now` are consecutive clock reads.
+    #[inline(always)]
+    fn check(&mut self, last: Nanos, now: Nanos, record_from: Nanos) {
+        if now - last > self.threshold_ns && last >= record_from {
+            self.report_stall(last, now);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn report_stall(&mut self, start_ns: Nanos, end_ns: Nanos) {
+        let stall = Stall {
+            cpu: self.cpu.unwrap_or_else(affinity::current_cpu),
+            thread: self.role,
+            start_ns,
+            end_ns,
+        };
+        if self.stalls.push(stall).is_err() {
+            self.counters.stalls_dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[inline(always)]
+    fn stopping(&self) -> bool {
+        self.control.stop.load(Ordering::Relaxed)
+    }
+
+    fn run_producer(mut self, mut publisher: ring::Publisher, interval_ns: Nanos) {
+        let Some((record_from, end)) = self.wait_for_go() else {
+            return;
+        };
+        let mut last = monotonic_ns();
+        let mut next_publish = last;
+        loop {
+            let now = monotonic_ns();
+            self.check(last, now, record_from);
+            last = now;
+            if now >= end || self.stopping() {
+                break;
+            }
+            if now >= next_publish {
+                if publisher.try_publish(now) {
+                    next_publish += interval_ns;
+                    // After a stall, skip the missed slots instead of bursting to catch up:
+                    // the gap then shows in the inter-message time, where it belongs.
+                    if next_publish <= now {
+                        next_publish = now + interval_ns;
+                    }
+                } else {
+                    self.counters.ring_full.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    fn run_consumer(
+        mut self,
+        mut sub: ring::Subscriber,
+        mut done: spsc::Sender<Box<IntervalHistograms>>,
+        mut pool: spsc::Receiver<Box<IntervalHistograms>>,
+        period_ns: Nanos,
+    ) {
+        let Some((record_from, end)) = self.wait_for_go() else {
+            return;
+        };
+        let Some(mut cur) = pool.pop() else {
+            return;
+        };
+        cur.start_ns = record_from;
+        let mut next_rotate = record_from + period_ns;
+        let mut last = monotonic_ns();
+        let mut last_receive: Nanos = 0;
+        let mut messages: u64 = 0;
+        let mut sequence_errors: u64 = 0;
+        loop {
+            let available = sub.available();
+            let now = monotonic_ns();
+            self.check(last, now, record_from);
+            last = now;
+            if sub.next() < available {
+                while sub.next() < available {
+                    let expected = sub.next();
+                    let msg = sub.read_next();
+                    if msg.seq != expected {
+                        sequence_errors += 1;
+                    }
+                    if msg.publish_ns >= record_from {
+                        messages += 1;
+                        cur.transit.saturating_record(now - msg.publish_ns);
+                        // Between two recorded messages only, so the counts line up.
+                        if last_receive != 0 {
+                            cur.inter_message.saturating_record(now - last_receive);
+                        }
+                        last_receive = now;
+                    }
+                }
+                sub.release();
+            }
+            if now >= next_rotate {
+                if let Some(fresh) = pool.pop() {
+                    cur.end_ns = now;
+                    let full = std::mem::replace(&mut cur, fresh);
+                    cur.start_ns = now;
+                    // Cannot fail: `done` holds more slots than there are boxes in existence.
+                    let _ = done.push(full);
+                } else {
+                    // The collector has not returned a box yet: keep recording into this
+                    // one; the interval simply gets longer.
+                    self.counters
+                        .rotations_missed
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+                next_rotate = now + period_ns;
+            }
+            if now >= end || self.stopping() {
+                break;
+            }
+        }
+        cur.end_ns = last;
+        self.counters.messages.store(messages, Ordering::Relaxed);
+        self.counters
+            .sequence_errors
+            .store(sequence_errors, Ordering::Relaxed);
+        // The final partial interval; the pool guarantees room (see POOL_PER_CONSUMER).
+        let _ = done.push(cur);
+    }
+}
