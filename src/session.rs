@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use hdrhistogram::Histogram;
 
 use crate::model::{Cpu, Nanos};
+use crate::report::chart::{percentile_chart, Series};
 use crate::report::files::{file_stem, utc_stamp, OutputDir};
 use crate::report::hgrm;
 use crate::report::hlog::HlogWriter;
@@ -284,6 +285,9 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
             );
         }
     }
+    let svg_path = plan
+        .output
+        .write(&format!("{stem}.svg"), chart_of(&run).as_bytes())?;
     let json_path = plan
         .output
         .write(&format!("{stem}.json"), run.to_json().as_bytes())?;
@@ -298,12 +302,42 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
             .join(" ")
     )?;
     writeln!(out, "interval log: {}", hlog_path.display())?;
+    writeln!(out, "chart:      {}", svg_path.display())?;
     Ok(RunOutcome {
         run,
         json_path,
         hgrm_paths,
         hlog_path,
     })
+}
+
+/// The run's percentile chart: transit and inter-message time of every consumer.
+pub fn chart_of(run: &RunFile) -> String {
+    let names: Vec<(String, &Vec<(f64, u64)>)> = run
+        .histograms
+        .iter()
+        .flat_map(|h| {
+            [
+                (format!("{} transit", h.consumer), &h.transit.curve),
+                (
+                    format!("{} inter-message", h.consumer),
+                    &h.inter_message.curve,
+                ),
+            ]
+        })
+        .collect();
+    let series: Vec<Series> = names
+        .iter()
+        .map(|(n, c)| Series { name: n, points: c })
+        .collect();
+    percentile_chart(
+        &format!(
+            "jitterscope '{}' — CPUs {}",
+            run.run.label,
+            format_list(&run.run.cpus)
+        ),
+        &series,
+    )
 }
 
 fn write_interval(

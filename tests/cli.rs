@@ -256,3 +256,34 @@ fn report_on_bad_run_files_fails_clearly() {
         "not a jitterscope run file",
     );
 }
+
+#[test]
+fn files_belong_to_the_invoking_user_under_sudo() {
+    use std::os::unix::fs::MetadataExt;
+    if nproc() < 2 || unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root (chown) and 2 CPUs");
+        return;
+    }
+    let _cpus = CPUS.lock().unwrap_or_else(|e| e.into_inner());
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("new/runs");
+    js().args(["--cpus", "0,1", "--duration", "200ms", "--warmup", "0s"])
+        .arg("--output")
+        .arg(&dir)
+        .env("SUDO_UID", "65534")
+        .env("SUDO_GID", "65534")
+        .assert()
+        .success();
+    for p in [d.path().join("new"), dir.clone()] {
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().uid(),
+            65534,
+            "{}",
+            p.display()
+        );
+    }
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let m = e.unwrap().metadata().unwrap();
+        assert_eq!((m.uid(), m.gid(), m.mode() & 0o777), (65534, 65534, 0o644));
+    }
+}

@@ -243,6 +243,7 @@ mod tests {
             mean: 20.5,
             max: 40,
             percentiles: BTreeMap::from([("50".to_string(), 20), ("99.9999".to_string(), 40)]),
+            curve: vec![(0.0, 10), (0.5, 20), (1.0, 40)],
         };
         RunFile {
             schema: SCHEMA.into(),

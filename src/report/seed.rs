@@ -28,6 +28,10 @@ pub struct Summary {
     /// Percentile ("50", "99.99", …) → value in ns. The keys of `PERCENTILES` sort in
     /// percentile order as strings, so the map prints in the natural order.
     pub percentiles: BTreeMap<String, u64>,
+    /// The percentile curve (quantile, value ns), as in an `.hgrm`, so charts and comparisons
+    /// can be drawn from the run file alone.
+    #[serde(default)]
+    pub curve: Vec<(f64, u64)>,
 }
 
 impl Summary {
@@ -45,6 +49,13 @@ impl Summary {
                     (key.to_string(), v)
                 })
                 .collect(),
+            curve: if empty {
+                Vec::new()
+            } else {
+                h.iter_quantiles(super::hgrm::TICKS_PER_HALF_DISTANCE)
+                    .map(|v| (v.quantile_iterated_to(), v.value_iterated_to()))
+                    .collect()
+            },
         }
     }
 
