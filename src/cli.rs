@@ -113,6 +113,12 @@ pub struct FloorArgs {
 pub struct ReportArgs {
     /// A run file written by `jitterscope run`
     pub run_file: PathBuf,
+    /// text, markdown, json, svg (percentile chart) or perfetto (trace of the worst stalls)
+    #[arg(long, default_value = "text", value_parser = ["text", "markdown", "json", "svg", "perfetto"])]
+    pub format: String,
+    /// Write to this file instead of standard output
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
 }
 
 /// The stall threshold as given.

@@ -7,7 +7,10 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::{CommandFactory, Parser};
 
-use jitterscope::cli::{parse_cpus, Cli, Command, FloorArgs, RunArgs, Threshold, UsageError};
+use jitterscope::cli::{
+    parse_cpus, Cli, Command, FloorArgs, ReportArgs, RunArgs, Threshold, UsageError,
+};
+use jitterscope::report::export;
 use jitterscope::report::files::OutputDir;
 use jitterscope::report::runfile::RunFile;
 use jitterscope::session::{self, RunPlan};
@@ -37,8 +40,7 @@ fn run(cli: Cli) -> Result<()> {
         Some(Command::Run(args)) => run_workload(args),
         Some(Command::Report(args)) => {
             let run = RunFile::read(&args.run_file)?;
-            print!("{}", session::render_text(&run));
-            Ok(())
+            report(&run, &args)
         }
         Some(Command::Floor(args)) => floor(args),
         Some(Command::Completions { shell }) => {
@@ -85,6 +87,7 @@ fn plan(args: &RunArgs) -> Result<RunPlan> {
         stall_threshold_auto: auto,
         keep_stalls: args.keep_stalls as usize,
         progress: true,
+        colour: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
     })
 }
 
@@ -131,6 +134,25 @@ fn floor(args: FloorArgs) -> Result<()> {
                 &s
             )
         );
+    }
+    Ok(())
+}
+
+fn report(run: &RunFile, args: &ReportArgs) -> Result<()> {
+    let text = if args.format == "text" && args.output.is_none() {
+        jitterscope::report::text::render(
+            run,
+            std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+        )
+    } else {
+        let exporter = export::by_name(&args.format)
+            .ok_or_else(|| UsageError(format!("--format {}: unknown format", args.format)))?;
+        exporter.render(run)
+    };
+    match &args.output {
+        Some(path) => std::fs::write(path, text)
+            .with_context(|| format!("cannot write {}", path.display()))?,
+        None => print!("{text}"),
     }
     Ok(())
 }

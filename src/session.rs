@@ -8,16 +8,16 @@ use anyhow::{Context, Result};
 use hdrhistogram::Histogram;
 
 use crate::model::{Cpu, Nanos};
-use crate::report::chart::{percentile_chart, Series};
 use crate::report::files::{file_stem, utc_stamp, OutputDir};
-use crate::report::hgrm;
 use crate::report::hlog::HlogWriter;
 use crate::report::runfile::{
     ConsumerHistograms, Lost, RunFile, RunInfo, Settings, StallEntry, SCHEMA,
 };
-use crate::report::seed::{self, Summary};
-use crate::report::stalls::{render_summary, StallBook};
+use crate::report::seed::Summary;
+use crate::report::stalls::StallBook;
+use crate::report::text;
 use crate::report::units::fmt_ns;
+use crate::report::{export, hgrm};
 use crate::signals;
 use crate::system::cpus::{format_list, Topology};
 use crate::workload::clock::{monotonic_ns, unix_ns};
@@ -34,6 +34,8 @@ pub struct RunPlan {
     pub keep_stalls: usize,
     /// Print one progress line per second.
     pub progress: bool,
+    /// ANSI colour in the report (stdout is a terminal).
+    pub colour: bool,
 }
 
 /// Where the run's files went.
@@ -43,15 +45,6 @@ pub struct RunOutcome {
     pub json_path: std::path::PathBuf,
     pub hgrm_paths: Vec<std::path::PathBuf>,
     pub hlog_path: std::path::PathBuf,
-}
-
-/// The seed's consumer names, capitalised for its report titles.
-pub fn consumer_title(index: usize) -> String {
-    match index {
-        0 => "Accumulator".into(),
-        1 => "Journaller".into(),
-        n => format!("Consumer-{}", n + 1),
-    }
 }
 
 fn consumer_key(index: usize) -> String {
@@ -217,6 +210,7 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
             producer_cpu: cfg.producer_cpu,
             consumer_cpus: cfg.consumer_cpus.clone(),
             start_unix_ns: start_unix,
+            record_from_ns: record_from,
             duration_ns: stop_ns.saturating_sub(record_from),
             kernel: crate::system::kernel_release(),
             host: crate::system::host_name(),
@@ -254,13 +248,14 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
                 explained_share: None,
                 culprits: Vec::new(),
                 incomplete: false,
+                timeline: Vec::new(),
             })
             .collect(),
         culprits: Vec::new(),
         lost,
     };
 
-    write!(out, "\n{}", render_text(&run))?;
+    write!(out, "\n{}", text::render(&run, plan.colour))?;
     if ring_full > 0 {
         writeln!(
             out,
@@ -285,59 +280,28 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
             );
         }
     }
-    let svg_path = plan
-        .output
-        .write(&format!("{stem}.svg"), chart_of(&run).as_bytes())?;
-    let json_path = plan
-        .output
-        .write(&format!("{stem}.json"), run.to_json().as_bytes())?;
-    writeln!(out, "\nrun file:   {}", json_path.display())?;
-    writeln!(
-        out,
-        "histograms: {} (.hgrm, values in µs)",
-        hgrm_paths
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect::<Vec<_>>()
-            .join(" ")
-    )?;
-    writeln!(out, "interval log: {}", hlog_path.display())?;
-    writeln!(out, "chart:      {}", svg_path.display())?;
+    let mut written = Vec::new();
+    for e in export::run_files() {
+        written.push(
+            plan.output
+                .write(&format!("{stem}{}", e.suffix()), e.render(&run).as_bytes())?,
+        );
+    }
+    let json_path = written.last().cloned().unwrap_or_default();
+    writeln!(out, "\nrun file:     {}", json_path.display())?;
+    for p in &written[..written.len() - 1] {
+        writeln!(out, "              {}", p.display())?;
+    }
+    for p in &hgrm_paths {
+        writeln!(out, "              {} (HdrHistogram, µs)", p.display())?;
+    }
+    writeln!(out, "              {} (interval log)", hlog_path.display())?;
     Ok(RunOutcome {
         run,
         json_path,
         hgrm_paths,
         hlog_path,
     })
-}
-
-/// The run's percentile chart: transit and inter-message time of every consumer.
-pub fn chart_of(run: &RunFile) -> String {
-    let names: Vec<(String, &Vec<(f64, u64)>)> = run
-        .histograms
-        .iter()
-        .flat_map(|h| {
-            [
-                (format!("{} transit", h.consumer), &h.transit.curve),
-                (
-                    format!("{} inter-message", h.consumer),
-                    &h.inter_message.curve,
-                ),
-            ]
-        })
-        .collect();
-    let series: Vec<Series> = names
-        .iter()
-        .map(|(n, c)| Series { name: n, points: c })
-        .collect();
-    percentile_chart(
-        &format!(
-            "jitterscope '{}' — CPUs {}",
-            run.run.label,
-            format_list(&run.run.cpus)
-        ),
-        &series,
-    )
 }
 
 fn write_interval(
@@ -394,57 +358,4 @@ fn progress_line(
         fmt_ns(stalls.longest_ns())
     ));
     line
-}
-
-/// The text report of a run (also what `jitterscope report` prints).
-pub fn render_text(run: &RunFile) -> String {
-    let mut s = String::new();
-    for (i, h) in run.histograms.iter().enumerate() {
-        let title = consumer_title(i);
-        s.push_str(&seed::block(
-            &format!("{title} Message Transit Latency"),
-            &h.transit,
-        ));
-        s.push('\n');
-        s.push_str(&seed::block(
-            &format!("{title} Inter-Message Latency"),
-            &h.inter_message,
-        ));
-        s.push('\n');
-    }
-    s.push_str(&render_summary(
-        &run.stall_summary,
-        run.run.settings.stall_threshold_ns,
-        run.run.duration_ns,
-    ));
-    if !run.run.settings.probes && run.stall_summary.count > 0 {
-        s.push_str("(stalls are not attributed: this run had no kernel probes)\n");
-    }
-    let lost = &run.lost;
-    if lost.workload_queue_drops > 0 {
-        s.push_str(&format!(
-            "WARNING: {} stalls did not fit the workload's stall queues and are missing from the counts above\n",
-            lost.workload_queue_drops
-        ));
-    }
-    if lost.ring_buffer_drops > 0 {
-        s.push_str(&format!(
-            "WARNING: {} kernel records were lost (ring buffer full); raise --ringbuf-size\n",
-            lost.ring_buffer_drops
-        ));
-    }
-    if lost.sequence_errors > 0 {
-        s.push_str(&format!(
-            "WARNING: {} messages arrived out of sequence — a bug in jitterscope's ring, please report it\n",
-            lost.sequence_errors
-        ));
-    }
-    if run.run.ended != "completed" {
-        s.push_str(&format!(
-            "note: the run was {} before its planned {}\n",
-            run.run.ended,
-            fmt_ns(run.run.settings.planned_duration_ns)
-        ));
-    }
-    s
 }

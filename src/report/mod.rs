@@ -2,10 +2,13 @@
 //! the run file (JSON), `.hgrm` percentile distributions and the `.hlog` interval log.
 
 pub mod chart;
+pub mod export;
 pub mod files;
 pub mod hgrm;
 pub mod hlog;
+pub mod perfetto;
 pub mod runfile;
 pub mod seed;
 pub mod stalls;
+pub mod text;
 pub mod units;

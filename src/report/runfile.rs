@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::seed::Summary;
-use crate::model::{Cpu, Nanos};
+use crate::model::{Cpu, Interruption, Nanos};
 
 pub const SCHEMA: &str = "jitterscope.run/1";
 
@@ -35,6 +35,10 @@ pub struct RunInfo {
     pub producer_cpu: Cpu,
     pub consumer_cpus: Vec<Cpu>,
     pub start_unix_ns: u64,
+    /// CLOCK_MONOTONIC time recording started (after warm-up): stall and event times count
+    /// from here in reports.
+    #[serde(default)]
+    pub record_from_ns: Nanos,
     /// Recorded time (warm-up excluded).
     pub duration_ns: Nanos,
     pub kernel: String,
@@ -96,6 +100,9 @@ pub struct StallEntry {
     /// True when kernel records for this window were lost (the verdict may be partial).
     #[serde(default)]
     pub incomplete: bool,
+    /// The kernel's interruption records around the stall (for timelines and traces).
+    #[serde(default)]
+    pub timeline: Vec<Interruption>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -253,6 +260,7 @@ mod tests {
                 producer_cpu: 1,
                 consumer_cpus: vec![3],
                 start_unix_ns: 1,
+                record_from_ns: 0,
                 duration_ns: 2,
                 kernel: "k".into(),
                 host: "h".into(),
@@ -289,6 +297,7 @@ mod tests {
                     share: 0.75,
                 }],
                 incomplete: false,
+                timeline: vec![],
             }],
             culprits: vec![],
             lost: Lost::default(),

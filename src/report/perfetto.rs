@@ -1,0 +1,74 @@
+//! A Chrome trace-event JSON of the worst stalls and the kernel records around them; opens
+//! in the Perfetto UI (ui.perfetto.dev → Open trace file) and chrome://tracing. Each CPU gets
+//! two tracks: the workload's stalls and the kernel's interruptions (nested episodes nest).
+
+use serde_json::{json, Value};
+
+use super::runfile::RunFile;
+use super::text::causes_line;
+
+fn us(ns: u64, base: u64) -> f64 {
+    ns.saturating_sub(base) as f64 / 1e3
+}
+
+pub fn render(run: &RunFile) -> String {
+    let base = run.run.record_from_ns;
+    let mut events: Vec<Value> = Vec::new();
+    let mut cpus: Vec<u32> = run.stalls.iter().map(|s| s.cpu).collect();
+    cpus.extend(
+        run.stalls
+            .iter()
+            .flat_map(|s| s.timeline.iter().map(|i| i.cpu)),
+    );
+    cpus.sort_unstable();
+    cpus.dedup();
+    events.push(json!({"ph": "M", "pid": 1, "name": "process_name",
+        "args": {"name": format!("jitterscope '{}'", run.run.label)}}));
+    for &cpu in &cpus {
+        for (tid, what) in [(cpu * 2, "workload stalls"), (cpu * 2 + 1, "kernel")] {
+            events.push(
+                json!({"ph": "M", "pid": 1, "tid": tid, "name": "thread_name",
+                "args": {"name": format!("CPU {cpu} {what}")}}),
+            );
+            events.push(
+                json!({"ph": "M", "pid": 1, "tid": tid, "name": "thread_sort_index",
+                "args": {"sort_index": tid}}),
+            );
+        }
+    }
+    // The same kernel record can sit in the timelines of several stalls: emit it once.
+    let mut seen = std::collections::HashSet::new();
+    for s in &run.stalls {
+        events.push(json!({
+            "ph": "X", "pid": 1, "tid": s.cpu * 2,
+            "name": format!("{} stalled", s.thread),
+            "ts": us(s.start_ns, base), "dur": s.duration_ns as f64 / 1e3,
+            "args": {"causes": causes_line(s), "explained_share": s.explained_share,
+                     "start_ns": s.start_ns, "end_ns": s.end_ns},
+        }));
+        for i in &s.timeline {
+            if !seen.insert((i.cpu, i.start_ns, i.end_ns, i.class, i.id)) {
+                continue;
+            }
+            let name = if i.detail.is_empty() {
+                i.name.clone()
+            } else {
+                format!("{} {}", i.name, i.detail)
+            };
+            if i.end_ns == i.start_ns {
+                events.push(json!({"ph": "i", "s": "t", "pid": 1, "tid": i.cpu * 2 + 1,
+                    "name": name, "ts": us(i.start_ns, base),
+                    "args": {"class": i.class.as_str()}}));
+            } else {
+                events.push(json!({"ph": "X", "pid": 1, "tid": i.cpu * 2 + 1,
+                    "name": name, "ts": us(i.start_ns, base),
+                    "dur": i.duration_ns() as f64 / 1e3,
+                    "args": {"class": i.class.as_str(), "pid": i.pid,
+                             "parent": i.parent.map(|p| p.as_str())}}));
+            }
+        }
+    }
+    json!({"traceEvents": events, "displayTimeUnit": "ns",
+           "otherData": {"jitterscope_schema": run.schema, "label": run.run.label}})
+    .to_string()
+}

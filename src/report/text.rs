@@ -1,0 +1,340 @@
+//! The terminal report (colour when a terminal) and its Markdown twin: histogram blocks,
+//! stall summary, top culprits, the worst stalls with their causes, lost-data warnings and
+//! the advice. Both render a `RunFile`, so a saved run renders exactly as a live one did.
+
+use std::fmt::Write as _;
+
+use super::runfile::{CulpritEntry, RunFile, StallEntry};
+use super::seed;
+use super::stalls::render_summary;
+use super::units::fmt_ns;
+
+/// How many of the worst stalls the reports show (the run file may keep more).
+pub const WORST_SHOWN: usize = 10;
+
+/// The seed's consumer names, capitalised for its report titles.
+pub fn consumer_title(index: usize) -> String {
+    match index {
+        0 => "Accumulator".into(),
+        1 => "Journaller".into(),
+        n => format!("Consumer-{}", n + 1),
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Paint(bool);
+
+impl Paint {
+    fn code(self, code: &str, s: &str) -> String {
+        if self.0 {
+            format!("\x1b[{code}m{s}\x1b[0m")
+        } else {
+            s.to_string()
+        }
+    }
+    fn bold(self, s: &str) -> String {
+        self.code("1", s)
+    }
+    fn warn(self, s: &str) -> String {
+        self.code("1;31", s)
+    }
+    fn class(self, class: &str) -> String {
+        let c = match class {
+            "unexplained" => "2",
+            "self" => "1;31",
+            "kworker" | "kthread" => "33",
+            "irq" | "softirq" | "ipi" | "nmi" => "35",
+            "timer_tick" => "36",
+            "task" => "34",
+            "freq_change" => "32",
+            _ => "0",
+        };
+        self.code(c, class)
+    }
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.0}%", x * 100.0)
+}
+
+/// `kworker/3:1 vmstat_update 171.0µs (94%), timer tick 3.1µs (2%), unexplained 8.3µs`
+pub fn causes_line(s: &StallEntry) -> String {
+    if s.explained_share.is_none() {
+        return "not attributed (no probes)".into();
+    }
+    let parts: Vec<String> = s
+        .culprits
+        .iter()
+        .map(|c| {
+            let what = if c.detail.is_empty() || c.class == "unexplained" {
+                c.name.clone()
+            } else {
+                format!("{} {}", c.name, c.detail)
+            };
+            if c.class == "unexplained" {
+                format!("unexplained {}", fmt_ns(c.ns))
+            } else if c.class == "freq_change" && c.ns == 0 {
+                format!("{what} (frequency change)")
+            } else {
+                format!("{what} {} ({})", fmt_ns(c.ns), pct(c.share))
+            }
+        })
+        .collect();
+    let mut line = parts.join(", ");
+    if s.incomplete {
+        line.push_str(" [incomplete: kernel records were lost]");
+    }
+    line
+}
+
+/// `+12.345678s  CPU 3  accumulator stalled 182.4µs: …`
+pub fn stall_line(run: &RunFile, s: &StallEntry) -> String {
+    let at = s.start_ns.saturating_sub(run.run.record_from_ns) as f64 / 1e9;
+    format!(
+        "+{at:.6}s  CPU {}  {} stalled {}: {}",
+        s.cpu,
+        s.thread,
+        fmt_ns(s.duration_ns),
+        causes_line(s)
+    )
+}
+
+fn culprit_name(c: &CulpritEntry) -> String {
+    if c.detail.is_empty() {
+        c.name.clone()
+    } else {
+        format!("{} {}", c.name, c.detail)
+    }
+}
+
+/// The terminal report.
+pub fn render(run: &RunFile, colour: bool) -> String {
+    let p = Paint(colour);
+    let mut s = String::new();
+    for (i, h) in run.histograms.iter().enumerate() {
+        let title = consumer_title(i);
+        s.push_str(&seed::block(
+            &format!("{title} Message Transit Latency"),
+            &h.transit,
+        ));
+        s.push('\n');
+        s.push_str(&seed::block(
+            &format!("{title} Inter-Message Latency"),
+            &h.inter_message,
+        ));
+        s.push('\n');
+    }
+    s.push_str(&render_summary(
+        &run.stall_summary,
+        run.run.settings.stall_threshold_ns,
+        run.run.duration_ns,
+    ));
+    if !run.run.settings.probes {
+        if run.stall_summary.count > 0 {
+            s.push_str("(stalls are not attributed: this run had no kernel probes)\n");
+        }
+    } else {
+        s.push('\n');
+        let _ = writeln!(
+            s,
+            "{}",
+            p.bold("== Top culprits (share of all stall time) ==")
+        );
+        if run.culprits.is_empty() {
+            s.push_str("no stalls, nothing to attribute\n");
+        } else {
+            let _ = writeln!(
+                s,
+                "{:<12} {:<40} {:>7} {:>10} {:>10} {:>6}",
+                "class", "culprit", "count", "total", "max", "share"
+            );
+            for c in run.culprits.iter().take(15) {
+                let class = format!("{:<12}", c.class);
+                let _ = writeln!(
+                    s,
+                    "{} {:<40} {:>7} {:>10} {:>10} {:>6}",
+                    p.class(&class),
+                    truncate(&culprit_name(c), 40),
+                    c.count,
+                    fmt_ns(c.total_ns),
+                    fmt_ns(c.max_ns),
+                    pct(c.share)
+                );
+            }
+        }
+        if !run.stalls.is_empty() {
+            s.push('\n');
+            let _ = writeln!(s, "{}", p.bold("== Worst stalls =="));
+            for st in run.stalls.iter().take(WORST_SHOWN) {
+                let _ = writeln!(s, "{}", stall_line(run, st));
+            }
+        }
+        let advice = advice_list(run);
+        if !advice.is_empty() {
+            s.push('\n');
+            let _ = writeln!(s, "{}", p.bold("== What to do =="));
+            for (who, a) in advice {
+                let _ = writeln!(s, "{}: {a}", p.bold(&who));
+            }
+        }
+    }
+    for w in warnings(run) {
+        let _ = writeln!(s, "{}", p.warn(&format!("WARNING: {w}")));
+    }
+    if run.run.ended != "completed" {
+        let _ = writeln!(
+            s,
+            "note: the run was {} before its planned {}",
+            run.run.ended,
+            fmt_ns(run.run.settings.planned_duration_ns)
+        );
+    }
+    s
+}
+
+/// Advice for the culprits that matter (at least 1% of stall time), one per distinct text.
+fn advice_list(run: &RunFile) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for c in &run.culprits {
+        if c.advice.is_empty() || c.share < 0.01 {
+            continue;
+        }
+        if out.iter().any(|(_, a)| *a == c.advice) {
+            continue;
+        }
+        out.push((culprit_name(c), c.advice.clone()));
+        if out.len() == 8 {
+            break;
+        }
+    }
+    out
+}
+
+/// Lost-data warnings, shared by every format.
+pub fn warnings(run: &RunFile) -> Vec<String> {
+    let l = &run.lost;
+    let mut w = Vec::new();
+    if l.ring_buffer_drops > 0 {
+        w.push(format!(
+            "{} kernel records were lost (BPF ring buffer full); stalls in those windows are marked incomplete — raise --ringbuf-size",
+            l.ring_buffer_drops
+        ));
+    }
+    if l.workload_queue_drops > 0 {
+        w.push(format!(
+            "{} stalls did not fit the workload's stall queues and are missing from the counts above",
+            l.workload_queue_drops
+        ));
+    }
+    if l.sequence_errors > 0 {
+        w.push(format!(
+            "{} messages arrived out of sequence — a bug in jitterscope's ring, please report it",
+            l.sequence_errors
+        ));
+    }
+    w
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(n - 1).collect();
+        t.push('…');
+        t
+    }
+}
+
+fn md_escape(s: &str) -> String {
+    s.replace('|', "\\|")
+}
+
+/// The Markdown report: the same content as the terminal report, as tables.
+pub fn render_markdown(run: &RunFile) -> String {
+    let mut s = String::new();
+    let r = &run.run;
+    let _ = writeln!(s, "# jitterscope run `{}`\n", md_escape(&r.label));
+    let _ = writeln!(
+        s,
+        "Producer on CPU {}, consumers on CPUs {:?}, {} recorded ({}), interval {}, stall threshold {}, kernel {}, host {}.\n",
+        r.producer_cpu,
+        r.consumer_cpus,
+        fmt_ns(r.duration_ns),
+        r.ended,
+        fmt_ns(r.settings.interval_ns),
+        fmt_ns(r.settings.stall_threshold_ns),
+        md_escape(&r.kernel),
+        md_escape(&r.host)
+    );
+    s.push_str("## Latency (ns)\n\n| consumer | measure | count | min | mean |");
+    for (_, label, _) in seed::PERCENTILES {
+        let _ = write!(s, " {label} |");
+    }
+    s.push_str(" max |\n|---|---|---:|---:|---:|");
+    for _ in seed::PERCENTILES {
+        s.push_str("---:|");
+    }
+    s.push_str("---:|\n");
+    for h in &run.histograms {
+        for (what, m) in [("transit", &h.transit), ("inter-message", &h.inter_message)] {
+            let _ = write!(
+                s,
+                "| {} (CPU {}) | {what} | {} | {} | {:.0} |",
+                h.consumer, h.cpu, m.count, m.min, m.mean
+            );
+            for (key, _, _) in seed::PERCENTILES {
+                let _ = write!(s, " {} |", m.percentile(key).unwrap_or(0));
+            }
+            let _ = writeln!(s, " {} |", m.max);
+        }
+    }
+    let ss = &run.stall_summary;
+    let _ = writeln!(
+        s,
+        "\n## Stalls\n\n{} stalls over {}, {} in all, the longest {}.\n\n| CPU | count | total | longest |\n|---:|---:|---:|---:|",
+        ss.count,
+        fmt_ns(r.settings.stall_threshold_ns),
+        fmt_ns(ss.total_ns),
+        fmt_ns(ss.longest_ns)
+    );
+    for c in &ss.per_cpu {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} |",
+            c.cpu,
+            c.count,
+            fmt_ns(c.total_ns),
+            fmt_ns(c.longest_ns)
+        );
+    }
+    if r.settings.probes {
+        s.push_str("\n## Top culprits\n\n| class | culprit | count | total | max | share | what to do |\n|---|---|---:|---:|---:|---:|---|\n");
+        for c in &run.culprits {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                c.class,
+                md_escape(&culprit_name(c)),
+                c.count,
+                fmt_ns(c.total_ns),
+                fmt_ns(c.max_ns),
+                pct(c.share),
+                md_escape(&c.advice)
+            );
+        }
+        s.push_str("\n## Worst stalls\n\n");
+        for st in run.stalls.iter().take(WORST_SHOWN) {
+            let _ = writeln!(s, "- `{}`", stall_line(run, st).replace('`', "'"));
+        }
+    } else {
+        s.push_str("\nStalls are not attributed: this run had no kernel probes.\n");
+    }
+    let w = warnings(run);
+    if !w.is_empty() {
+        s.push_str("\n## Lost data\n\n");
+        for x in w {
+            let _ = writeln!(s, "- **WARNING**: {x}");
+        }
+    }
+    s
+}
