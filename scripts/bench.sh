@@ -24,7 +24,7 @@ trap 'rm -rf "$out"' EXIT
 
 floor=$("$js" floor --cpus "$cpus" --rounds 2000000 --json)
 "$js" --cpus "$cpus" --duration "$duration" --warmup 2s --label bench --no-tui --output "$out" >"$out/run.txt"
-run=$(ls "$out"/bench-*.json)
+run=$(ls "$out"/bench-*.json | grep -v "\.trace\.json$")
 
 python3 - "$floor" "$run" "$cpus" "$duration" <<'PY'
 import json, os, platform, sys

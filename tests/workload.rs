@@ -27,9 +27,7 @@ fn ring_delivers_every_message_to_every_consumer_in_order() {
             std::thread::spawn(move || {
                 let mut expected = 0u64;
                 while expected < N {
-                    let available = sub.available();
-                    while sub.next() < available {
-                        let m = sub.read_next();
+                    while let Some(m) = sub.poll() {
                         assert_eq!(m.seq, expected, "lost, duplicated or reordered");
                         assert_eq!(m.publish_ns, expected * 3, "payload torn");
                         expected += 1;

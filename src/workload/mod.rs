@@ -464,27 +464,26 @@ impl Spinner {
         let mut last_receive: Nanos = 0;
         let mut messages: u64 = 0;
         let mut sequence_errors: u64 = 0;
+        let mut expected: u64 = sub.next();
         loop {
-            let available = sub.available();
+            // Poll first, then read the clock: the receive time is never before the publish.
+            let polled = sub.poll();
             let now = monotonic_ns();
             self.check(last, now, record_from);
             last = now;
-            if sub.next() < available {
-                while sub.next() < available {
-                    let expected = sub.next();
-                    let msg = sub.read_next();
-                    if msg.seq != expected {
-                        sequence_errors += 1;
+            if let Some(msg) = polled {
+                if msg.seq != expected {
+                    sequence_errors += 1;
+                }
+                expected = msg.seq + 1;
+                if msg.publish_ns >= record_from {
+                    messages += 1;
+                    cur.transit.saturating_record(now - msg.publish_ns);
+                    // Between two recorded messages only, so the counts line up.
+                    if last_receive != 0 {
+                        cur.inter_message.saturating_record(now - last_receive);
                     }
-                    if msg.publish_ns >= record_from {
-                        messages += 1;
-                        cur.transit.saturating_record(now - msg.publish_ns);
-                        // Between two recorded messages only, so the counts line up.
-                        if last_receive != 0 {
-                            cur.inter_message.saturating_record(now - last_receive);
-                        }
-                        last_receive = now;
-                    }
+                    last_receive = now;
                 }
                 sub.release();
             }
