@@ -1,39 +1,586 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* jitterscope's kernel half: every source of interruption on the measured CPUs. */
+/* jitterscope's kernel half: every source of interruption on the measured CPUs, turned
+ * into completed episode records in the kernel.
+ *
+ * Rules that keep the tracer from becoming the noise it measures:
+ *  - every program returns before touching a map or the ring buffer when the event is not
+ *    about a measured CPU (rodata mask, set before load);
+ *  - records are submitted with BPF_RB_NO_WAKEUP: user space drains on a timer from a
+ *    housekeeping CPU, so no irq_work IPI is ever sent to a measured CPU.
+ */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
 #include "jitterscope.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-/* Measured CPUs, set by user space before load: events of other CPUs are dropped first. */
+#define PF_WQ_WORKER 0x00000020
+#define PF_KTHREAD 0x00200000
+
+/* Set by user space before load. */
 const volatile __u64 target_cpus[JS_MAX_CPUS / 64] = {};
+const volatile __u32 self_tgid = 0;
+
+/* Dummy instances so the skeleton emits the Rust types. */
+struct js_record _js_record = {};
+struct js_cpu_counters _js_cpu_counters = {};
+
+/* Read by user space through the mmapped .bss. */
+struct js_cpu_counters counters[JS_MAX_CPUS] = {};
 
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, JS_MAX_CPUS);
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 8 << 20); /* resized by user space before load */
+} events SEC(".maps");
+
+/* Workload thread ids: their runs are what is measured, not interruptions. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
 	__type(key, __u32);
-	__type(value, struct js_cpu_counters);
-} counters SEC(".maps");
+	__type(value, __u8);
+} workload_tids SEC(".maps");
+
+/* Per-CPU episode state; each level of nesting has its own slot. */
+struct cpu_state {
+	/* task level: a non-idle, non-workload task running on the CPU */
+	__u64 task_start;
+	__u64 work_func;   /* work item running now (kworker) */
+	__u64 work_start;
+	__u64 best_func;   /* work item that took longest in this run */
+	__u64 best_ns;
+	__u32 task_pid;
+	__u32 task_policy;
+	__u32 task_flags;
+	__u32 works;
+	__u16 task_class;
+	__u16 pad0;
+	char task_comm[JS_COMM_LEN];
+	/* softirq level */
+	__u64 softirq_start;
+	__u32 softirq_vec;
+	__u16 softirq_parent;
+	__u16 pad1;
+	/* hard irq level */
+	__u64 irq_start;
+	__u32 irq_nr;
+	__u16 irq_parent;
+	__u16 pad2;
+	char irq_name[JS_NAME_LEN];
+	/* system vector level (timer tick, IPIs) */
+	__u64 vec_start;
+	__u32 vec_kind;
+	__u16 vec_parent;
+	__u16 pad3;
+	/* lost records not yet reported */
+	__u64 lost_since;
+	__u64 lost_count;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cpu_state);
+} state SEC(".maps");
+
+/* Last known frequency per CPU (kHz), for old → new. */
+__u32 cpu_khz[JS_MAX_CPUS] = {};
 
 static __always_inline bool is_target(__u32 cpu)
 {
-	if (cpu >= JS_MAX_CPUS)
+	__u32 word = cpu / 64;
+
+	/* Bounds-check the very register used as the index: tracepoint args arrive as u64 and
+	 * the compiler may otherwise check a truncated copy and index with the original. */
+	barrier_var(word);
+	if (word >= JS_MAX_CPUS / 64)
 		return false;
-	return target_cpus[cpu / 64] & (1ULL << (cpu % 64));
+	return target_cpus[word] & (1ULL << (cpu % 64));
 }
 
-SEC("tp_btf/sched_switch")
-int BPF_PROG(js_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+static __always_inline struct cpu_state *my_state(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&state, &zero);
+}
+
+/* The innermost episode running now: what a new episode nests in. */
+static __always_inline __u16 innermost(struct cpu_state *st)
+{
+	if (st->vec_start)
+		return st->vec_kind == JS_VEC_LOCAL_TIMER ? JS_CLASS_TIMER_TICK : JS_CLASS_IPI;
+	if (st->irq_start)
+		return JS_CLASS_IRQ;
+	if (st->softirq_start)
+		return JS_CLASS_SOFTIRQ;
+	if (st->task_start)
+		return st->task_class;
+	return JS_CLASS_NONE;
+}
+
+static __always_inline void count_event(__u32 cpu)
+{
+	if (cpu < JS_MAX_CPUS)
+		__sync_fetch_and_add(&counters[cpu].events, 1);
+}
+
+/* Reserves a record for `cpu`; a failure is counted, and the window of lost records is
+ * reported with the next record that fits, so user space can mark affected stalls. */
+static __always_inline struct js_record *reserve(__u32 cpu, struct cpu_state *st, __u64 now)
+{
+	struct js_record *r;
+
+	if (st && st->lost_count) {
+		r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+		if (r) {
+			__builtin_memset(r, 0, sizeof(*r));
+			r->kind = JS_REC_LOST;
+			r->cpu = cpu;
+			r->start_ns = st->lost_since;
+			r->end_ns = now;
+			r->id = st->lost_count;
+			bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+			st->lost_count = 0;
+		}
+	}
+	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+	if (!r) {
+		if (cpu < JS_MAX_CPUS)
+			__sync_fetch_and_add(&counters[cpu].rb_drops, 1);
+		if (st) {
+			if (!st->lost_count)
+				st->lost_since = now;
+			st->lost_count++;
+		}
+		return NULL;
+	}
+	__builtin_memset(r, 0, sizeof(*r));
+	count_event(cpu);
+	return r;
+}
+
+static __always_inline void submit(struct js_record *r)
+{
+	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+}
+
+static __always_inline __u16 task_class_of(struct task_struct *t)
+{
+	__u32 flags = BPF_CORE_READ(t, flags);
+
+	if (flags & PF_WQ_WORKER)
+		return JS_CLASS_KWORKER;
+	if (flags & PF_KTHREAD)
+		return JS_CLASS_KTHREAD;
+	if (self_tgid && BPF_CORE_READ(t, tgid) == self_tgid)
+		return JS_CLASS_SELF;
+	return JS_CLASS_TASK;
+}
+
+/* ---- task level: sched_switch, workqueue execution ------------------------------------ */
+
+static __always_inline void end_task_episode(__u32 cpu, struct cpu_state *st, __u64 now)
+{
+	struct js_record *r;
+
+	if (!st->task_start)
+		return;
+	/* A work item still running at switch-out counts with what it ran so far. */
+	if (st->work_start && now - st->work_start > st->best_ns) {
+		st->best_ns = now - st->work_start;
+		st->best_func = st->work_func;
+	}
+	r = reserve(cpu, st, now);
+	if (r) {
+		r->kind = JS_REC_INTERRUPTION;
+		r->cpu = cpu;
+		r->start_ns = st->task_start;
+		r->end_ns = now;
+		r->id = st->task_pid;
+		r->pid = st->task_pid;
+		r->detail = st->best_func;
+		r->class_ = st->task_class;
+		r->flags = st->task_flags;
+		r->aux = st->task_policy;
+		__builtin_memcpy(r->name, st->task_comm, JS_COMM_LEN);
+		submit(r);
+	}
+	st->task_start = 0;
+	st->work_func = 0;
+	st->work_start = 0;
+	st->best_func = 0;
+	st->best_ns = 0;
+	st->works = 0;
+}
+
+static __always_inline int handle_sched_switch(bool preempt, struct task_struct *prev,
+					       struct task_struct *next, unsigned int prev_state)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
-	struct js_cpu_counters *c;
+	struct cpu_state *st;
+	__u32 prev_pid, next_pid;
+	__u64 now;
 
 	if (!is_target(cpu))
 		return 0;
-	c = bpf_map_lookup_elem(&counters, &cpu);
-	if (c)
-		__sync_fetch_and_add(&c->switches, 1);
+	st = my_state();
+	if (!st)
+		return 0;
+	now = bpf_ktime_get_ns();
+	end_task_episode(cpu, st, now);
+
+	next_pid = BPF_CORE_READ(next, pid);
+	if (next_pid == 0 || bpf_map_lookup_elem(&workload_tids, &next_pid))
+		return 0;
+	st->task_start = now;
+	st->task_pid = next_pid;
+	st->task_class = task_class_of(next);
+	st->task_policy = BPF_CORE_READ(next, policy);
+	st->task_flags = 0;
+	prev_pid = BPF_CORE_READ(prev, pid);
+	if (prev_pid && bpf_map_lookup_elem(&workload_tids, &prev_pid))
+		st->task_flags = prev_state == 0 ? JS_F_PREEMPTED_WORKLOAD : JS_F_BLOCKED_WORKLOAD;
+	bpf_probe_read_kernel_str(st->task_comm, sizeof(st->task_comm), next->comm);
 	return 0;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(js_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	return handle_sched_switch(preempt, prev, next, prev_state);
+}
+
+SEC("tp_btf/workqueue_execute_start")
+int BPF_PROG(js_workqueue_execute_start, struct work_struct *work)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct cpu_state *st;
+
+	if (!is_target(cpu))
+		return 0;
+	st = my_state();
+	if (!st || !st->task_start || st->task_pid != (__u32)bpf_get_current_pid_tgid())
+		return 0;
+	/* The function pointer is read here: execute_end cannot read it (verifier). */
+	st->work_func = (__u64)BPF_CORE_READ(work, func);
+	st->work_start = bpf_ktime_get_ns();
+	st->works++;
+	st->task_flags = (st->task_flags & 0xffff) | ((st->works & 0xffff) << 16);
+	return 0;
+}
+
+SEC("tp_btf/workqueue_execute_end")
+int BPF_PROG(js_workqueue_execute_end, struct work_struct *work)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct cpu_state *st;
+	__u64 now, d;
+
+	if (!is_target(cpu))
+		return 0;
+	st = my_state();
+	if (!st || !st->work_start || st->task_pid != (__u32)bpf_get_current_pid_tgid())
+		return 0;
+	now = bpf_ktime_get_ns();
+	d = now - st->work_start;
+	if (d >= st->best_ns) {
+		st->best_ns = d;
+		st->best_func = st->work_func;
+	}
+	st->work_start = 0;
+	return 0;
+}
+
+/* ---- hard irqs -------------------------------------------------------------------------- */
+
+SEC("tp_btf/irq_handler_entry")
+int BPF_PROG(js_irq_handler_entry, int irq, struct irqaction *action)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct cpu_state *st;
+
+	if (!is_target(cpu))
+		return 0;
+	st = my_state();
+	if (!st)
+		return 0;
+	st->irq_parent = innermost(st);
+	st->irq_start = bpf_ktime_get_ns();
+	st->irq_nr = irq;
+	bpf_probe_read_kernel_str(st->irq_name, sizeof(st->irq_name), BPF_CORE_READ(action, name));
+	return 0;
+}
+
+SEC("tp_btf/irq_handler_exit")
+int BPF_PROG(js_irq_handler_exit, int irq, struct irqaction *action, int ret)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct cpu_state *st;
+	struct js_record *r;
+	__u64 now;
+
+	if (!is_target(cpu))
+		return 0;
+	st = my_state();
+	if (!st || !st->irq_start)
+		return 0;
+	now = bpf_ktime_get_ns();
+	r = reserve(cpu, st, now);
+	if (r) {
+		r->kind = JS_REC_INTERRUPTION;
+		r->cpu = cpu;
+		r->start_ns = st->irq_start;
+		r->end_ns = now;
+		r->id = st->irq_nr;
+		r->class_ = JS_CLASS_IRQ;
+		r->parent = st->irq_parent;
+		__builtin_memcpy(r->name, st->irq_name, JS_NAME_LEN);
+		submit(r);
+	}
+	st->irq_start = 0;
+	return 0;
+}
+
+/* ---- softirqs --------------------------------------------------------------------------- */
+
+SEC("tp_btf/softirq_entry")
+int BPF_PROG(js_softirq_entry, unsigned int vec)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct cpu_state *st;
+
+	if (!is_target(cpu))
+		return 0;
+	st = my_state();
+	if (!st)
+		return 0;
+	st->softirq_parent = innermost(st);
+	st->softirq_start = bpf_ktime_get_ns();
+	st->softirq_vec = vec;
+	return 0;
+}
+
+SEC("tp_btf/softirq_exit")
+int BPF_PROG(js_softirq_exit, unsigned int vec)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct cpu_state *st;
+	struct js_record *r;
+	__u64 now;
+
+	if (!is_target(cpu))
+		return 0;
+	st = my_state();
+	if (!st || !st->softirq_start)
+		return 0;
+	now = bpf_ktime_get_ns();
+	r = reserve(cpu, st, now);
+	if (r) {
+		r->kind = JS_REC_INTERRUPTION;
+		r->cpu = cpu;
+		r->start_ns = st->softirq_start;
+		r->end_ns = now;
+		r->id = st->softirq_vec;
+		r->class_ = JS_CLASS_SOFTIRQ;
+		r->parent = st->softirq_parent;
+		submit(r);
+	}
+	st->softirq_start = 0;
+	return 0;
+}
+
+/* ---- x86 system vectors: the tick and the IPIs ------------------------------------------ */
+
+static __always_inline int vector_entry(__u32 kind)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct cpu_state *st;
+
+	if (!is_target(cpu))
+		return 0;
+	st = my_state();
+	if (!st)
+		return 0;
+	st->vec_parent = innermost(st);
+	st->vec_start = bpf_ktime_get_ns();
+	st->vec_kind = kind;
+	return 0;
+}
+
+static __always_inline int vector_exit(__u32 kind)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct cpu_state *st;
+	struct js_record *r;
+	__u64 now;
+
+	if (!is_target(cpu))
+		return 0;
+	st = my_state();
+	if (!st || !st->vec_start || st->vec_kind != kind)
+		return 0;
+	now = bpf_ktime_get_ns();
+	r = reserve(cpu, st, now);
+	if (r) {
+		r->kind = JS_REC_INTERRUPTION;
+		r->cpu = cpu;
+		r->start_ns = st->vec_start;
+		r->end_ns = now;
+		r->id = kind;
+		r->class_ = kind == JS_VEC_LOCAL_TIMER ? JS_CLASS_TIMER_TICK : JS_CLASS_IPI;
+		r->parent = st->vec_parent;
+		submit(r);
+	}
+	st->vec_start = 0;
+	return 0;
+}
+
+#define VECTOR_PROGS(tp, kind)                                           \
+	SEC("tp_btf/" #tp "_entry")                                      \
+	int BPF_PROG(js_##tp##_entry, int vector) { return vector_entry(kind); } \
+	SEC("tp_btf/" #tp "_exit")                                       \
+	int BPF_PROG(js_##tp##_exit, int vector) { return vector_exit(kind); }
+
+VECTOR_PROGS(local_timer, JS_VEC_LOCAL_TIMER)
+VECTOR_PROGS(reschedule, JS_VEC_RESCHEDULE)
+VECTOR_PROGS(call_function, JS_VEC_CALL_FUNCTION)
+VECTOR_PROGS(call_function_single, JS_VEC_CALL_FUNCTION_SINGLE)
+VECTOR_PROGS(irq_work, JS_VEC_IRQ_WORK)
+VECTOR_PROGS(thermal_apic, JS_VEC_THERMAL)
+VECTOR_PROGS(x86_platform_ipi, JS_VEC_X86_PLATFORM_IPI)
+VECTOR_PROGS(spurious_apic, JS_VEC_SPURIOUS)
+VECTOR_PROGS(error_apic, JS_VEC_ERROR)
+
+/* ---- NMIs: the tracepoint fires after each handler with its duration --------------------- */
+
+SEC("tp_btf/nmi_handler")
+int BPF_PROG(js_nmi_handler, void *handler, s64 delta_ns, int handled)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct cpu_state *st;
+	struct js_record *r;
+	__u64 now;
+
+	if (!is_target(cpu))
+		return 0;
+	st = my_state();
+	now = bpf_ktime_get_ns();
+	/* NMI context: do not touch the lost-window state another program may be updating. */
+	r = reserve(cpu, NULL, now);
+	if (!r)
+		return 0;
+	r->kind = JS_REC_INTERRUPTION;
+	r->cpu = cpu;
+	r->start_ns = delta_ns > 0 && (__u64)delta_ns < now ? now - delta_ns : now;
+	r->end_ns = now;
+	r->detail = (__u64)handler;
+	r->class_ = JS_CLASS_NMI;
+	r->parent = st ? innermost(st) : JS_CLASS_NONE;
+	submit(r);
+	return 0;
+}
+
+/* ---- causes: who queued work or sent an IPI to a measured CPU ---------------------------- */
+
+static __always_inline void emit_cause(__u32 target, __u16 cause, __u64 what, __u64 callsite)
+{
+	struct js_record *r;
+	__u64 now = bpf_ktime_get_ns();
+
+	r = reserve(target, NULL, now);
+	if (!r)
+		return;
+	r->kind = JS_REC_CAUSE;
+	r->cpu = target;
+	r->start_ns = now;
+	r->end_ns = now;
+	r->id = what;
+	r->detail = callsite;
+	r->class_ = cause;
+	r->pid = (__u32)bpf_get_current_pid_tgid();
+	r->aux = bpf_get_smp_processor_id();
+	bpf_get_current_comm(r->name, JS_COMM_LEN);
+	submit(r);
+}
+
+SEC("tp_btf/workqueue_queue_work")
+int BPF_PROG(js_workqueue_queue_work, int req_cpu, struct pool_workqueue *pwq,
+	     struct work_struct *work)
+{
+	int cpu = BPF_CORE_READ(pwq, pool, cpu);
+
+	if (cpu < 0 || !is_target(cpu))
+		return 0;
+	emit_cause(cpu, JS_CAUSE_QUEUE_WORK, (__u64)BPF_CORE_READ(work, func), 0);
+	return 0;
+}
+
+SEC("tp_btf/ipi_send_cpu")
+int BPF_PROG(js_ipi_send_cpu, const unsigned int cpu, unsigned long callsite, void *callback)
+{
+	if (!is_target(cpu))
+		return 0;
+	emit_cause(cpu, JS_CAUSE_IPI, (__u64)callback, callsite);
+	return 0;
+}
+
+SEC("tp_btf/ipi_send_cpumask")
+int BPF_PROG(js_ipi_send_cpumask, const struct cpumask *mask, unsigned long callsite,
+	     void *callback)
+{
+	/* The first 64 CPUs; a cause is a hint, the interruption itself is always recorded. */
+	__u64 bits = BPF_CORE_READ(mask, bits[0]) & target_cpus[0];
+
+	for (int i = 0; i < 64 && bits; i++) {
+		if (bits & (1ULL << i)) {
+			emit_cause(i, JS_CAUSE_IPI, (__u64)callback, callsite);
+			bits &= ~(1ULL << i);
+		}
+	}
+	return 0;
+}
+
+/* ---- frequency changes: kept for every CPU (they are rare) ------------------------------- */
+
+static __always_inline int handle_cpu_frequency(unsigned int khz, unsigned int cpu_id)
+{
+	struct js_record *r;
+	__u64 now = bpf_ktime_get_ns();
+	__u32 old = 0;
+
+	if (cpu_id < JS_MAX_CPUS) {
+		old = cpu_khz[cpu_id];
+		cpu_khz[cpu_id] = khz;
+	}
+	r = reserve(cpu_id, NULL, now);
+	if (!r)
+		return 0;
+	r->kind = JS_REC_INTERRUPTION;
+	r->cpu = cpu_id;
+	r->start_ns = now;
+	r->end_ns = now;
+	r->id = khz;
+	r->detail = old;
+	r->class_ = JS_CLASS_FREQ;
+	submit(r);
+	return 0;
+}
+
+SEC("tp_btf/cpu_frequency")
+int BPF_PROG(js_cpu_frequency, unsigned int state, unsigned int cpu_id)
+{
+	return handle_cpu_frequency(state, cpu_id);
+}
+
+/* Test seam: the same handler as a raw_tp, which BPF_PROG_TEST_RUN can drive on a chosen CPU
+ * (tp_btf cannot be test-run, and this machine class has no cpufreq driver). Not autoloaded
+ * in normal sessions. */
+SEC("raw_tp/cpu_frequency")
+int BPF_PROG(js_cpu_frequency_raw, unsigned int state, unsigned int cpu_id)
+{
+	return handle_cpu_frequency(state, cpu_id);
 }

@@ -1,14 +1,79 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
-/* The ABI shared by the BPF programs and user space: types and constants, nothing else. */
+/* The ABI shared by the BPF programs and user space: types and constants, nothing else.
+ * Rust uses the skeleton's generated copies of these types (size-asserted), never its own. */
 #ifndef JITTERSCOPE_H
 #define JITTERSCOPE_H
 
 #define JS_MAX_CPUS 1024
+#define JS_COMM_LEN 16
+#define JS_NAME_LEN 32
 
-/* Per measured CPU counters, one slot per CPU in a BPF_MAP_TYPE_ARRAY. */
+/* Every ring-buffer record starts with its kind. */
+enum js_kind {
+	JS_REC_INTERRUPTION = 1, /* a completed episode on a measured CPU */
+	JS_REC_CAUSE = 2,        /* work queued or an IPI sent to a measured CPU */
+	JS_REC_LOST = 3,         /* records of this CPU were lost in [start_ns, end_ns] */
+};
+
+/* Interruption classes; user space maps them to the stable culprit class strings. */
+enum js_class {
+	JS_CLASS_NONE = 0,
+	JS_CLASS_TASK = 1,
+	JS_CLASS_KWORKER = 2,
+	JS_CLASS_KTHREAD = 3,
+	JS_CLASS_SELF = 4,
+	JS_CLASS_IRQ = 5,
+	JS_CLASS_SOFTIRQ = 6,
+	JS_CLASS_TIMER_TICK = 7,
+	JS_CLASS_IPI = 8,
+	JS_CLASS_NMI = 9,
+	JS_CLASS_FREQ = 10,
+};
+
+/* x86 system vectors (JS_CLASS_IPI / JS_CLASS_TIMER_TICK `id`). */
+enum js_vector {
+	JS_VEC_LOCAL_TIMER = 1,
+	JS_VEC_RESCHEDULE = 2,
+	JS_VEC_CALL_FUNCTION = 3,
+	JS_VEC_CALL_FUNCTION_SINGLE = 4,
+	JS_VEC_IRQ_WORK = 5,
+	JS_VEC_THERMAL = 6,
+	JS_VEC_X86_PLATFORM_IPI = 7,
+	JS_VEC_SPURIOUS = 8,
+	JS_VEC_ERROR = 9,
+};
+
+/* JS_REC_CAUSE `cause` values. */
+enum js_cause {
+	JS_CAUSE_QUEUE_WORK = 1,
+	JS_CAUSE_IPI = 2,
+};
+
+/* Flags of a task episode. */
+#define JS_F_PREEMPTED_WORKLOAD 1 /* it replaced a workload thread that was still runnable */
+#define JS_F_BLOCKED_WORKLOAD 2   /* it replaced a workload thread that had blocked */
+
+struct js_record {
+	__u32 kind;         /* enum js_kind */
+	__u32 cpu;          /* the measured CPU it happened on (target CPU for causes) */
+	__u64 start_ns;     /* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
+	__u64 end_ns;
+	__u64 id;           /* irq nr, softirq vector, js_vector, new kHz, lost count, work func */
+	__u64 detail;       /* kworker: work function address; freq: old kHz; cause: callsite */
+	__u32 pid;          /* task episode: its pid; cause: sender pid */
+	__u16 class_;       /* enum js_class (or enum js_cause for causes) */
+	__u16 parent;       /* enum js_class of the enclosing episode, JS_CLASS_NONE if none */
+	__u32 flags;        /* JS_F_*; kworker: number of work items run */
+	__u32 aux;          /* task: scheduling policy; cause: sender CPU */
+	char name[JS_NAME_LEN]; /* comm, or irq action name */
+};
+
+_Static_assert(sizeof(struct js_record) == 88, "js_record ABI");
+
+/* Per-CPU counters kept by the programs (a .bss array indexed by CPU). */
 struct js_cpu_counters {
-	__u64 switches;   /* sched_switch events on this CPU */
-	__u64 rb_drops;   /* failed ring-buffer reserves on this CPU */
+	__u64 events;   /* records submitted for this CPU */
+	__u64 rb_drops; /* failed ring-buffer reserves for this CPU */
 };
 
 _Static_assert(sizeof(struct js_cpu_counters) == 16, "js_cpu_counters ABI");

@@ -44,6 +44,11 @@ pub enum Command {
     Run(RunArgs),
     /// Render a saved run file again (no root needed)
     Report(ReportArgs),
+    /// Trace what interrupts the given CPUs, without the workload (needs root)
+    #[command(
+        after_help = "Examples:\n  sudo jitterscope probe --cpus 1,3 --duration 10s\n  sudo jitterscope probe --cpus 1 --no-log"
+    )]
+    Probe(ProbeArgs),
     /// Measure the cross-core transfer floor between two CPUs (cache-line ping-pong)
     Floor(FloorArgs),
     /// Print shell completions
@@ -94,6 +99,22 @@ pub struct RunArgs {
     /// How many of the worst stalls the run file keeps
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub keep_stalls: u32,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ProbeArgs {
+    /// CPUs to watch (e.g. 1,3 or 2-3)
+    #[arg(long, allow_hyphen_values = true)]
+    pub cpus: String,
+    /// How long to watch
+    #[arg(long, default_value = "10s", allow_hyphen_values = true, value_parser = parse_run_duration)]
+    pub duration: Nanos,
+    /// BPF ring-buffer size (power of two, e.g. 4M)
+    #[arg(long, default_value = "8M", value_parser = parse_size)]
+    pub ringbuf_size: u64,
+    /// Print only the summary, not every interruption
+    #[arg(long)]
+    pub no_log: bool,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -222,9 +243,51 @@ fn parse_threshold(text: &str) -> Result<Threshold, String> {
     parse_bounded(text, 100, 1_000_000_000, "stall threshold").map(Threshold::Fixed)
 }
 
+/// Parses a byte size: `65536`, `64K`, `8M`, `1G` (binary units).
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let (num, mult) = match t.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        None => (t, 1u64),
+        Some((i, _)) => {
+            let m = match t[i..]
+                .to_ascii_uppercase()
+                .trim_end_matches("IB")
+                .trim_end_matches('B')
+            {
+                "" => 1,
+                "K" => 1 << 10,
+                "M" => 1 << 20,
+                "G" => 1 << 30,
+                other => {
+                    return Err(format!(
+                        "unknown unit '{other}'; give e.g. 4M (units K, M, G)"
+                    ))
+                }
+            };
+            (&t[..i], m)
+        }
+    };
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("'{t}' is not a size; give e.g. 4M"))?;
+    let bytes = n.checked_mul(mult).ok_or("too large")?;
+    if bytes < 4096 {
+        return Err("below one page (4K)".into());
+    }
+    if bytes > 1 << 30 {
+        return Err("above 1G, the largest ring buffer jitterscope uses".into());
+    }
+    Ok(bytes)
+}
+
 /// Validates `--cpus` against the machine: at least two CPUs, no duplicates, each present,
 /// online and allowed for this process. Returns them in the given order (producer first).
 pub fn parse_cpus(text: &str, topo: &Topology) -> Result<Vec<Cpu>, UsageError> {
+    parse_cpu_list(text, topo, 2)
+}
+
+/// As `parse_cpus`, with at least `min` CPUs (1 for `probe`).
+pub fn parse_cpu_list(text: &str, topo: &Topology, min: usize) -> Result<Vec<Cpu>, UsageError> {
     let err = |why: String| UsageError(format!("--cpus {text}: {why}"));
     let example = "e.g. --cpus 1,3 (producer on CPU 1, consumer on CPU 3)";
     if text.trim().is_empty() {
@@ -275,7 +338,7 @@ pub fn parse_cpus(text: &str, topo: &Topology) -> Result<Vec<Cpu>, UsageError> {
             )));
         }
     }
-    if cpus.len() < 2 {
+    if cpus.len() < min {
         return Err(err(format!(
             "one CPU is not enough; give the producer's CPU then at least one consumer CPU, {example}"
         )));
@@ -332,6 +395,10 @@ mod tests {
             .contains("above the largest"));
         assert_eq!(parse_threshold("auto"), Ok(Threshold::Auto));
         assert_eq!(parse_threshold("5us"), Ok(Threshold::Fixed(5_000)));
+        assert_eq!(parse_size("8M"), Ok(8 << 20));
+        assert_eq!(parse_size("64KiB"), Ok(64 << 10));
+        assert!(parse_size("1").unwrap_err().contains("below one page"));
+        assert!(parse_size("3X").unwrap_err().contains("unknown unit"));
     }
 
     #[test]

@@ -8,7 +8,8 @@ use anyhow::{Context, Result};
 use clap::{CommandFactory, Parser};
 
 use jitterscope::cli::{
-    parse_cpus, Cli, Command, FloorArgs, ReportArgs, RunArgs, Threshold, UsageError,
+    parse_cpu_list, parse_cpus, Cli, Command, FloorArgs, ProbeArgs, ReportArgs, RunArgs, Threshold,
+    UsageError,
 };
 use jitterscope::report::export;
 use jitterscope::report::files::OutputDir;
@@ -43,6 +44,7 @@ fn run(cli: Cli) -> Result<()> {
             report(&run, &args)
         }
         Some(Command::Floor(args)) => floor(args),
+        Some(Command::Probe(args)) => probe(args),
         Some(Command::Completions { shell }) => {
             clap_complete::generate(
                 shell,
@@ -154,5 +156,75 @@ fn report(run: &RunFile, args: &ReportArgs) -> Result<()> {
             .with_context(|| format!("cannot write {}", path.display()))?,
         None => print!("{text}"),
     }
+    Ok(())
+}
+
+fn probe(args: ProbeArgs) -> Result<()> {
+    use jitterscope::probe::{census, decode::Record, ProbeConfig, ProbeSession};
+    use jitterscope::workload::clock::monotonic_ns;
+    jitterscope::signals::install();
+    let topo = Topology::read();
+    let cpus = parse_cpu_list(&args.cpus, &topo, 1)?;
+    let (ringbuf, rounded) = jitterscope::probe::ringbuf_size(args.ringbuf_size);
+    if rounded {
+        eprintln!(
+            "note: --ringbuf-size {} rounded up to {} (the kernel needs a power of two)",
+            args.ringbuf_size, ringbuf
+        );
+    }
+    let mut cfg = ProbeConfig::new(cpus.clone());
+    cfg.ringbuf_bytes = ringbuf;
+    cfg.drain_cpus = topo.housekeeping(&cpus);
+    if cfg.drain_cpus.is_empty() {
+        eprintln!(
+            "note: every CPU is watched; jitterscope's own drain thread shows up as class `self`"
+        );
+    } else {
+        // This thread too stays off the watched CPUs.
+        let _ = jitterscope::workload::affinity::set_current_thread_cpus(&cfg.drain_cpus);
+    }
+    let (session, batches) = ProbeSession::start(cfg).context("cannot start the probes")?;
+    let start = monotonic_ns();
+    let end = start + args.duration;
+    println!(
+        "watching CPU {} for {} (Ctrl-C ends early)",
+        jitterscope::system::cpus::format_list(&cpus),
+        jitterscope::report::units::fmt_ns(args.duration)
+    );
+    let mut all: Vec<Record> = Vec::new();
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let mut handle = |mut batch: Vec<Record>, out: &mut dyn Write| -> Result<()> {
+        batch.sort_by_key(|r| match r {
+            Record::Interruption(i) => i.start_ns,
+            Record::Cause(c) => c.at_ns,
+            Record::Lost { start_ns, .. } => *start_ns,
+        });
+        if !args.no_log {
+            for r in &batch {
+                writeln!(out, "{}", census::log_line(r, start))?;
+            }
+        }
+        all.extend(batch);
+        Ok(())
+    };
+    while monotonic_ns() < end && jitterscope::signals::received().is_none() {
+        match batches.recv_timeout(std::time::Duration::from_millis(100)) {
+            Ok(b) => handle(b, &mut out)?,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    let attach = session.attach_report().to_vec();
+    let summary = session.stop().context("cannot stop the probes")?;
+    while let Ok(b) = batches.try_recv() {
+        handle(b, &mut out)?;
+    }
+    let duration = monotonic_ns().min(end) - start;
+    write!(
+        out,
+        "\n{}",
+        census::summary(&all, duration, &cpus, &attach, &summary)
+    )?;
     Ok(())
 }

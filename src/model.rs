@@ -138,3 +138,28 @@ impl Interruption {
         self.end_ns.saturating_sub(self.start_ns)
     }
 }
+
+/// Why something arrived on a measured CPU: work queued to it, or an IPI sent to it, by
+/// another task or CPU. A hint attached to kworker and IPI culprits ("queued by …").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cause {
+    /// The measured CPU the work or IPI was for.
+    pub target_cpu: Cpu,
+    pub at_ns: Nanos,
+    pub kind: CauseKind,
+    /// The CPU, task and pid that queued or sent it.
+    pub sender_cpu: Cpu,
+    pub sender_comm: String,
+    pub sender_pid: u32,
+    /// The work function or IPI callback, symbolised (`vmstat_update`), and the IPI's
+    /// callsite where known.
+    pub what: String,
+    pub callsite: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CauseKind {
+    QueueWork,
+    Ipi,
+}

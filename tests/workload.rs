@@ -1,20 +1,14 @@
 //! The workload end to end (no BPF): the ring under concurrency, the run's measurements,
 //! and stall detection on a thread that a competing pinned busy loop pushes off its CPU.
 
-use std::process::{Child, Command};
+mod common;
+
+use common::{exclusive, nproc, Competitor};
 use std::sync::atomic::Ordering;
-use std::sync::Mutex;
 
 use jitterscope::model::{Stall, ThreadRole};
 use jitterscope::workload::ring::ring;
 use jitterscope::workload::{Output, Workload, WorkloadConfig};
-
-/// The spinning tests take both CPUs: run them one at a time.
-static CPUS: Mutex<()> = Mutex::new(());
-
-fn exclusive() -> std::sync::MutexGuard<'static, ()> {
-    CPUS.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 #[test]
 fn ring_delivers_every_message_to_every_consumer_in_order() {
@@ -50,7 +44,7 @@ fn ring_delivers_every_message_to_every_consumer_in_order() {
 }
 
 fn online_cpus() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    nproc()
 }
 
 fn short_config() -> WorkloadConfig {
@@ -122,36 +116,6 @@ fn a_run_measures_every_message_and_names_its_threads() {
         "messages {messages}"
     );
     assert!(intervals >= 5, "interval histograms rotate ({intervals})");
-}
-
-struct Competitor(Child);
-
-impl Competitor {
-    /// A shell busy loop pinned to `cpu`, the classic competing task.
-    fn start(cpu: usize) -> Competitor {
-        let child = Command::new("sh")
-            .args(["-c", "while :; do :; done"])
-            .spawn()
-            .expect("spawn sh");
-        // SAFETY: plain cpu_set_t manipulation and a syscall on our own child's pid.
-        unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(cpu, &mut set);
-            assert_eq!(
-                libc::sched_setaffinity(child.id() as i32, std::mem::size_of_val(&set), &set),
-                0
-            );
-        }
-        Competitor(child)
-    }
-}
-
-impl Drop for Competitor {
-    fn drop(&mut self) {
-        // Only the process we started, by its pid.
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 #[test]

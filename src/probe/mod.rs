@@ -1,7 +1,511 @@
-//! The kernel half's user-space side: loads the BPF skeleton, attaches it, reads it back.
+//! The kernel half's user-space side: opens the BPF skeleton, sets its CPU filter, loads and
+//! attaches every program this kernel has, then drains the ring buffer on a timer from a
+//! thread pinned to a housekeeping CPU and hands decoded records over a channel.
+//!
+//! The skeleton borrows its object storage, so one thread owns all of it from open to
+//! detach; the session talks to it through channels.
 
-#[allow(clippy::all, dead_code, unused_imports)]
+pub mod census;
+pub mod decode;
+pub mod kallsyms;
+
+#[allow(
+    clippy::all,
+    clippy::pedantic,
+    dead_code,
+    unused_imports,
+    non_camel_case_types
+)]
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/jitterscope.skel.rs"));
 }
 pub use skel::*;
+
+use std::mem::MaybeUninit;
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::{ErrorKind, MapCore, MapFlags, RingBufferBuilder};
+
+use crate::model::Cpu;
+use decode::Record;
+use kallsyms::Kallsyms;
+
+/// Programs without which jitterscope cannot attribute anything.
+pub const MANDATORY: [&str; 7] = [
+    "sched_switch",
+    "irq_handler_entry",
+    "irq_handler_exit",
+    "softirq_entry",
+    "softirq_exit",
+    "workqueue_execute_start",
+    "workqueue_execute_end",
+];
+
+#[derive(Debug, Clone)]
+pub struct ProbeConfig {
+    pub cpus: Vec<Cpu>,
+    /// Ring-buffer size in bytes: a power-of-two number of pages (`ringbuf_size` rounds).
+    pub ringbuf_bytes: u32,
+    pub drain_interval: Duration,
+    /// Where the drain thread runs (a housekeeping CPU), None to leave it unpinned.
+    pub drain_cpus: Vec<Cpu>,
+    /// Also load the raw_tp test seams (tests only).
+    pub test_seams: bool,
+}
+
+impl ProbeConfig {
+    pub fn new(cpus: Vec<Cpu>) -> Self {
+        ProbeConfig {
+            cpus,
+            ringbuf_bytes: 8 << 20,
+            drain_interval: Duration::from_millis(50),
+            drain_cpus: Vec::new(),
+            test_seams: false,
+        }
+    }
+}
+
+/// Rounds a requested ring-buffer size to what the kernel accepts: a power of two, at least
+/// one page. Returns the size and whether it was changed.
+pub fn ringbuf_size(requested: u64) -> (u32, bool) {
+    let page = 4096u64;
+    let size = requested.clamp(page, 1 << 30).next_power_of_two();
+    (size as u32, size != requested)
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AttachState {
+    Attached,
+    /// Not on this kernel (no such tracepoint) or refused; the reason.
+    Unavailable(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttachStatus {
+    /// The tracepoint, e.g. `sched_switch`, `local_timer_entry`.
+    pub tracepoint: String,
+    pub state: AttachState,
+}
+
+/// Cost of one program, from the kernel's BPF run-time statistics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProgramCost {
+    pub program: String,
+    pub run_count: u64,
+    pub run_time_ns: u64,
+}
+
+impl ProgramCost {
+    pub fn ns_per_event(&self) -> Option<f64> {
+        (self.run_count > 0).then(|| self.run_time_ns as f64 / self.run_count as f64)
+    }
+}
+
+/// What a session leaves behind when stopped.
+#[derive(Debug, Clone, Default)]
+pub struct ProbeSummary {
+    /// Failed ring-buffer reserves, per CPU (only CPUs with drops).
+    pub drops: Vec<(Cpu, u64)>,
+    /// Records submitted per measured CPU.
+    pub events: Vec<(Cpu, u64)>,
+    pub costs: Vec<ProgramCost>,
+    /// False when the kernel refused run-time statistics.
+    pub stats_enabled: bool,
+}
+
+impl ProbeSummary {
+    pub fn total_drops(&self) -> u64 {
+        self.drops.iter().map(|d| d.1).sum()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error("cannot load BPF programs: permission denied ({errno}); jitterscope needs root or CAP_BPF+CAP_PERFMON — run it with sudo (or pass --no-probes to measure without attribution)")]
+    Permission { errno: String },
+    #[error("cannot load BPF programs: this kernel has no BTF (/sys/kernel/btf/vmlinux is missing); jitterscope needs a kernel built with CONFIG_DEBUG_INFO_BTF=y (5.8 or newer)")]
+    NoBtf,
+    #[error("the kernel's verifier rejected a BPF program: {cause}\n{log}")]
+    Verifier { cause: String, log: String },
+    #[error("cannot attach tp_btf/{tracepoint}: {cause}; this tracepoint is required")]
+    Attach { tracepoint: String, cause: String },
+    #[error("cannot {action}: {cause}")]
+    Other { action: String, cause: String },
+    #[error("the BPF drain thread ended unexpectedly")]
+    ThreadGone,
+}
+
+/// Decoded records of one drain.
+pub type ProbeBatch = Vec<Record>;
+
+enum Command {
+    SetWorkloadTids(Vec<u32>, SyncSender<Result<(), ProbeError>>),
+    Stop,
+}
+
+pub struct ProbeSession {
+    commands: Sender<Command>,
+    thread: Option<JoinHandle<Result<ProbeSummary, ProbeError>>>,
+    attach: Vec<AttachStatus>,
+}
+
+/// libbpf's log lines, kept so that a verifier rejection can show its last lines.
+static LIBBPF_LOG: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+fn capture_libbpf_log() {
+    libbpf_rs::set_print(Some((
+        libbpf_rs::PrintLevel::Debug,
+        |level, msg: String| {
+            if let Ok(mut log) = LIBBPF_LOG.lock() {
+                if level != libbpf_rs::PrintLevel::Debug
+                    || msg.contains("verif")
+                    || log.len() < 2000
+                {
+                    log.push(msg.trim_end().to_string());
+                }
+                let excess = log.len().saturating_sub(4000);
+                log.drain(..excess);
+            }
+        },
+    )));
+}
+
+fn last_log_lines(n: usize) -> String {
+    let log = LIBBPF_LOG.lock().map(|l| l.clone()).unwrap_or_default();
+    let start = log.len().saturating_sub(n);
+    log[start..].join("\n")
+}
+
+fn classify_load_error(e: &libbpf_rs::Error) -> ProbeError {
+    let log = last_log_lines(25);
+    // The verifier refuses with EACCES too: its log, not the errno, tells it from privilege.
+    let verifier = log.contains("processed") || log.contains("R0") || log.contains("invalid");
+    match e.kind() {
+        ErrorKind::PermissionDenied if !verifier => ProbeError::Permission {
+            errno: "EPERM".into(),
+        },
+        _ => {
+            if verifier {
+                ProbeError::Verifier {
+                    cause: e.to_string(),
+                    log,
+                }
+            } else {
+                ProbeError::Other {
+                    action: "load the BPF programs".into(),
+                    cause: format!("{e:#}\n{log}"),
+                }
+            }
+        }
+    }
+}
+
+/// The tracepoint a program is attached to, from its section (`tp_btf/sched_switch`).
+fn tracepoint_of(section: &str) -> &str {
+    section.rsplit('/').next().unwrap_or(section)
+}
+
+impl ProbeSession {
+    /// Starts the drain thread, which loads and attaches the programs; returns once they are
+    /// attached (or with the reason they could not be), plus the channel of record batches.
+    pub fn start(cfg: ProbeConfig) -> Result<(ProbeSession, Receiver<ProbeBatch>), ProbeError> {
+        if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+            return Err(ProbeError::NoBtf);
+        }
+        let (cmd_tx, cmd_rx) = mpsc::channel();
+        let (batch_tx, batch_rx) = mpsc::channel();
+        let (ready_tx, ready_rx) = mpsc::sync_channel(1);
+        let thread = std::thread::Builder::new()
+            .name("js-probe-drain".into())
+            .spawn(move || drain_thread(cfg, cmd_rx, batch_tx, ready_tx))
+            .map_err(|e| ProbeError::Other {
+                action: "start the BPF drain thread".into(),
+                cause: e.to_string(),
+            })?;
+        match ready_rx.recv() {
+            Ok(Ok(attach)) => Ok((
+                ProbeSession {
+                    commands: cmd_tx,
+                    thread: Some(thread),
+                    attach,
+                },
+                batch_rx,
+            )),
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                Err(e)
+            }
+            Err(_) => match thread.join() {
+                Ok(Err(e)) => Err(e),
+                _ => Err(ProbeError::ThreadGone),
+            },
+        }
+    }
+
+    pub fn attach_report(&self) -> &[AttachStatus] {
+        &self.attach
+    }
+
+    /// Tells the programs which threads are the workload's (their runs are not interruptions).
+    pub fn set_workload_tids(&self, tids: &[u32]) -> Result<(), ProbeError> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        self.commands
+            .send(Command::SetWorkloadTids(tids.to_vec(), tx))
+            .map_err(|_| ProbeError::ThreadGone)?;
+        rx.recv().map_err(|_| ProbeError::ThreadGone)?
+    }
+
+    /// Detaches, drains what is left and returns the counters.
+    pub fn stop(mut self) -> Result<ProbeSummary, ProbeError> {
+        let _ = self.commands.send(Command::Stop);
+        match self.thread.take().map(|t| t.join()) {
+            Some(Ok(r)) => r,
+            _ => Err(ProbeError::ThreadGone),
+        }
+    }
+}
+
+impl Drop for ProbeSession {
+    fn drop(&mut self) {
+        let _ = self.commands.send(Command::Stop);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn other(action: &str) -> impl Fn(libbpf_rs::Error) -> ProbeError + '_ {
+    move |e| ProbeError::Other {
+        action: action.to_string(),
+        cause: format!("{e:#}"),
+    }
+}
+
+type Loaded<'obj> = (
+    JitterscopeSkel<'obj>,
+    Vec<libbpf_rs::Link>,
+    Vec<AttachStatus>,
+);
+
+fn load_and_attach<'obj>(
+    cfg: &ProbeConfig,
+    storage: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
+) -> Result<Loaded<'obj>, ProbeError> {
+    capture_libbpf_log();
+    let btf = libbpf_rs::btf::Btf::from_vmlinux().map_err(|_| ProbeError::NoBtf)?;
+    let mut open = JitterscopeSkelBuilder::default()
+        .open(storage)
+        .map_err(|e| classify_load_error(&e))?;
+    let rodata = open
+        .maps
+        .rodata_data
+        .as_deref_mut()
+        .ok_or(ProbeError::Other {
+            action: "set the CPU filter".into(),
+            cause: "the BPF object's rodata is not memory-mapped".into(),
+        })?;
+    for &cpu in &cfg.cpus {
+        if (cpu as usize) < rodata.target_cpus.len() * 64 {
+            rodata.target_cpus[cpu as usize / 64] |= 1 << (cpu % 64);
+        }
+    }
+    rodata.self_tgid = std::process::id();
+    open.maps
+        .events
+        .set_max_entries(cfg.ringbuf_bytes)
+        .map_err(other("size the ring buffer"))?;
+    let mut attach = Vec::new();
+    for mut prog in open.open_object_mut().progs_mut() {
+        let section = prog.section().to_string_lossy().into_owned();
+        let tp = tracepoint_of(&section).to_string();
+        if section.starts_with("raw_tp/") {
+            prog.set_autoload(cfg.test_seams);
+            continue;
+        }
+        let present = btf
+            .type_by_name::<libbpf_rs::btf::types::Typedef>(&format!("btf_trace_{tp}"))
+            .is_some();
+        if !present {
+            if MANDATORY.contains(&tp.as_str()) {
+                return Err(ProbeError::Attach {
+                    tracepoint: tp,
+                    cause: "this kernel has no such tracepoint".into(),
+                });
+            }
+            prog.set_autoload(false);
+            attach.push(AttachStatus {
+                tracepoint: tp,
+                state: AttachState::Unavailable("not in this kernel".into()),
+            });
+        }
+    }
+    let skel = open.load().map_err(|e| classify_load_error(&e))?;
+    let mut links = Vec::new();
+    for prog in skel.object().progs_mut() {
+        let section = prog.section().to_string_lossy().into_owned();
+        if !prog.autoload() || section.starts_with("raw_tp/") {
+            continue;
+        }
+        let tp = tracepoint_of(&section).to_string();
+        match prog.attach() {
+            Ok(link) => {
+                links.push(link);
+                attach.push(AttachStatus {
+                    tracepoint: tp,
+                    state: AttachState::Attached,
+                });
+            }
+            Err(e) if MANDATORY.contains(&tp.as_str()) => {
+                return Err(if e.kind() == ErrorKind::PermissionDenied {
+                    ProbeError::Permission {
+                        errno: "EPERM".into(),
+                    }
+                } else {
+                    ProbeError::Attach {
+                        tracepoint: tp,
+                        cause: format!("{e:#}"),
+                    }
+                })
+            }
+            Err(e) => attach.push(AttachStatus {
+                tracepoint: tp,
+                state: AttachState::Unavailable(format!("{e:#}")),
+            }),
+        }
+    }
+    attach.sort_by(|a, b| a.tracepoint.cmp(&b.tracepoint));
+    Ok((skel, links, attach))
+}
+
+fn drain_thread(
+    cfg: ProbeConfig,
+    commands: Receiver<Command>,
+    batches: Sender<ProbeBatch>,
+    ready: SyncSender<Result<Vec<AttachStatus>, ProbeError>>,
+) -> Result<ProbeSummary, ProbeError> {
+    if !cfg.drain_cpus.is_empty() {
+        // Best effort: the drain thread belongs on a housekeeping CPU.
+        let _ = crate::workload::affinity::set_current_thread_cpus(&cfg.drain_cpus);
+    }
+    // Symbols first: reading /proc/kallsyms takes a while, and records must flow from the
+    // moment `start` returns.
+    let mut syms = Kallsyms::load();
+    let mut storage = MaybeUninit::uninit();
+    let setup = load_and_attach(&cfg, &mut storage);
+    let (skel, links, attach) = match setup {
+        Ok(x) => x,
+        Err(e) => {
+            // The error goes to `start`, which is waiting for it; nothing else to report.
+            let _ = ready.send(Err(e));
+            return Ok(ProbeSummary::default());
+        }
+    };
+    // Run-time statistics while this fd is open (no global sysctl to restore).
+    // SAFETY: plain syscall wrapper; a negative result means unsupported or refused.
+    let stats_fd = unsafe { libbpf_sys::bpf_enable_stats(libbpf_sys::BPF_STATS_RUN_TIME) };
+    let _ = ready.send(Ok(attach));
+
+    let pending: Arc<Mutex<Vec<Vec<u8>>>> = Arc::new(Mutex::new(Vec::new()));
+    let sink = pending.clone();
+    let mut builder = RingBufferBuilder::new();
+    builder
+        .add(&skel.maps.events, move |data: &[u8]| {
+            if let Ok(mut p) = sink.lock() {
+                p.push(data.to_vec());
+            }
+            0
+        })
+        .map_err(other("read the ring buffer"))?;
+    let ring = builder.build().map_err(other("read the ring buffer"))?;
+    let drain = |syms: &mut Kallsyms| {
+        let _ = ring.consume();
+        let raw = std::mem::take(&mut *pending.lock().unwrap_or_else(|e| e.into_inner()));
+        let batch: ProbeBatch = raw
+            .iter()
+            .filter_map(|d| decode::parse(d))
+            .filter_map(|r| decode::decode(&r, syms))
+            .collect();
+        if !batch.is_empty() {
+            let _ = batches.send(batch);
+        }
+    };
+
+    let mut next = Instant::now() + cfg.drain_interval;
+    loop {
+        let timeout = next.saturating_duration_since(Instant::now());
+        match commands.recv_timeout(timeout) {
+            Ok(Command::SetWorkloadTids(tids, reply)) => {
+                let mut r = Ok(());
+                for tid in tids {
+                    if let Err(e) =
+                        skel.maps
+                            .workload_tids
+                            .update(&tid.to_ne_bytes(), &[1u8], MapFlags::ANY)
+                    {
+                        r = Err(ProbeError::Other {
+                            action: format!("register workload thread {tid} with the probes"),
+                            cause: format!("{e:#}"),
+                        });
+                    }
+                }
+                let _ = reply.send(r);
+                continue;
+            }
+            Ok(Command::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        drain(&mut syms);
+        next += cfg.drain_interval;
+    }
+    drop(links);
+    drain(&mut syms);
+
+    let mut summary = ProbeSummary {
+        stats_enabled: stats_fd >= 0,
+        ..Default::default()
+    };
+    if let Some(bss) = skel.maps.bss_data.as_deref() {
+        for &cpu in &cfg.cpus {
+            if let Some(c) = bss.counters.get(cpu as usize) {
+                // SAFETY: reading plain integers the kernel may still be updating.
+                let c = unsafe { std::ptr::read_volatile(c) };
+                summary.events.push((cpu, c.events));
+                if c.rb_drops > 0 {
+                    summary.drops.push((cpu, c.rb_drops));
+                }
+            }
+        }
+    }
+    for prog in skel.object().progs() {
+        if !prog.autoload() {
+            continue;
+        }
+        use std::os::fd::{AsFd, AsRawFd};
+        let mut info = libbpf_sys::bpf_prog_info::default();
+        let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
+        // SAFETY: `info` is a properly sized, writable bpf_prog_info; `len` says its size.
+        let rc = unsafe {
+            libbpf_sys::bpf_prog_get_info_by_fd(
+                prog.as_fd().as_raw_fd(),
+                &mut info as *mut _ as *mut _,
+                &mut len,
+            )
+        };
+        if rc == 0 {
+            summary.costs.push(ProgramCost {
+                program: tracepoint_of(&prog.section().to_string_lossy()).to_string(),
+                run_count: info.run_cnt,
+                run_time_ns: info.run_time_ns,
+            });
+        }
+    }
+    if stats_fd >= 0 {
+        // SAFETY: closing the fd bpf_enable_stats gave us.
+        unsafe { libc::close(stats_fd) };
+    }
+    Ok(summary)
+}

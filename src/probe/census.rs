@@ -1,0 +1,203 @@
+//! `jitterscope probe`: what else runs on the measured CPUs, without the workload — a
+//! time-ordered log of every interruption and a per-class summary, the census the seed did
+//! with `perf record -e sched:sched_stat_runtime -C 1` and `sort | uniq -c`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use super::decode::Record;
+use super::{AttachState, AttachStatus, ProbeSummary};
+use crate::model::{CauseKind, Cpu, CulpritClass, Nanos};
+use crate::report::units::fmt_ns;
+
+/// One line of the log, times relative to `base_ns`.
+pub fn log_line(r: &Record, base_ns: Nanos) -> String {
+    let at = |t: Nanos| t.saturating_sub(base_ns) as f64 / 1e9;
+    match r {
+        Record::Interruption(i) => {
+            let mut s = format!(
+                "+{:.6}s  CPU {:<3} {:<11} {:>9}  {}",
+                at(i.start_ns),
+                i.cpu,
+                i.class.as_str(),
+                fmt_ns(i.duration_ns()),
+                i.name
+            );
+            if !i.detail.is_empty() {
+                let _ = write!(s, "  {}", i.detail);
+            }
+            if let Some(p) = i.parent {
+                let _ = write!(s, "  (inside {p})");
+            }
+            s
+        }
+        Record::Cause(c) => format!(
+            "+{:.6}s  CPU {:<3} {:<11} {:>9}  {} from CPU {} {}[{}]{}",
+            at(c.at_ns),
+            c.target_cpu,
+            match c.kind {
+                CauseKind::QueueWork => "queue_work",
+                CauseKind::Ipi => "ipi_send",
+            },
+            "",
+            c.what,
+            c.sender_cpu,
+            c.sender_comm,
+            c.sender_pid,
+            if c.callsite.is_empty() {
+                String::new()
+            } else {
+                format!(" at {}", c.callsite)
+            }
+        ),
+        Record::Lost {
+            cpu,
+            start_ns,
+            end_ns,
+            count,
+        } => format!(
+            "+{:.6}s  CPU {:<3} LOST {count} records until +{:.6}s (ring buffer full)",
+            at(*start_ns),
+            cpu,
+            at(*end_ns)
+        ),
+    }
+}
+
+#[derive(Default)]
+struct Tally {
+    count: u64,
+    total: Nanos,
+    max: Nanos,
+}
+
+/// The per-class (and per-name) summary of a census, plus attach report and costs.
+pub fn summary(
+    records: &[Record],
+    duration_ns: Nanos,
+    cpus: &[Cpu],
+    attach: &[AttachStatus],
+    probes: &ProbeSummary,
+) -> String {
+    let mut by: BTreeMap<(Cpu, CulpritClass, String), Tally> = BTreeMap::new();
+    let mut causes: BTreeMap<(Cpu, String, String), u64> = BTreeMap::new();
+    for r in records {
+        match r {
+            Record::Interruption(i) => {
+                let name = if i.detail.is_empty()
+                    || matches!(i.class, CulpritClass::Task | CulpritClass::SelfNoise)
+                {
+                    i.name.clone()
+                } else {
+                    format!("{} {}", i.name, i.detail)
+                };
+                let t = by.entry((i.cpu, i.class, name)).or_default();
+                t.count += 1;
+                t.total += i.duration_ns();
+                t.max = t.max.max(i.duration_ns());
+            }
+            Record::Cause(c) => {
+                *causes
+                    .entry((
+                        c.target_cpu,
+                        c.what.clone(),
+                        format!(
+                            "{}[{}] on CPU {}",
+                            c.sender_comm, c.sender_pid, c.sender_cpu
+                        ),
+                    ))
+                    .or_default() += 1;
+            }
+            Record::Lost { .. } => {}
+        }
+    }
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "== Interruptions on CPU {} over {} ==",
+        crate::system::cpus::format_list(cpus),
+        fmt_ns(duration_ns)
+    );
+    let _ = writeln!(
+        s,
+        "{:<5} {:<11} {:<44} {:>8} {:>10} {:>10} {:>9}",
+        "cpu", "class", "name", "count", "total", "max", "of time"
+    );
+    let mut rows: Vec<_> = by.into_iter().collect();
+    rows.sort_by(|a, b| (a.0 .0, b.1.total).cmp(&(b.0 .0, a.1.total)));
+    for ((cpu, class, name), t) in rows {
+        let share = if duration_ns > 0 {
+            100.0 * t.total as f64 / duration_ns as f64
+        } else {
+            0.0
+        };
+        let _ = writeln!(
+            s,
+            "{:<5} {:<11} {:<44} {:>8} {:>10} {:>10} {:>8.3}%",
+            cpu,
+            class.as_str(),
+            name.chars().take(44).collect::<String>(),
+            t.count,
+            fmt_ns(t.total),
+            fmt_ns(t.max),
+            share
+        );
+    }
+    if !causes.is_empty() {
+        let _ = writeln!(s, "\n== Work and IPIs sent to these CPUs ==");
+        let mut c: Vec<_> = causes.into_iter().collect();
+        c.sort_by_key(|e| std::cmp::Reverse(e.1));
+        for ((cpu, what, who), n) in c.into_iter().take(20) {
+            let _ = writeln!(s, "CPU {cpu:<3} {n:>7}× {what}  from {who}");
+        }
+    }
+    let missing: Vec<&str> = attach
+        .iter()
+        .filter(|a| a.state != AttachState::Attached)
+        .map(|a| a.tracepoint.as_str())
+        .collect();
+    if !missing.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nnot available on this kernel (not traced): {}",
+            missing.join(", ")
+        );
+    }
+    s.push_str(&costs(probes));
+    let drops = probes.total_drops();
+    if drops > 0 {
+        let per: Vec<String> = probes
+            .drops
+            .iter()
+            .map(|(c, d)| format!("CPU {c}: {d}"))
+            .collect();
+        let _ = writeln!(
+            s,
+            "WARNING: {drops} records lost (ring buffer full; {}); raise --ringbuf-size",
+            per.join(", ")
+        );
+    }
+    s
+}
+
+/// BPF cost per program, the busiest first.
+pub fn costs(p: &ProbeSummary) -> String {
+    if !p.stats_enabled {
+        return "\nBPF cost: not available (the kernel refused BPF run-time statistics)\n".into();
+    }
+    let mut c: Vec<_> = p.costs.iter().filter(|c| c.run_count > 0).collect();
+    c.sort_by_key(|x| std::cmp::Reverse(x.run_time_ns));
+    let total_ns: u64 = c.iter().map(|c| c.run_time_ns).sum();
+    let mut s = format!("\nBPF cost ({} in the probes):", fmt_ns(total_ns));
+    for x in c.iter().take(8) {
+        let _ = write!(
+            s,
+            " {} {:.0}ns×{}",
+            x.program,
+            x.ns_per_event().unwrap_or(0.0),
+            x.run_count
+        );
+    }
+    s.push('\n');
+    s
+}

@@ -1,0 +1,280 @@
+//! Ring-buffer records (the skeleton's `js_record`) to the shared vocabulary: interruptions,
+//! causes and lost-record windows, with names a person reads.
+
+use super::kallsyms::Kallsyms;
+use super::skel::types::js_record;
+use crate::model::{Cause, CauseKind, CulpritClass, Interruption};
+
+/// The ABI header's constants (bpf/jitterscope.h), checked against the record size below.
+pub const REC_INTERRUPTION: u32 = 1;
+pub const REC_CAUSE: u32 = 2;
+pub const REC_LOST: u32 = 3;
+const F_PREEMPTED_WORKLOAD: u32 = 1;
+const F_BLOCKED_WORKLOAD: u32 = 2;
+
+const _: () = assert!(std::mem::size_of::<js_record>() == 88);
+
+/// One decoded ring-buffer record.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Record {
+    Interruption(Interruption),
+    Cause(Cause),
+    /// `count` records of `cpu` were lost between `start_ns` and `end_ns`.
+    Lost {
+        cpu: u32,
+        start_ns: u64,
+        end_ns: u64,
+        count: u64,
+    },
+}
+
+pub fn class_of(c: u16) -> Option<CulpritClass> {
+    Some(match c {
+        1 => CulpritClass::Task,
+        2 => CulpritClass::Kworker,
+        3 => CulpritClass::Kthread,
+        4 => CulpritClass::SelfNoise,
+        5 => CulpritClass::Irq,
+        6 => CulpritClass::Softirq,
+        7 => CulpritClass::TimerTick,
+        8 => CulpritClass::Ipi,
+        9 => CulpritClass::Nmi,
+        10 => CulpritClass::FreqChange,
+        _ => return None,
+    })
+}
+
+/// Softirq vector names as the kernel's `softirq_to_name`.
+pub fn softirq_name(vec: u64) -> String {
+    const NAMES: [&str; 10] = [
+        "HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER",
+        "RCU",
+    ];
+    NAMES
+        .get(vec as usize)
+        .map(|s| s.to_string())
+        .unwrap_or_else(|| format!("softirq {vec}"))
+}
+
+pub fn vector_name(kind: u64) -> &'static str {
+    match kind {
+        1 => "local timer",
+        2 => "reschedule",
+        3 => "call-function",
+        4 => "call-function-single",
+        5 => "irq_work",
+        6 => "thermal",
+        7 => "x86-platform-ipi",
+        8 => "spurious",
+        9 => "error-apic",
+        _ => "vector",
+    }
+}
+
+fn policy_name(p: u32) -> &'static str {
+    match p {
+        0 => "SCHED_OTHER",
+        1 => "SCHED_FIFO",
+        2 => "SCHED_RR",
+        3 => "SCHED_BATCH",
+        5 => "SCHED_IDLE",
+        6 => "SCHED_DEADLINE",
+        _ => "SCHED_?",
+    }
+}
+
+fn c_string(raw: &[i8]) -> String {
+    let bytes: Vec<u8> = raw
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// Reads a record from ring-buffer bytes; None when too short or of an unknown kind.
+pub fn parse(data: &[u8]) -> Option<js_record> {
+    if data.len() < std::mem::size_of::<js_record>() {
+        return None;
+    }
+    // SAFETY: the length is checked; js_record is plain old data (integers and arrays) for
+    // which every bit pattern is valid; read_unaligned makes no alignment assumption.
+    Some(unsafe { std::ptr::read_unaligned(data.as_ptr() as *const js_record) })
+}
+
+pub fn decode(r: &js_record, syms: &mut Kallsyms) -> Option<Record> {
+    match r.kind {
+        REC_LOST => Some(Record::Lost {
+            cpu: r.cpu,
+            start_ns: r.start_ns,
+            end_ns: r.end_ns,
+            count: r.id,
+        }),
+        REC_CAUSE => Some(Record::Cause(Cause {
+            target_cpu: r.cpu,
+            at_ns: r.start_ns,
+            kind: if r.class_ == 1 {
+                CauseKind::QueueWork
+            } else {
+                CauseKind::Ipi
+            },
+            sender_cpu: r.aux,
+            sender_comm: c_string(&r.name),
+            sender_pid: r.pid,
+            what: syms.name(r.id),
+            callsite: syms.name(r.detail),
+        })),
+        REC_INTERRUPTION => {
+            let class = class_of(r.class_)?;
+            let comm = c_string(&r.name);
+            let (name, detail) = match class {
+                CulpritClass::Kworker => {
+                    let mut d = syms.name(r.detail);
+                    if d.is_empty() {
+                        d = "(no work item seen)".into();
+                    }
+                    (comm, d)
+                }
+                CulpritClass::Kthread => (comm, String::new()),
+                CulpritClass::Task | CulpritClass::SelfNoise => {
+                    let mut d = policy_name(r.aux).to_string();
+                    if r.flags & F_PREEMPTED_WORKLOAD != 0 {
+                        d.push_str(", preempted the workload");
+                    } else if r.flags & F_BLOCKED_WORKLOAD != 0 {
+                        d.push_str(", ran after the workload blocked");
+                    }
+                    (format!("{comm}[{}]", r.pid), d)
+                }
+                CulpritClass::Irq => (format!("{} {comm}", r.id), String::new()),
+                CulpritClass::Softirq => (softirq_name(r.id), String::new()),
+                CulpritClass::TimerTick | CulpritClass::Ipi => {
+                    (vector_name(r.id).to_string(), String::new())
+                }
+                CulpritClass::Nmi => ("nmi".to_string(), syms.name(r.detail)),
+                CulpritClass::FreqChange => (
+                    format!("cpu {}", r.cpu),
+                    if r.detail == 0 {
+                        format!("?→{} kHz", r.id)
+                    } else {
+                        format!("{}→{} kHz", r.detail, r.id)
+                    },
+                ),
+                CulpritClass::Unexplained => return None,
+            };
+            Some(Record::Interruption(Interruption {
+                cpu: r.cpu,
+                class,
+                start_ns: r.start_ns,
+                end_ns: r.end_ns.max(r.start_ns),
+                id: r.id,
+                name,
+                detail,
+                pid: r.pid,
+                parent: class_of(r.parent),
+            }))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(kind: u32, class: u16) -> js_record {
+        js_record {
+            kind,
+            cpu: 3,
+            start_ns: 100,
+            end_ns: 250,
+            class_: class,
+            ..Default::default()
+        }
+    }
+
+    fn name(s: &str) -> [i8; 32] {
+        let mut n = [0i8; 32];
+        for (i, b) in s.bytes().enumerate() {
+            n[i] = b as i8;
+        }
+        n
+    }
+
+    #[test]
+    fn decodes_each_class_readably() {
+        let mut syms = Kallsyms::parse("ffffffff81000100 t vmstat_update\n");
+        let mut k = rec(REC_INTERRUPTION, 2);
+        k.name = name("kworker/3:1");
+        k.detail = 0xffffffff81000100;
+        k.pid = 41;
+        let Some(Record::Interruption(i)) = decode(&k, &mut syms) else {
+            panic!()
+        };
+        assert_eq!(
+            (i.class, i.name.as_str(), i.detail.as_str()),
+            (CulpritClass::Kworker, "kworker/3:1", "vmstat_update")
+        );
+
+        let mut irq = rec(REC_INTERRUPTION, 5);
+        irq.id = 36;
+        irq.name = name("virtio1-req.0");
+        irq.parent = 2;
+        let Some(Record::Interruption(i)) = decode(&irq, &mut syms) else {
+            panic!()
+        };
+        assert_eq!(i.name, "36 virtio1-req.0");
+        assert_eq!(i.parent, Some(CulpritClass::Kworker));
+
+        let mut t = rec(REC_INTERRUPTION, 1);
+        t.name = name("stress");
+        t.pid = 4121;
+        t.flags = 1;
+        let Some(Record::Interruption(i)) = decode(&t, &mut syms) else {
+            panic!()
+        };
+        assert_eq!(i.name, "stress[4121]");
+        assert_eq!(i.detail, "SCHED_OTHER, preempted the workload");
+
+        let mut f = rec(REC_INTERRUPTION, 10);
+        f.id = 1_200_000;
+        f.detail = 3_000_000;
+        let Some(Record::Interruption(i)) = decode(&f, &mut syms) else {
+            panic!()
+        };
+        assert_eq!(
+            (i.name.as_str(), i.detail.as_str()),
+            ("cpu 3", "3000000→1200000 kHz")
+        );
+
+        let mut s = rec(REC_INTERRUPTION, 6);
+        s.id = 3;
+        let Some(Record::Interruption(i)) = decode(&s, &mut syms) else {
+            panic!()
+        };
+        assert_eq!(i.name, "NET_RX");
+
+        let mut v = rec(REC_INTERRUPTION, 7);
+        v.id = 1;
+        let Some(Record::Interruption(i)) = decode(&v, &mut syms) else {
+            panic!()
+        };
+        assert_eq!(
+            (i.class, i.name.as_str()),
+            (CulpritClass::TimerTick, "local timer")
+        );
+
+        let mut l = rec(REC_LOST, 0);
+        l.id = 7;
+        assert_eq!(
+            decode(&l, &mut syms),
+            Some(Record::Lost {
+                cpu: 3,
+                start_ns: 100,
+                end_ns: 250,
+                count: 7
+            })
+        );
+        assert_eq!(decode(&rec(99, 1), &mut syms), None);
+        assert!(parse(&[0u8; 10]).is_none());
+    }
+}

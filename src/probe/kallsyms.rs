@@ -1,0 +1,73 @@
+//! Kernel addresses to symbol names through /proc/kallsyms (read once, binary search), so
+//! a kworker's work function prints as `vmstat_update`.
+
+use std::collections::HashMap;
+
+pub struct Kallsyms {
+    /// (address, name), sorted by address.
+    syms: Vec<(u64, String)>,
+    cache: HashMap<u64, String>,
+}
+
+impl Kallsyms {
+    /// Loads the text symbols. Without root, kallsyms shows zero addresses: the table is then
+    /// empty and addresses print as hex.
+    pub fn load() -> Kallsyms {
+        let text = std::fs::read_to_string("/proc/kallsyms").unwrap_or_default();
+        Kallsyms::parse(&text)
+    }
+
+    pub fn parse(text: &str) -> Kallsyms {
+        let mut syms: Vec<(u64, String)> = text
+            .lines()
+            .filter_map(|l| {
+                let mut it = l.split_whitespace();
+                let addr = u64::from_str_radix(it.next()?, 16).ok()?;
+                let kind = it.next()?;
+                let name = it.next()?;
+                (addr != 0 && matches!(kind, "t" | "T" | "w" | "W"))
+                    .then(|| (addr, name.to_string()))
+            })
+            .collect();
+        syms.sort_unstable_by_key(|s| s.0);
+        Kallsyms {
+            syms,
+            cache: HashMap::new(),
+        }
+    }
+
+    /// `vmstat_update`, `vmstat_update+0x12` inside a function, or the address in hex.
+    pub fn name(&mut self, addr: u64) -> String {
+        if addr == 0 {
+            return String::new();
+        }
+        if let Some(n) = self.cache.get(&addr) {
+            return n.clone();
+        }
+        let idx = self.syms.partition_point(|s| s.0 <= addr);
+        let name = match idx.checked_sub(1).map(|i| &self.syms[i]) {
+            Some((a, n)) if *a == addr => n.clone(),
+            Some((a, n)) if addr - a < 0x10_0000 => format!("{n}+{:#x}", addr - a),
+            _ => format!("{addr:#x}"),
+        };
+        self.cache.insert(addr, name.clone());
+        name
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_exact_and_offset_addresses() {
+        let mut k = Kallsyms::parse(
+            "ffffffff81000000 T _stext\nffffffff81234560 t vmstat_update\nffffffff81234600 T refresh_vm_stats\n0000000000000000 A fixed\n",
+        );
+        assert_eq!(k.name(0xffffffff81234560), "vmstat_update");
+        assert_eq!(k.name(0xffffffff81234570), "vmstat_update+0x10");
+        assert_eq!(k.name(0xffffffff81234600), "refresh_vm_stats");
+        assert_eq!(k.name(0x1000), "0x1000");
+        assert_eq!(k.name(0), "");
+    }
+}

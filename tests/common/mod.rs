@@ -1,0 +1,164 @@
+//! Helpers shared by the integration tests: BPF-test gating, one-at-a-time CPU use, noise
+//! sources the tests start themselves (and end by pid), and restore guards.
+#![allow(dead_code)]
+
+use std::process::{Child, Command};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// True when a BPF test must be skipped: only outside CI, only with JITTERSCOPE_SKIP_BPF=1,
+/// and it says so by name. Everywhere else a BPF test runs and fails with the reason.
+pub fn skip_bpf(test: &str) -> bool {
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+    if !ci && std::env::var("JITTERSCOPE_SKIP_BPF").is_ok_and(|v| v == "1") {
+        eprintln!("skipped (JITTERSCOPE_SKIP_BPF=1): {test}");
+        return true;
+    }
+    false
+}
+
+static CPUS: Mutex<()> = Mutex::new(());
+
+/// Tests that spin on CPUs or inject noise run one at a time.
+pub fn exclusive() -> MutexGuard<'static, ()> {
+    CPUS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub fn nproc() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+pub fn pin(pid: i32, cpu: usize) {
+    // SAFETY: plain cpu_set_t manipulation and a syscall on a pid we own.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        assert_eq!(
+            libc::sched_setaffinity(pid, std::mem::size_of_val(&set), &set),
+            0
+        );
+    }
+}
+
+/// A shell busy loop pinned to a CPU: the classic competing task. Killed by its pid on drop.
+pub struct Competitor(pub Child);
+
+impl Competitor {
+    pub fn start(cpu: usize) -> Competitor {
+        let child = Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .spawn()
+            .expect("spawn sh");
+        pin(child.id() as i32, cpu);
+        Competitor(child)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Competitor {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// An in-process thread spinning on a CPU, reading the clock like the workload does and
+/// keeping the gaps (stalls) it sees. Stands in for a workload thread in probe tests.
+pub struct Spinner {
+    stop: Arc<AtomicBool>,
+    tid: Arc<AtomicU32>,
+    handle: Option<std::thread::JoinHandle<Vec<(u64, u64)>>>,
+}
+
+impl Spinner {
+    pub fn start(cpu: usize) -> Spinner {
+        let stop = Arc::new(AtomicBool::new(false));
+        let tid = Arc::new(AtomicU32::new(0));
+        let (s, t) = (stop.clone(), tid.clone());
+        let handle = std::thread::spawn(move || {
+            pin(0, cpu);
+            t.store(unsafe { libc::gettid() } as u32, Ordering::SeqCst);
+            let mut gaps = Vec::new();
+            let mut last = jitterscope::workload::clock::monotonic_ns();
+            while !s.load(Ordering::Relaxed) {
+                let now = jitterscope::workload::clock::monotonic_ns();
+                if now - last > 5_000 {
+                    gaps.push((last, now));
+                }
+                last = now;
+            }
+            gaps
+        });
+        while tid.load(Ordering::SeqCst) == 0 {
+            std::thread::yield_now();
+        }
+        Spinner {
+            stop,
+            tid,
+            handle: Some(handle),
+        }
+    }
+
+    pub fn tid(&self) -> u32 {
+        self.tid.load(Ordering::SeqCst)
+    }
+
+    /// Stops the thread and returns its gaps over 5 µs.
+    pub fn finish(mut self) -> Vec<(u64, u64)> {
+        self.stop.store(true, Ordering::SeqCst);
+        self.handle
+            .take()
+            .map(|h| h.join().unwrap())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Writes a system setting and puts the old value back on drop (also when a test fails).
+pub struct Restore {
+    path: String,
+    old: String,
+}
+
+impl Restore {
+    pub fn set(path: &str, value: &str) -> std::io::Result<Restore> {
+        let old = std::fs::read_to_string(path)?;
+        std::fs::write(path, value)?;
+        Ok(Restore {
+            path: path.to_string(),
+            old: old.trim().to_string(),
+        })
+    }
+}
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::write(&self.path, &self.old) {
+            eprintln!(
+                "WARNING: could not restore {} to {}: {e}",
+                self.path, self.old
+            );
+        }
+    }
+}
+
+/// The per-CPU count of a row of /proc/interrupts (`IWI`, `CAL`, `LOC`, `34`…).
+pub fn interrupts(row: &str, cpu: usize) -> u64 {
+    let text = std::fs::read_to_string("/proc/interrupts").unwrap_or_default();
+    text.lines()
+        .find(|l| l.trim_start().starts_with(&format!("{row}:")))
+        .and_then(|l| l.split_whitespace().nth(1 + cpu))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}

@@ -1,0 +1,378 @@
+//! The probes against the real kernel: load and attach, then inject known noise on a measured
+//! CPU and find it in the records with the right class and name. Needs root; outside CI,
+//! JITTERSCOPE_SKIP_BPF=1 skips each test by name.
+
+mod common;
+
+use std::mem::MaybeUninit;
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
+
+use common::*;
+use jitterscope::model::{CulpritClass, Interruption};
+use jitterscope::probe::decode::{self, Record};
+use jitterscope::probe::kallsyms::Kallsyms;
+use jitterscope::probe::{
+    AttachState, JitterscopeSkelBuilder, ProbeBatch, ProbeConfig, ProbeSession, MANDATORY,
+};
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::RingBufferBuilder;
+
+const CPU: u32 = 1;
+
+fn start(cfg: ProbeConfig) -> (ProbeSession, Receiver<ProbeBatch>) {
+    ProbeSession::start(cfg).unwrap_or_else(|e| panic!("probes did not start: {e}"))
+}
+
+fn config() -> ProbeConfig {
+    let mut cfg = ProbeConfig::new(vec![CPU]);
+    cfg.drain_cpus = vec![0];
+    cfg
+}
+
+/// Everything the probes send until `until`.
+fn collect(rx: &Receiver<ProbeBatch>, until: Instant) -> Vec<Record> {
+    let mut out = Vec::new();
+    while Instant::now() < until {
+        if let Ok(b) = rx.recv_timeout(Duration::from_millis(20)) {
+            out.extend(b);
+        }
+    }
+    out
+}
+
+fn interruptions(records: &[Record]) -> Vec<&Interruption> {
+    records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Interruption(i) => Some(i),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn every_program_loads_and_the_mandatory_ones_attach() {
+    if skip_bpf("every_program_loads_and_the_mandatory_ones_attach") {
+        return;
+    }
+    let _cpus = exclusive();
+    let (session, _rx) = start(config());
+    let report = session.attach_report().to_vec();
+    for tp in MANDATORY {
+        let s = report.iter().find(|a| a.tracepoint == tp);
+        assert_eq!(
+            s.map(|s| &s.state),
+            Some(&AttachState::Attached),
+            "{tp}: {report:?}"
+        );
+    }
+    for a in &report {
+        if let AttachState::Unavailable(why) = &a.state {
+            println!("optional tracepoint not attached: {} ({why})", a.tracepoint);
+        }
+    }
+    // On x86 with these tracepoints in BTF, the tick and the IPIs must attach too.
+    let btf = std::fs::read("/sys/kernel/btf/vmlinux").unwrap();
+    if btf.windows(26).any(|w| w == b"btf_trace_local_timer_entry") {
+        assert!(report
+            .iter()
+            .any(|a| a.tracepoint == "local_timer_entry" && a.state == AttachState::Attached));
+    }
+    session.stop().unwrap();
+}
+
+#[test]
+fn stat_refresh_shows_as_a_kworker_running_refresh_vm_stats_in_a_workload_gap() {
+    if skip_bpf("stat_refresh_shows_as_a_kworker_running_refresh_vm_stats_in_a_workload_gap") {
+        return;
+    }
+    if nproc() < 2 {
+        return;
+    }
+    let _cpus = exclusive();
+    let (session, rx) = start(config());
+    let spinner = Spinner::start(CPU as usize);
+    session.set_workload_tids(&[spinner.tid()]).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    std::fs::write("/proc/sys/vm/stat_refresh", "1").expect("write /proc/sys/vm/stat_refresh");
+    let records = collect(&rx, Instant::now() + Duration::from_millis(400));
+    let gaps = spinner.finish();
+    session.stop().unwrap();
+    let kworkers: Vec<_> = interruptions(&records)
+        .into_iter()
+        .filter(|i| {
+            i.cpu == CPU && i.class == CulpritClass::Kworker && i.detail == "refresh_vm_stats"
+        })
+        .collect();
+    assert!(
+        !kworkers.is_empty(),
+        "no refresh_vm_stats kworker on CPU {CPU}: {records:#?}"
+    );
+    let k = kworkers[0];
+    assert!(k.name.starts_with("kworker/"), "{k:?}");
+    assert!(k.pid > 0);
+    // The kworker replaced the spinning thread: its run lies inside one of the thread's gaps.
+    assert!(
+        gaps.iter().any(|&(s, e)| s <= k.start_ns && k.end_ns <= e),
+        "kworker {k:?} not inside a workload gap {gaps:?}"
+    );
+}
+
+#[test]
+fn a_competing_task_is_named_with_its_comm_and_pid() {
+    if skip_bpf("a_competing_task_is_named_with_its_comm_and_pid") {
+        return;
+    }
+    if nproc() < 2 {
+        return;
+    }
+    let _cpus = exclusive();
+    let (session, rx) = start(config());
+    let spinner = Spinner::start(CPU as usize);
+    session.set_workload_tids(&[spinner.tid()]).unwrap();
+    let hog = Competitor::start(CPU as usize);
+    let records = collect(&rx, Instant::now() + Duration::from_millis(600));
+    let pid = hog.pid();
+    drop(hog);
+    drop(spinner);
+    session.stop().unwrap();
+    let found = interruptions(&records)
+        .into_iter()
+        .find(|i| i.class == CulpritClass::Task && i.pid == pid && i.cpu == CPU);
+    let t = found.unwrap_or_else(|| panic!("no task record for sh[{pid}]"));
+    assert_eq!(t.name, format!("sh[{pid}]"));
+    assert!(t.detail.contains("preempted the workload"), "{t:?}");
+    assert!(t.duration_ns() >= 100_000, "CFS slices are long: {t:?}");
+}
+
+/// The virtio-rng IRQ line: `N: … virtioK-input` where virtioK is bound to virtio_rng.
+fn rng_irq() -> Option<(u32, String)> {
+    let dev = std::fs::read_dir("/sys/bus/virtio/drivers/virtio_rng")
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .find(|n| n.starts_with("virtio"))?;
+    let text = std::fs::read_to_string("/proc/interrupts").ok()?;
+    text.lines().find_map(|l| {
+        let name = l.split_whitespace().last()?;
+        if name.starts_with(&format!("{dev}-")) && !name.ends_with("-config") {
+            let irq = l.trim_start().split(':').next()?.parse().ok()?;
+            Some((irq, name.to_string()))
+        } else {
+            None
+        }
+    })
+}
+
+#[test]
+fn a_steered_device_irq_is_recorded_with_its_number_and_name() {
+    if skip_bpf("a_steered_device_irq_is_recorded_with_its_number_and_name") {
+        return;
+    }
+    let Some((irq, name)) = rng_irq() else {
+        eprintln!("skipped: no virtio-rng IRQ on this machine to steer (a_steered_device_irq…)");
+        return;
+    };
+    if nproc() < 2 {
+        return;
+    }
+    let _cpus = exclusive();
+    let _affinity = Restore::set(
+        &format!("/proc/irq/{irq}/smp_affinity_list"),
+        &CPU.to_string(),
+    )
+    .expect("steer the virtio-rng IRQ");
+    let (session, rx) = start(config());
+    let mut rng = std::fs::File::open("/dev/hwrng").expect("open /dev/hwrng");
+    let mut buf = [0u8; 64];
+    for _ in 0..20 {
+        use std::io::Read;
+        let _ = rng.read(&mut buf);
+    }
+    let mut records = collect(&rx, Instant::now() + Duration::from_millis(200));
+    session.stop().unwrap();
+    records.extend(rx.try_iter().flatten());
+    let found = interruptions(&records)
+        .into_iter()
+        .find(|i| i.class == CulpritClass::Irq && i.id == irq as u64);
+    let r = found.unwrap_or_else(|| {
+        let irqs: Vec<_> = interruptions(&records)
+            .into_iter()
+            .filter(|i| i.class == CulpritClass::Irq)
+            .collect();
+        panic!("no IRQ {irq} record on CPU {CPU}; IRQ records: {irqs:?}")
+    });
+    assert_eq!(r.cpu, CPU);
+    assert_eq!(r.name, format!("{irq} {name}"));
+}
+
+#[test]
+fn a_busy_cpu_takes_timer_ticks() {
+    if skip_bpf("a_busy_cpu_takes_timer_ticks") {
+        return;
+    }
+    if nproc() < 2 {
+        return;
+    }
+    let _cpus = exclusive();
+    let (session, rx) = start(config());
+    let spinner = Spinner::start(CPU as usize);
+    session.set_workload_tids(&[spinner.tid()]).unwrap();
+    let records = collect(&rx, Instant::now() + Duration::from_secs(1));
+    drop(spinner);
+    session.stop().unwrap();
+    let ticks = interruptions(&records)
+        .into_iter()
+        .filter(|i| i.class == CulpritClass::TimerTick && i.cpu == CPU)
+        .count();
+    // HZ is 100 to 1000; a busy CPU takes a tick every 1–10 ms.
+    assert!(ticks >= 50, "only {ticks} timer ticks in 1 s on a busy CPU");
+}
+
+#[test]
+fn cpu_frequency_records_old_and_new_khz_through_the_raw_tp_seam() {
+    if skip_bpf("cpu_frequency_records_old_and_new_khz_through_the_raw_tp_seam") {
+        return;
+    }
+    let mut storage = MaybeUninit::uninit();
+    let mut open = JitterscopeSkelBuilder::default()
+        .open(&mut storage)
+        .unwrap();
+    for mut p in open.open_object_mut().progs_mut() {
+        let raw = p.section().to_string_lossy().starts_with("raw_tp/");
+        p.set_autoload(raw);
+    }
+    let skel = open.load().expect("load the raw_tp seam");
+    let drive = |khz: u64, cpu_id: u64| {
+        let mut ctx: Vec<u8> = [khz, cpu_id].iter().flat_map(|v| v.to_ne_bytes()).collect();
+        let input = libbpf_rs::ProgramInput {
+            context_in: Some(&mut ctx),
+            cpu: 1,
+            flags: libbpf_sys::BPF_F_TEST_RUN_ON_CPU,
+            ..Default::default()
+        };
+        skel.progs
+            .js_cpu_frequency_raw
+            .test_run(input)
+            .expect("BPF_PROG_TEST_RUN");
+    };
+    drive(3_000_000, 1);
+    drive(1_200_000, 1);
+    let mut raw: Vec<Vec<u8>> = Vec::new();
+    {
+        let mut b = RingBufferBuilder::new();
+        b.add(&skel.maps.events, |d: &[u8]| {
+            raw.push(d.to_vec());
+            0
+        })
+        .unwrap();
+        b.build().unwrap().consume().unwrap();
+    }
+    let mut syms = Kallsyms::parse("");
+    let recs: Vec<Record> = raw
+        .iter()
+        .filter_map(|d| decode::parse(d))
+        .filter_map(|r| decode::decode(&r, &mut syms))
+        .collect();
+    let freq: Vec<(String, String)> = interruptions(&recs)
+        .into_iter()
+        .filter(|i| i.class == CulpritClass::FreqChange)
+        .map(|i| (i.name.clone(), i.detail.clone()))
+        .collect();
+    assert_eq!(
+        freq,
+        [
+            ("cpu 1".to_string(), "?→3000000 kHz".to_string()),
+            ("cpu 1".to_string(), "3000000→1200000 kHz".to_string())
+        ]
+    );
+}
+
+#[test]
+fn a_tiny_ring_buffer_under_a_switch_storm_reports_drops() {
+    if skip_bpf("a_tiny_ring_buffer_under_a_switch_storm_reports_drops") {
+        return;
+    }
+    if nproc() < 2 {
+        return;
+    }
+    let _cpus = exclusive();
+    let mut cfg = config();
+    cfg.ringbuf_bytes = 4096;
+    cfg.drain_interval = Duration::from_millis(200);
+    let (session, rx) = start(cfg);
+    // Two threads pinned to the CPU yielding to each other: a context-switch storm.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let storm: Vec<_> = (0..2)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                pin(0, CPU as usize);
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::thread::yield_now();
+                }
+            })
+        })
+        .collect();
+    let records = collect(&rx, Instant::now() + Duration::from_millis(600));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for t in storm {
+        t.join().unwrap();
+    }
+    let summary = session.stop().unwrap();
+    assert!(
+        summary.total_drops() > 0,
+        "no drops with a 4 KiB ring buffer: {summary:?}"
+    );
+    assert!(summary.drops.iter().all(|(cpu, _)| *cpu == CPU));
+    assert!(
+        records
+            .iter()
+            .any(|r| matches!(r, Record::Lost { cpu, count, .. } if *cpu == CPU && *count > 0)),
+        "the lost window was not reported"
+    );
+}
+
+#[test]
+fn the_probes_send_no_irq_work_or_call_function_ipis_to_the_measured_cpu() {
+    if skip_bpf("the_probes_send_no_irq_work_or_call_function_ipis_to_the_measured_cpu") {
+        return;
+    }
+    if nproc() < 2 {
+        return;
+    }
+    let _cpus = exclusive();
+    let window = Duration::from_secs(2);
+    let spinner = Spinner::start(CPU as usize);
+    let count = || {
+        (
+            interrupts("IWI", CPU as usize),
+            interrupts("CAL", CPU as usize),
+        )
+    };
+    // Without probes.
+    let (iwi0, cal0) = count();
+    std::thread::sleep(window);
+    let (iwi1, cal1) = count();
+    // With probes attached and draining (attach and detach themselves patch kernel text,
+    // which IPIs every CPU; only the steady state is compared).
+    let (session, rx) = start(config());
+    session.set_workload_tids(&[spinner.tid()]).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let (iwi2, cal2) = count();
+    let records = collect(&rx, Instant::now() + window);
+    let (iwi3, cal3) = count();
+    session.stop().unwrap();
+    drop(spinner);
+    let (without_iwi, with_iwi) = (iwi1 - iwi0, iwi3 - iwi2);
+    let (without_cal, with_cal) = (cal1 - cal0, cal3 - cal2);
+    println!("CPU {CPU} over {window:?}: IWI {without_iwi} → {with_iwi}, CAL {without_cal} → {with_cal}, {} records", records.len());
+    assert!(
+        with_iwi <= without_iwi + 2,
+        "irq_work IPIs grew with the probes: {without_iwi} → {with_iwi}"
+    );
+    assert!(
+        with_cal <= without_cal + 5,
+        "call-function IPIs grew with the probes: {without_cal} → {with_cal}"
+    );
+}
