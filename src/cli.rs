@@ -96,6 +96,14 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_tui: bool,
 
+    /// Run without kernel probes: measure only, no attribution (no root needed)
+    #[arg(long)]
+    pub no_probes: bool,
+
+    /// BPF ring-buffer size (power of two, e.g. 8M); raise it if records are lost
+    #[arg(long, default_value = "8M", value_parser = parse_size)]
+    pub ringbuf_size: u64,
+
     /// How many of the worst stalls the run file keeps
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub keep_stalls: u32,

@@ -76,6 +76,18 @@ fn plan(args: &RunArgs) -> Result<RunPlan> {
         Threshold::Auto => (auto_threshold(), true),
         Threshold::Fixed(ns) => (ns, false),
     };
+    let probes = if args.no_probes {
+        None
+    } else {
+        let (bytes, rounded) = jitterscope::probe::ringbuf_size(args.ringbuf_size);
+        if rounded {
+            eprintln!(
+                "note: --ringbuf-size {} rounded up to {bytes} (the kernel needs a power of two)",
+                args.ringbuf_size
+            );
+        }
+        Some(bytes)
+    };
     let mut workload = WorkloadConfig::new(cpus[0], cpus[1..].to_vec());
     workload.pin = !args.no_pin;
     workload.interval_ns = args.interval;
@@ -90,6 +102,7 @@ fn plan(args: &RunArgs) -> Result<RunPlan> {
         keep_stalls: args.keep_stalls as usize,
         progress: true,
         colour: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+        probes,
     })
 }
 

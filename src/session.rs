@@ -7,11 +7,16 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use hdrhistogram::Histogram;
 
+use crate::attribution::advice::Machine;
+use crate::attribution::{Engine, EngineConfig, Ranking, Verdict};
 use crate::model::{Cpu, Nanos};
+use crate::probe::decode::Record;
+use crate::probe::{AttachState, ProbeConfig, ProbeSession};
 use crate::report::files::{file_stem, utc_stamp, OutputDir};
 use crate::report::hlog::HlogWriter;
 use crate::report::runfile::{
-    ConsumerHistograms, Lost, RunFile, RunInfo, Settings, StallEntry, SCHEMA,
+    ConsumerHistograms, CpuCount, CulpritEntry, Lost, ProbeInfo, ProgramCostEntry, RunFile,
+    RunInfo, Settings, StallCulprit, StallEntry, SCHEMA,
 };
 use crate::report::seed::Summary;
 use crate::report::stalls::StallBook;
@@ -36,6 +41,8 @@ pub struct RunPlan {
     pub progress: bool,
     /// ANSI colour in the report (stdout is a terminal).
     pub colour: bool,
+    /// Kernel probes with this ring-buffer size (bytes), or none.
+    pub probes: Option<u32>,
 }
 
 /// Where the run's files went.
@@ -60,6 +67,68 @@ struct ConsumerTotals {
     last_interval_ns: Nanos,
 }
 
+/// The attribution side of a run: engine, ranking and the worst stalls, fed by the
+/// workload's stalls and the probes' records.
+struct Attribution {
+    engine: Engine,
+    ranking: Ranking,
+    book: StallBook,
+    probes_on: bool,
+}
+
+impl Attribution {
+    fn stall(&mut self, s: crate::model::Stall) {
+        self.engine.push_stall(s);
+    }
+
+    fn records(&mut self, batch: Vec<Record>) {
+        for r in batch {
+            match r {
+                Record::Interruption(i) => self.engine.push_interruption(i),
+                Record::Cause(c) => self.engine.push_cause(c),
+                Record::Lost {
+                    cpu,
+                    start_ns,
+                    end_ns,
+                    ..
+                } => self.engine.mark_lost(cpu, start_ns, end_ns),
+            }
+        }
+    }
+
+    fn decide(&mut self, watermark: Nanos) {
+        for v in self.engine.advance(watermark) {
+            self.keep(v);
+        }
+    }
+
+    fn finish(&mut self) {
+        for v in self.engine.finish() {
+            self.keep(v);
+        }
+    }
+
+    fn keep(&mut self, v: Verdict) {
+        if self.probes_on {
+            self.ranking.add(&v);
+        }
+        self.book.add(v);
+    }
+}
+
+/// How far behind "now" stalls are decided: records reach user space within a couple of
+/// drain intervals.
+const DECISION_LAG_NS: Nanos = 500_000_000;
+
+fn is_virtual_machine() -> bool {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .map(|t| {
+            t.lines()
+                .any(|l| l.starts_with("flags") && l.contains(" hypervisor"))
+        })
+        .unwrap_or(false)
+}
+
 pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
     signals::install();
     let cfg = plan.workload.clone();
@@ -68,18 +137,16 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
         .collect();
     let topo = Topology::read();
     let housekeeping = topo.housekeeping(&measured);
-    if cfg.pin {
-        if housekeeping.is_empty() {
-            writeln!(
-                out,
-                "note: every CPU is measured ({}); jitterscope's own collector shares them (it sleeps 100 ms between drains)",
-                format_list(&measured)
-            )?;
-        } else {
-            // The collector (this thread) stays off the measured CPUs.
-            affinity::set_current_thread_cpus(&housekeeping)
-                .context("cannot move jitterscope's collector thread to the housekeeping CPUs")?;
-        }
+    if housekeeping.is_empty() {
+        writeln!(
+            out,
+            "note: every CPU is measured ({}); jitterscope's own threads must share them and show up as class `self` (a larger machine or fewer measured CPUs avoids this)",
+            format_list(&measured)
+        )?;
+    } else {
+        // The collector (this thread) stays off the measured CPUs.
+        affinity::set_current_thread_cpus(&housekeeping)
+            .context("cannot move jitterscope's collector thread to the housekeeping CPUs")?;
     }
 
     let start_unix = unix_ns() as u64;
@@ -99,12 +166,29 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
     )
     .with_context(|| format!("cannot write {}", hlog_path.display()))?;
 
-    let mut workload = Workload::start(cfg.clone())?;
+    // Probes first, so they are attached before the workload starts its clock.
+    let mut probe = match plan.probes {
+        Some(ringbuf_bytes) => {
+            let mut pc = ProbeConfig::new(measured.clone());
+            pc.ringbuf_bytes = ringbuf_bytes;
+            pc.drain_cpus = housekeeping.clone();
+            Some(ProbeSession::start(pc).context("cannot start the kernel probes")?)
+        }
+        None => None,
+    };
+    let mut workload = Workload::spawn(cfg.clone())?;
+    if let Some((session, _)) = &probe {
+        let tids: Vec<u32> = workload.threads().iter().map(|t| t.tid).collect();
+        session
+            .set_workload_tids(&tids)
+            .context("cannot tell the probes the workload's threads")?;
+    }
+    workload.release();
     let record_from = workload.record_from_ns();
     let end = workload.end_ns();
     writeln!(
         out,
-        "jitterscope: producer on CPU {}, consumer{} on CPU {}{}; interval {}, warm-up {}, duration {}, stall threshold {}{}",
+        "jitterscope: producer on CPU {}, consumer{} on CPU {}{}; interval {}, warm-up {}, duration {}, stall threshold {}{}; {}",
         cfg.producer_cpu,
         if cfg.consumer_cpus.len() > 1 { "s" } else { "" },
         format_list(&cfg.consumer_cpus),
@@ -114,6 +198,7 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
         fmt_ns(cfg.duration_ns),
         fmt_ns(cfg.stall_threshold_ns),
         if plan.stall_threshold_auto { " (auto)" } else { "" },
+        if probe.is_some() { "kernel probes attached" } else { "no kernel probes" },
     )?;
     let tids: Vec<String> = workload
         .threads()
@@ -121,6 +206,21 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
         .map(|t| format!("{}={}", t.name, t.tid))
         .collect();
     writeln!(out, "threads: {}", tids.join(" "))?;
+    if let Some((session, _)) = &probe {
+        let missing: Vec<&str> = session
+            .attach_report()
+            .iter()
+            .filter(|a| a.state != AttachState::Attached)
+            .map(|a| a.tracepoint.as_str())
+            .collect();
+        if !missing.is_empty() {
+            writeln!(
+                out,
+                "not available on this kernel (not traced): {}",
+                missing.join(", ")
+            )?;
+        }
+    }
     out.flush()?;
 
     let mut totals: Vec<ConsumerTotals> = cfg
@@ -134,15 +234,20 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
             last_interval_ns: 0,
         })
         .collect();
-    let mut stalls = StallBook::new(plan.keep_stalls);
+    let mut attr = Attribution {
+        engine: Engine::new(EngineConfig::default()),
+        ranking: Ranking::default(),
+        book: StallBook::new(plan.keep_stalls),
+        probes_on: probe.is_some(),
+    };
     let mut hlog_error: Option<std::io::Error> = None;
     let mut drain = |workload: &mut Workload,
                      totals: &mut Vec<ConsumerTotals>,
-                     stalls: &mut StallBook,
+                     attr: &mut Attribution,
                      hlog: &mut HlogWriter| {
         workload.drain(|o| match o {
             Output::Stall(s) => {
-                stalls.add(s);
+                attr.stall(s);
                 None
             }
             Output::Interval { consumer, hists } => {
@@ -163,7 +268,14 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
     let mut ended = "completed";
     while !workload.finished() {
         std::thread::sleep(Duration::from_millis(100));
-        drain(&mut workload, &mut totals, &mut stalls, &mut hlog);
+        drain(&mut workload, &mut totals, &mut attr, &mut hlog);
+        if let Some((_, rx)) = &probe {
+            while let Ok(batch) = rx.try_recv() {
+                attr.records(batch);
+            }
+        }
+        let now = monotonic_ns();
+        attr.decide(now.saturating_sub(DECISION_LAG_NS));
         if let Some(sig) = signals::received() {
             writeln!(
                 out,
@@ -174,21 +286,32 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
             ended = "interrupted";
             break;
         }
-        let now = monotonic_ns();
         if plan.progress && now >= next_progress && now < end {
             next_progress += 1_000_000_000;
             writeln!(
                 out,
                 "{}",
-                progress_line(now, record_from, end, &totals, &stalls)
+                progress_line(now, record_from, end, &totals, &attr)
             )?;
             out.flush()?;
         }
     }
     workload.join();
-    drain(&mut workload, &mut totals, &mut stalls, &mut hlog);
+    drain(&mut workload, &mut totals, &mut attr, &mut hlog);
     let _ = hlog.flush();
     let stop_ns = monotonic_ns().min(end);
+    let probe_summary = match probe.take() {
+        Some((session, rx)) => {
+            let attach = session.attach_report().to_vec();
+            let summary = session.stop().context("cannot stop the kernel probes")?;
+            while let Ok(batch) = rx.try_recv() {
+                attr.records(batch);
+            }
+            Some((attach, summary))
+        }
+        None => None,
+    };
+    attr.finish();
 
     let counters = workload.counters();
     let sum = |f: &dyn Fn(&crate::workload::ThreadCounters) -> u64| -> u64 {
@@ -196,11 +319,17 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
     };
     use std::sync::atomic::Ordering::Relaxed;
     let lost = Lost {
-        ring_buffer_drops: 0,
+        ring_buffer_drops: probe_summary.as_ref().map_or(0, |p| p.1.total_drops()),
         workload_queue_drops: sum(&|c| c.stalls_dropped.load(Relaxed)),
         sequence_errors: sum(&|c| c.sequence_errors.load(Relaxed)),
     };
     let ring_full = sum(&|c| c.ring_full.load(Relaxed));
+    let machine = Machine {
+        online: topo.online.clone(),
+        measured: measured.clone(),
+        virtual_machine: is_virtual_machine(),
+    };
+    let probes_on = probe_summary.is_some();
 
     let run = RunFile {
         schema: SCHEMA.to_string(),
@@ -222,7 +351,7 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
                 planned_duration_ns: cfg.duration_ns,
                 stall_threshold_ns: cfg.stall_threshold_ns,
                 stall_threshold_auto: plan.stall_threshold_auto,
-                probes: false,
+                probes: probes_on,
             },
         },
         histograms: totals
@@ -235,24 +364,61 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
                 inter_message: Summary::of(&t.inter_message),
             })
             .collect(),
-        stall_summary: stalls.summary(),
-        stalls: stalls
+        stall_summary: attr.book.summary(),
+        stalls: attr
+            .book
             .worst()
             .into_iter()
-            .map(|s| StallEntry {
-                cpu: s.cpu,
-                thread: s.thread.display_name(),
-                start_ns: s.start_ns,
-                end_ns: s.end_ns,
-                duration_ns: s.duration_ns(),
-                explained_share: None,
-                culprits: Vec::new(),
-                incomplete: false,
-                timeline: Vec::new(),
+            .map(|v| stall_entry(v, probes_on))
+            .collect(),
+        culprits: attr
+            .ranking
+            .ranked(&machine)
+            .into_iter()
+            .map(|c| CulpritEntry {
+                class: c.class.as_str().to_string(),
+                name: c.name,
+                detail: c.detail,
+                count: c.count,
+                total_ns: c.total_ns,
+                max_ns: c.max_ns,
+                share: c.share,
+                advice: c.advice,
+                cpus: c
+                    .cpus
+                    .into_iter()
+                    .map(|(cpu, count)| CpuCount { cpu, count })
+                    .collect(),
             })
             .collect(),
-        culprits: Vec::new(),
         lost,
+        probes: probe_summary.map(|(attach, p)| ProbeInfo {
+            unavailable: attach
+                .iter()
+                .filter(|a| a.state != AttachState::Attached)
+                .map(|a| a.tracepoint.clone())
+                .collect(),
+            events: p
+                .events
+                .iter()
+                .map(|&(cpu, count)| CpuCount { cpu, count })
+                .collect(),
+            drops: p
+                .drops
+                .iter()
+                .map(|&(cpu, count)| CpuCount { cpu, count })
+                .collect(),
+            costs: p
+                .costs
+                .iter()
+                .map(|c| ProgramCostEntry {
+                    program: c.program.clone(),
+                    run_count: c.run_count,
+                    run_time_ns: c.run_time_ns,
+                })
+                .collect(),
+            incomplete_stalls: attr.ranking.incomplete(),
+        }),
     };
 
     write!(out, "\n{}", text::render(&run, plan.colour))?;
@@ -304,6 +470,36 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
     })
 }
 
+/// A verdict as the run file stores it.
+fn stall_entry(v: &Verdict, probes_on: bool) -> StallEntry {
+    let s = &v.stall;
+    StallEntry {
+        cpu: s.cpu,
+        thread: s.thread.display_name(),
+        start_ns: s.start_ns,
+        end_ns: s.end_ns,
+        duration_ns: s.duration_ns(),
+        explained_share: probes_on.then_some(v.explained_share),
+        culprits: if probes_on {
+            v.culprits
+                .iter()
+                .map(|c| StallCulprit {
+                    class: c.class.as_str().to_string(),
+                    name: c.name.clone(),
+                    detail: c.detail.clone(),
+                    via: c.via.clone(),
+                    ns: c.ns,
+                    share: c.share,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        },
+        incomplete: v.incomplete,
+        timeline: v.timeline.clone(),
+    }
+}
+
 fn write_interval(
     hlog: &mut HlogWriter,
     consumer: usize,
@@ -330,7 +526,7 @@ fn progress_line(
     record_from: Nanos,
     end: Nanos,
     totals: &[ConsumerTotals],
-    stalls: &StallBook,
+    attr: &Attribution,
 ) -> String {
     let elapsed = now.saturating_sub(record_from) as f64 / 1e9;
     let planned = end.saturating_sub(record_from) as f64 / 1e9;
@@ -354,8 +550,13 @@ fn progress_line(
     }
     line.push_str(&format!(
         " stalls {} (longest {})",
-        stalls.count(),
-        fmt_ns(stalls.longest_ns())
+        attr.book.count(),
+        fmt_ns(attr.book.longest_ns())
     ));
+    if attr.probes_on {
+        if let Some(top) = attr.ranking.top() {
+            line.push_str(&format!(" | top culprit: {top}"));
+        }
+    }
     line
 }

@@ -170,8 +170,15 @@ fn a_short_run_prints_both_blocks_and_writes_its_files() {
         .collect();
     let json = files
         .iter()
-        .find(|f| f.ends_with(".json"))
+        .find(|f| f.ends_with(".json") && !f.ends_with(".trace.json"))
         .expect("a run file");
+    for suffix in [".md", ".svg", ".trace.json"] {
+        assert_eq!(
+            files.iter().filter(|f| f.ends_with(suffix)).count(),
+            1,
+            "{suffix}: {files:?}"
+        );
+    }
     assert!(json.starts_with("ci_run-"), "{json}");
     assert_eq!(
         files.iter().filter(|f| f.ends_with(".hgrm")).count(),

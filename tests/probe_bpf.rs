@@ -137,12 +137,14 @@ fn a_competing_task_is_named_with_its_comm_and_pid() {
     drop(hog);
     drop(spinner);
     session.stop().unwrap();
+    // Its first episodes may predate exec (the comm is still the test's): take the longest.
     let found = interruptions(&records)
         .into_iter()
-        .find(|i| i.class == CulpritClass::Task && i.pid == pid && i.cpu == CPU);
+        .filter(|i| i.class == CulpritClass::Task && i.pid == pid && i.cpu == CPU)
+        .max_by_key(|i| i.duration_ns());
     let t = found.unwrap_or_else(|| panic!("no task record for sh[{pid}]"));
     assert_eq!(t.name, format!("sh[{pid}]"));
-    assert!(t.detail.contains("preempted the workload"), "{t:?}");
+    assert_eq!(t.detail, "SCHED_OTHER", "{t:?}");
     assert!(t.duration_ns() >= 100_000, "CFS slices are long: {t:?}");
 }
 

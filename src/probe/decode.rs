@@ -9,8 +9,6 @@ use crate::model::{Cause, CauseKind, CulpritClass, Interruption};
 pub const REC_INTERRUPTION: u32 = 1;
 pub const REC_CAUSE: u32 = 2;
 pub const REC_LOST: u32 = 3;
-const F_PREEMPTED_WORKLOAD: u32 = 1;
-const F_BLOCKED_WORKLOAD: u32 = 2;
 
 const _: () = assert!(std::mem::size_of::<js_record>() == 88);
 
@@ -137,13 +135,8 @@ pub fn decode(r: &js_record, syms: &mut Kallsyms) -> Option<Record> {
                 }
                 CulpritClass::Kthread => (comm, String::new()),
                 CulpritClass::Task | CulpritClass::SelfNoise => {
-                    let mut d = policy_name(r.aux).to_string();
-                    if r.flags & F_PREEMPTED_WORKLOAD != 0 {
-                        d.push_str(", preempted the workload");
-                    } else if r.flags & F_BLOCKED_WORKLOAD != 0 {
-                        d.push_str(", ran after the workload blocked");
-                    }
-                    (format!("{comm}[{}]", r.pid), d)
+                    // The policy only: per-episode facts would split one task's ranking row.
+                    (format!("{comm}[{}]", r.pid), policy_name(r.aux).to_string())
                 }
                 CulpritClass::Irq => (format!("{} {comm}", r.id), String::new()),
                 CulpritClass::Softirq => (softirq_name(r.id), String::new()),
@@ -233,7 +226,7 @@ mod tests {
             panic!()
         };
         assert_eq!(i.name, "stress[4121]");
-        assert_eq!(i.detail, "SCHED_OTHER, preempted the workload");
+        assert_eq!(i.detail, "SCHED_OTHER");
 
         let mut f = rec(REC_INTERRUPTION, 10);
         f.id = 1_200_000;

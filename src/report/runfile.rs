@@ -26,6 +26,36 @@ pub struct RunFile {
     /// The culprit ranking over the whole run (empty when the run had no probes).
     pub culprits: Vec<CulpritEntry>,
     pub lost: Lost,
+    /// What the kernel probes attached and what they cost; absent without probes.
+    #[serde(default)]
+    pub probes: Option<ProbeInfo>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProbeInfo {
+    /// Tracepoints not available on this kernel (not traced).
+    pub unavailable: Vec<String>,
+    /// Records per measured CPU.
+    pub events: Vec<CpuCount>,
+    /// Failed ring-buffer reserves per CPU.
+    pub drops: Vec<CpuCount>,
+    /// BPF run time per program (kernel run-time statistics).
+    pub costs: Vec<ProgramCostEntry>,
+    /// Stalls whose window overlapped lost records.
+    pub incomplete_stalls: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuCount {
+    pub cpu: Cpu,
+    pub count: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProgramCostEntry {
+    pub program: String,
+    pub run_count: u64,
+    pub run_time_ns: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -110,6 +140,9 @@ pub struct StallCulprit {
     pub class: String,
     pub name: String,
     pub detail: String,
+    /// Who queued the work or sent the IPI, where the probes saw it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub via: String,
     pub ns: Nanos,
     pub share: f64,
 }
@@ -124,6 +157,9 @@ pub struct CulpritEntry {
     pub max_ns: Nanos,
     pub share: f64,
     pub advice: String,
+    /// Stolen time per CPU.
+    #[serde(default)]
+    pub cpus: Vec<CpuCount>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -293,6 +329,7 @@ mod tests {
                     class: "kworker".into(),
                     name: "kworker/3:1".into(),
                     detail: "vmstat_update".into(),
+                    via: String::new(),
                     ns: 3,
                     share: 0.75,
                 }],
@@ -301,6 +338,7 @@ mod tests {
             }],
             culprits: vec![],
             lost: Lost::default(),
+            probes: None,
         }
     }
 

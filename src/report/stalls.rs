@@ -7,7 +7,8 @@ use std::fmt::Write as _;
 
 use super::runfile::{CpuStalls, StallSummary};
 use super::units::fmt_ns;
-use crate::model::{Cpu, Stall};
+use crate::attribution::Verdict;
+use crate::model::Cpu;
 
 #[derive(Debug, Clone)]
 pub struct StallBook {
@@ -16,8 +17,10 @@ pub struct StallBook {
     total_ns: u64,
     longest_ns: u64,
     per_cpu: BTreeMap<Cpu, CpuStalls>,
-    /// Min-heap on duration holding the `keep` longest stalls.
-    worst: BinaryHeap<Reverse<(u64, u64, Stall)>>,
+    /// Min-heap on (duration, arrival) over the `keep` longest stalls, whose verdicts sit in
+    /// `kept` by arrival number.
+    worst: BinaryHeap<Reverse<(u64, u64)>>,
+    kept: std::collections::HashMap<u64, Verdict>,
     seq: u64,
 }
 
@@ -30,11 +33,13 @@ impl StallBook {
             longest_ns: 0,
             per_cpu: BTreeMap::new(),
             worst: BinaryHeap::new(),
+            kept: std::collections::HashMap::new(),
             seq: 0,
         }
     }
 
-    pub fn add(&mut self, s: Stall) {
+    pub fn add(&mut self, v: Verdict) {
+        let s = v.stall;
         let d = s.duration_ns();
         self.count += 1;
         self.total_ns += d;
@@ -46,14 +51,18 @@ impl StallBook {
         c.count += 1;
         c.total_ns += d;
         c.longest_ns = c.longest_ns.max(d);
-        // `seq` breaks ties so equal durations keep arrival order.
+        // Among equal durations the earlier stall stays (larger key = earlier arrival).
         self.seq += 1;
+        let key = (d, u64::MAX - self.seq);
         if self.worst.len() < self.keep {
-            self.worst.push(Reverse((d, u64::MAX - self.seq, s)));
-        } else if let Some(Reverse((min, ..))) = self.worst.peek() {
-            if d > *min {
+            self.worst.push(Reverse(key));
+            self.kept.insert(self.seq, v);
+        } else if let Some(&Reverse(min)) = self.worst.peek() {
+            if key > min {
                 self.worst.pop();
-                self.worst.push(Reverse((d, u64::MAX - self.seq, s)));
+                self.kept.remove(&(u64::MAX - min.1));
+                self.worst.push(Reverse(key));
+                self.kept.insert(self.seq, v);
             }
         }
     }
@@ -66,11 +75,13 @@ impl StallBook {
         self.longest_ns
     }
 
-    /// The kept stalls, longest first.
-    pub fn worst(&self) -> Vec<Stall> {
-        let mut v: Vec<_> = self.worst.iter().map(|Reverse(e)| *e).collect();
-        v.sort_by(|a, b| b.cmp(a));
-        v.into_iter().map(|(.., s)| s).collect()
+    /// The kept verdicts, longest stall first.
+    pub fn worst(&self) -> Vec<&Verdict> {
+        let mut keys: Vec<(u64, u64)> = self.worst.iter().map(|Reverse(k)| *k).collect();
+        keys.sort_unstable_by(|a, b| b.cmp(a));
+        keys.iter()
+            .filter_map(|k| self.kept.get(&(u64::MAX - k.1)))
+            .collect()
     }
 
     pub fn summary(&self) -> StallSummary {
@@ -129,14 +140,20 @@ pub fn render_summary(s: &StallSummary, threshold_ns: u64, duration_ns: u64) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::ThreadRole;
+    use crate::model::{Stall, ThreadRole};
 
-    fn stall(cpu: Cpu, start: u64, d: u64) -> Stall {
-        Stall {
-            cpu,
-            thread: ThreadRole::Producer,
-            start_ns: start,
-            end_ns: start + d,
+    fn stall(cpu: Cpu, start: u64, d: u64) -> Verdict {
+        Verdict {
+            stall: Stall {
+                cpu,
+                thread: ThreadRole::Producer,
+                start_ns: start,
+                end_ns: start + d,
+            },
+            culprits: vec![],
+            explained_share: 0.0,
+            incomplete: false,
+            timeline: vec![],
         }
     }
 
@@ -146,7 +163,7 @@ mod tests {
         for (i, d) in [5, 50, 7, 90, 1, 60].into_iter().enumerate() {
             b.add(stall((i % 2) as Cpu, i as u64 * 1000, d));
         }
-        let worst: Vec<u64> = b.worst().iter().map(|s| s.duration_ns()).collect();
+        let worst: Vec<u64> = b.worst().iter().map(|v| v.stall.duration_ns()).collect();
         assert_eq!(worst, [90, 60, 50]);
         let s = b.summary();
         assert_eq!((s.count, s.total_ns, s.longest_ns), (6, 213, 90));

@@ -142,9 +142,9 @@ pub struct Workload {
 const POOL_PER_CONSUMER: usize = 4;
 
 impl Workload {
-    /// Spawns and pins every thread, waits until all are spinning, then starts the clock:
-    /// warm-up first, then `duration` of recorded run.
-    pub fn start(config: WorkloadConfig) -> Result<Workload, WorkloadError> {
+    /// Spawns and pins every thread and waits until all wait at the start line (their tids
+    /// are then known); `release` starts them.
+    pub fn spawn(config: WorkloadConfig) -> Result<Workload, WorkloadError> {
         let control = Arc::new(Control {
             go: AtomicBool::new(false),
             stop: AtomicBool::new(false),
@@ -275,17 +275,28 @@ impl Workload {
             return Err(err);
         }
         wl.threads.sort_by_key(|t| t.role);
+        Ok(wl)
+    }
 
+    /// Spawns, pins and releases the threads (`spawn` then `release`).
+    pub fn start(config: WorkloadConfig) -> Result<Workload, WorkloadError> {
+        let mut wl = Workload::spawn(config)?;
+        wl.release();
+        Ok(wl)
+    }
+
+    /// Starts the clock: the threads leave their start line, warm up, then record.
+    pub fn release(&mut self) {
         let now = monotonic_ns();
-        let record_from = now + config.warmup_ns;
-        wl.start_ns = now;
-        control.record_from_ns.store(record_from, Ordering::SeqCst);
-        control.end_ns.store(
-            record_from.saturating_add(config.duration_ns),
+        let record_from = now + self.config.warmup_ns;
+        self.start_ns = now;
+        let c = &self.control;
+        c.record_from_ns.store(record_from, Ordering::SeqCst);
+        c.end_ns.store(
+            record_from.saturating_add(self.config.duration_ns),
             Ordering::SeqCst,
         );
-        control.go.store(true, Ordering::SeqCst);
-        Ok(wl)
+        c.go.store(true, Ordering::SeqCst);
     }
 
     pub fn config(&self) -> &WorkloadConfig {
@@ -352,6 +363,8 @@ impl Workload {
     /// collect the last stalls and the final partial interval.
     pub fn join(&mut self) {
         self.request_stop();
+        // Threads still at the start line (never released) leave once they see `go`.
+        self.control.go.store(true, Ordering::SeqCst);
         for h in self.handles.drain(..) {
             let _ = h.join();
         }

@@ -1,0 +1,159 @@
+//! What to do about each culprit, with the command for this machine's values.
+
+use crate::model::{Cpu, CulpritClass, Nanos};
+use crate::system::cpus::format_list;
+
+/// The machine facts advice depends on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Machine {
+    /// Every online CPU.
+    pub online: Vec<Cpu>,
+    /// The measured CPUs.
+    pub measured: Vec<Cpu>,
+    /// Whether this is a virtual machine (unexplained time is then often the host's).
+    pub virtual_machine: bool,
+}
+
+impl Machine {
+    /// Online CPUs that are not measured: where noise should go.
+    pub fn housekeeping(&self) -> Vec<Cpu> {
+        self.online
+            .iter()
+            .copied()
+            .filter(|c| !self.measured.contains(c))
+            .collect()
+    }
+
+    fn cpumask_hex(cpus: &[Cpu]) -> String {
+        let mut words = vec![0u32; cpus.iter().map(|&c| c as usize / 32 + 1).max().unwrap_or(1)];
+        for &c in cpus {
+            words[c as usize / 32] |= 1 << (c % 32);
+        }
+        words
+            .iter()
+            .rev()
+            .map(|w| format!("{w:08x}"))
+            .collect::<Vec<_>>()
+            .join(",")
+            .trim_start_matches('0')
+            .to_string()
+    }
+}
+
+/// Known work functions and the knob that tames them.
+fn work_function_advice(func: &str) -> Option<&'static str> {
+    let base = func.split('+').next().unwrap_or(func);
+    Some(match base {
+        "vmstat_update" => "per-CPU VM statistics folding: raise the interval (sysctl vm.stat_interval=10) — nohz_full CPUs fold less often",
+        "refresh_vm_stats" => "triggered by a write to /proc/sys/vm/stat_refresh (something ran `echo 1 > /proc/sys/vm/stat_refresh`); stop whoever does it",
+        "lru_add_drain_per_cpu" => "LRU drains after mlock/munmap/migration elsewhere; avoid memory-management churn while latency matters",
+        "drain_local_pages_wq" => "page allocator draining per-CPU lists (memory pressure or compaction); keep memory headroom",
+        "flush_to_ldisc" => "tty input processing; keep consoles and serial ports off these CPUs",
+        "blk_mq_run_work_fn" | "blk_mq_requeue_work" => "block I/O dispatch; steer the disk's IRQ and I/O submitters away",
+        "psi_avgs_work" => "pressure-stall averaging; boot with psi=0 if PSI is not needed",
+        "neigh_periodic_work" | "neigh_managed_work" => "network neighbour table upkeep; unbound, move it with the workqueue cpumask",
+        "kfree_rcu_monitor" | "kfree_rcu_work" => "RCU freeing; boot with rcu_nocbs= for these CPUs",
+        "wb_workfn" | "wb_update_bandwidth_workfn" => "page-cache writeback; lower dirty ratios or move writeback with the workqueue cpumask",
+        "mmdrop_async_fn" => "process teardown; avoid short-lived processes on these CPUs",
+        "sync_rcu_exp_select_node_cpus" => "expedited RCU grace periods (synchronize_rcu_expedited callers)",
+        _ => return None,
+    })
+}
+
+pub fn advice(
+    class: CulpritClass,
+    name: &str,
+    detail: &str,
+    cpus: &[(Cpu, Nanos)],
+    m: &Machine,
+) -> String {
+    let hk = m.housekeeping();
+    let on: Vec<Cpu> = cpus.iter().map(|c| c.0).collect();
+    let on_list = format_list(if on.is_empty() { &m.measured } else { &on });
+    let measured = format_list(&m.measured);
+    let all_measured = hk.is_empty();
+    let hk_list = format_list(&hk);
+    match class {
+        CulpritClass::Irq => {
+            let irq = name.split_whitespace().next().unwrap_or("N");
+            if all_measured {
+                format!("every CPU is measured, so IRQ {irq} cannot be moved off all of them; keep it off the consumer's CPU at least: echo <other CPUs> > /proc/irq/{irq}/smp_affinity_list (on a larger machine, measure a subset of CPUs)")
+            } else {
+                format!("steer it away: echo {hk_list} > /proc/irq/{irq}/smp_affinity_list (and stop irqbalance from moving it back: IRQBALANCE_BANNED_CPULIST={measured}); kernel-managed IRQs refuse this and need isolcpus=managed_irq,{measured} at boot")
+            }
+        }
+        CulpritClass::Kworker => {
+            let knob = work_function_advice(detail)
+                .map(|s| format!("{s}; "))
+                .unwrap_or_default();
+            let bound = name.starts_with("kworker/") && !name.starts_with("kworker/u");
+            let mask = if all_measured {
+                "every CPU is measured, so the workqueue cpumask cannot exclude all of them".to_string()
+            } else {
+                format!(
+                    "keep unbound work off the measured CPUs: echo {} > /sys/devices/virtual/workqueue/cpumask",
+                    Machine::cpumask_hex(&hk)
+                )
+            };
+            let per_cpu = if bound {
+                format!("; {name} is a per-CPU worker — its work was queued for CPU {on_list} specifically, so only removing the source (or nohz_full={measured} for timer-driven work) helps")
+            } else {
+                String::new()
+            };
+            format!("{knob}{mask}{per_cpu}")
+        }
+        CulpritClass::Kthread => {
+            let base = name.split('/').next().unwrap_or(name);
+            match base {
+                "ksoftirqd" => format!("softirq overflow into ksoftirqd on CPU {on_list}: find the softirq source (see the softirq culprits) and steer its IRQ away"),
+                "rcuc" | "rcuop" | "rcuog" | "rcu_preempt" | "rcu_sched" => format!("RCU callbacks: boot with rcu_nocbs={measured} rcu_nocb_poll to offload them"),
+                "migration" => format!("the scheduler's stopper thread (migrations, CPU hotplug, stop_machine); isolate the CPUs: isolcpus=domain,{measured}"),
+                "kcompactd0" | "kcompactd1" | "kswapd0" | "kswapd1" => "memory compaction/reclaim: keep memory headroom, sysctl vm.compaction_proactiveness=0".to_string(),
+                _ => format!("kernel thread {name}: pin it away with taskset -pc {} <pid> if it allows, or isolate the CPUs at boot (isolcpus=, nohz_full=, rcu_nocbs={measured})", if all_measured { "<other CPUs>".to_string() } else { hk_list.clone() }),
+            }
+        }
+        CulpritClass::Task => {
+            if all_measured {
+                format!("another task ran on CPU {on_list}; with every CPU measured there is nowhere to shield it to — measure a subset of CPUs, or stop the task")
+            } else {
+                format!("shield the CPUs: cset shield --cpu {measured} --kthread on (cgroup v1), or a cgroup v2 cpuset with cpuset.cpus.partition=isolated; at boot: isolcpus={measured}; or pin the task away: taskset -pc {hk_list} <pid>")
+            }
+        }
+        CulpritClass::Softirq => match name {
+            "NET_RX" | "NET_TX" => format!("network softirqs: steer the NIC's IRQs and RPS (/sys/class/net/*/queues/rx-*/rps_cpus) to CPUs {}", if all_measured { "outside the measured set".into() } else { hk_list.clone() }),
+            "TIMER" | "HRTIMER" => format!("timer callbacks on these CPUs: boot with nohz_full={measured} and move timers with sysctl kernel.timer_migration=1"),
+            "RCU" => format!("RCU callback processing: boot with rcu_nocbs={measured}"),
+            "SCHED" => format!("scheduler load balancing: isolate the CPUs from balancing with isolcpus=domain,{measured}"),
+            "BLOCK" => "block I/O completions: steer the disk IRQ away (blk-mq managed IRQs need isolcpus=managed_irq at boot)".to_string(),
+            _ => format!("softirq {name}: find and steer the IRQ that raises it"),
+        },
+        CulpritClass::TimerTick => format!("the scheduler tick: boot with nohz_full={measured} (it stops the tick when exactly one task runs on the CPU; needs CONFIG_NO_HZ_FULL)"),
+        CulpritClass::Ipi => match name {
+            "call-function" | "call-function-single" => "cross-CPU function calls (TLB shootdowns, mprotect/munmap by other threads of the process, text patching such as attaching tracers): avoid memory-map changes in the latency-critical process; see who sent them in the detail".to_string(),
+            "reschedule" => "wake-ups of tasks on this CPU: keep other tasks off it (cpuset shielding)".to_string(),
+            "irq_work" => "irq_work: perf or BPF ring-buffer wake-ups, printk; avoid tracers that wake readers on every event".to_string(),
+            _ => format!("{name} interrupts: usually hardware or firmware"),
+        },
+        CulpritClass::Nmi => "NMIs (watchdog, perf sampling): sysctl kernel.nmi_watchdog=0 and no perf sampling on these CPUs".to_string(),
+        CulpritClass::FreqChange => format!("CPU frequency changes: cpupower -c {measured} frequency-set -g performance (or echo performance > /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor); disable deep C-states with idle=poll or the cpu_dma_latency PM QoS"),
+        CulpritClass::SelfNoise => "jitterscope's own threads ran on a measured CPU — expected only when every CPU is measured; otherwise a bug, please report it".to_string(),
+        CulpritClass::Unexplained => {
+            if m.virtual_machine {
+                "no kernel event: on a VM this is usually the host preempting the vCPU — ask for dedicated (pinned, isolated) vCPUs, or run on bare metal; also check steal time in /proc/stat".to_string()
+            } else {
+                "no kernel event: SMIs or hardware (check with turbostat's SMI column or perf stat -e msr/smi/); disable BIOS power management features".to_string()
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masks_are_hex_like_the_kernel_prints_them() {
+        assert_eq!(Machine::cpumask_hex(&[0, 2]), "5");
+        assert_eq!(Machine::cpumask_hex(&[0, 33]), "2,00000001");
+    }
+}

@@ -1,0 +1,369 @@
+//! The engine. Records arrive per CPU with delay (the ring buffer is drained every tens of
+//! milliseconds, stalls come through their own queue), so stalls wait until the watermark
+//! passes them; records older than the retention window are dropped, so memory stays
+//! constant however long the run.
+//!
+//! Rules:
+//! - A stall `[s, e]` on CPU c is explained by the records on c that overlap it.
+//! - Nested time is counted once, to the innermost cause (osnoise's net durations): at each
+//!   instant the covering record of the deepest level wins — NMI over hard IRQ, tick and IPI,
+//!   over softirq, over task level (kworker, kthread, task, self); equal levels go to the
+//!   later start. So an IRQ inside a kworker's run gets its own time and the kworker the rest.
+//! - `explained_share` = covered time / stall time; the rest is `unexplained` (no kernel
+//!   event: hypervisor preemption, SMI or hardware).
+//! - A frequency change (instantaneous) on c within the stall, or within `freq_lookback_ns`
+//!   before it, is listed as a culprit with 0 ns and the gap before the stall; it takes no
+//!   time from the other culprits or from the unexplained remainder.
+//! - Entry and exit paths: the kernel's interrupt entry/exit and the scheduler's switch code
+//!   run just outside the records (a sched episode starts at `sched_switch`, after the
+//!   interrupt and `schedule()` that led there). An uncovered piece of a stall no longer than
+//!   `edge_ns` that touches a record's start or end is credited to that record; longer
+//!   uncovered pieces, and stalls with no record at all, stay `unexplained`.
+//! - A stall overlapping a window of lost records on its CPU is `incomplete`.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use crate::model::{Cause, CauseKind, Cpu, CulpritClass, Interruption, Nanos, Stall};
+
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// How long records are kept behind the watermark (covers the longest stall).
+    pub retention_ns: Nanos,
+    pub freq_lookback_ns: Nanos,
+    /// How long before a kworker run a queue_work may have caused it.
+    pub cause_lookback_ns: Nanos,
+    /// Longest uncovered piece next to a record that counts as that record's entry/exit.
+    pub edge_ns: Nanos,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            retention_ns: 1_000_000_000,
+            freq_lookback_ns: 10_000_000,
+            cause_lookback_ns: 50_000_000,
+            edge_ns: 20_000,
+        }
+    }
+}
+
+/// One culprit's part of a stall.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Share {
+    pub class: CulpritClass,
+    pub name: String,
+    pub detail: String,
+    /// Who queued the work or sent the IPI, when the probes saw it.
+    pub via: String,
+    pub ns: Nanos,
+    pub share: f64,
+}
+
+/// The explanation of one stall.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    pub stall: Stall,
+    /// Longest first; the unexplained remainder last.
+    pub culprits: Vec<Share>,
+    pub explained_share: f64,
+    pub incomplete: bool,
+    /// The records that overlapped the stall (for timelines and traces).
+    pub timeline: Vec<Interruption>,
+}
+
+impl Verdict {
+    pub fn unexplained_ns(&self) -> Nanos {
+        self.culprits
+            .iter()
+            .filter(|c| c.class == CulpritClass::Unexplained)
+            .map(|c| c.ns)
+            .sum()
+    }
+}
+
+pub const UNEXPLAINED_NAME: &str = "no kernel event";
+pub const UNEXPLAINED_DETAIL: &str = "hypervisor preemption, SMI or hardware";
+
+fn level(c: CulpritClass) -> u8 {
+    match c {
+        CulpritClass::Nmi => 4,
+        CulpritClass::Irq | CulpritClass::Ipi | CulpritClass::TimerTick => 3,
+        CulpritClass::Softirq => 2,
+        _ => 1,
+    }
+}
+
+#[derive(Default)]
+struct CpuRecords {
+    /// Interval records sorted by start (they arrive nearly in order: inserts go near the back).
+    records: VecDeque<Interruption>,
+    /// The longest record held: how far before a stall a record can start and still reach it.
+    longest_ns: Nanos,
+    freq: VecDeque<Interruption>,
+    causes: VecDeque<Cause>,
+    lost: VecDeque<(Nanos, Nanos)>,
+}
+
+#[derive(Default)]
+pub struct Engine {
+    cfg: EngineConfig,
+    cpus: HashMap<Cpu, CpuRecords>,
+    /// Undecided stalls by end time.
+    pending: BTreeMap<(Nanos, u64), Stall>,
+    seq: u64,
+}
+
+impl Engine {
+    pub fn new(cfg: EngineConfig) -> Self {
+        Engine {
+            cfg,
+            ..Default::default()
+        }
+    }
+
+    pub fn push_stall(&mut self, s: Stall) {
+        self.seq += 1;
+        self.pending.insert((s.end_ns, self.seq), s);
+    }
+
+    pub fn push_interruption(&mut self, i: Interruption) {
+        let c = self.cpus.entry(i.cpu).or_default();
+        if i.class == CulpritClass::FreqChange {
+            c.freq.push_back(i);
+        } else {
+            c.longest_ns = c.longest_ns.max(i.duration_ns());
+            let at = c.records.partition_point(|r| r.start_ns <= i.start_ns);
+            c.records.insert(at, i);
+        }
+    }
+
+    pub fn push_cause(&mut self, cause: Cause) {
+        self.cpus
+            .entry(cause.target_cpu)
+            .or_default()
+            .causes
+            .push_back(cause);
+    }
+
+    /// Records of `cpu` were lost somewhere in `[start, end]`.
+    pub fn mark_lost(&mut self, cpu: Cpu, start_ns: Nanos, end_ns: Nanos) {
+        self.cpus
+            .entry(cpu)
+            .or_default()
+            .lost
+            .push_back((start_ns, end_ns));
+    }
+
+    /// Records held now (for the bounded-memory check).
+    pub fn retained(&self) -> usize {
+        self.cpus
+            .values()
+            .map(|c| c.records.len() + c.freq.len() + c.causes.len() + c.lost.len())
+            .sum::<usize>()
+            + self.pending.len()
+    }
+
+    /// Decides every stall that ended before `watermark` (all records that can overlap it
+    /// have arrived), then drops records too old to matter.
+    pub fn advance(&mut self, watermark: Nanos) -> Vec<Verdict> {
+        let mut out = Vec::new();
+        while let Some((&(end, _), _)) = self.pending.first_key_value() {
+            if end > watermark {
+                break;
+            }
+            if let Some((_, s)) = self.pending.pop_first() {
+                out.push(self.verdict(&s));
+            }
+        }
+        let horizon = watermark.saturating_sub(self.cfg.retention_ns);
+        let oldest_pending = self
+            .pending
+            .values()
+            .map(|s| s.start_ns)
+            .min()
+            .unwrap_or(u64::MAX);
+        let keep_from = horizon.min(oldest_pending.saturating_sub(self.cfg.freq_lookback_ns));
+        for c in self.cpus.values_mut() {
+            c.records.retain(|r| r.end_ns >= keep_from);
+            c.longest_ns = c.records.iter().map(|r| r.duration_ns()).max().unwrap_or(0);
+            c.freq
+                .retain(|r| r.start_ns >= keep_from.saturating_sub(self.cfg.freq_lookback_ns));
+            c.causes
+                .retain(|r| r.at_ns >= keep_from.saturating_sub(self.cfg.cause_lookback_ns));
+            c.lost.retain(|l| l.1 >= keep_from);
+        }
+        out
+    }
+
+    /// Decides everything still pending (end of run).
+    pub fn finish(&mut self) -> Vec<Verdict> {
+        self.advance(u64::MAX)
+    }
+
+    /// The verdict for one stall, from the records held now.
+    pub fn verdict(&self, s: &Stall) -> Verdict {
+        let (start, end) = (s.start_ns, s.end_ns.max(s.start_ns));
+        let total = end - start;
+        let empty = CpuRecords::default();
+        let c = self.cpus.get(&s.cpu).unwrap_or(&empty);
+        // Records starting before the stall ends, back to the longest record's reach.
+        let upto = c.records.partition_point(|r| r.start_ns < end);
+        let from = c
+            .records
+            .partition_point(|r| r.start_ns < start.saturating_sub(c.longest_ns));
+        let mut overlapping: Vec<&Interruption> = c
+            .records
+            .range(from..upto)
+            .filter(|r| r.end_ns > start)
+            .collect();
+        overlapping.sort_by_key(|r| (r.start_ns, r.end_ns));
+
+        // Sweep the elementary segments between all boundaries inside the stall.
+        let mut cuts: Vec<Nanos> = vec![start, end];
+        for r in &overlapping {
+            cuts.push(r.start_ns.clamp(start, end));
+            cuts.push(r.end_ns.clamp(start, end));
+        }
+        cuts.sort_unstable();
+        cuts.dedup();
+        let mut by_culprit: Vec<(usize, Nanos)> = Vec::new();
+        for w in cuts.windows(2) {
+            let (a, b) = (w[0], w[1]);
+            let winner = overlapping
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| r.start_ns <= a && r.end_ns >= b)
+                .max_by_key(|(_, r)| (level(r.class), r.start_ns));
+            let winner = winner.map(|(i, _)| i).or_else(|| {
+                // Uncovered: a short piece touching a record is its entry or exit path.
+                if b - a > self.cfg.edge_ns {
+                    return None;
+                }
+                overlapping
+                    .iter()
+                    .position(|r| r.end_ns.clamp(start, end) == a)
+                    .or_else(|| {
+                        overlapping
+                            .iter()
+                            .position(|r| r.start_ns.clamp(start, end) == b)
+                    })
+            });
+            if let Some(idx) = winner {
+                match by_culprit.iter_mut().find(|(i, _)| {
+                    let (x, y) = (overlapping[*i], overlapping[idx]);
+                    x.class == y.class && x.name == y.name && x.detail == y.detail
+                }) {
+                    Some(e) => e.1 += b - a,
+                    None => by_culprit.push((idx, b - a)),
+                }
+            }
+        }
+        let share = |ns: Nanos| {
+            if total == 0 {
+                0.0
+            } else {
+                ns as f64 / total as f64
+            }
+        };
+        let mut culprits: Vec<Share> = by_culprit
+            .iter()
+            .map(|&(idx, ns)| {
+                let r = overlapping[idx];
+                Share {
+                    class: r.class,
+                    name: r.name.clone(),
+                    detail: r.detail.clone(),
+                    via: self.via(c, r),
+                    ns,
+                    share: share(ns),
+                }
+            })
+            .collect();
+        culprits.sort_by_key(|c| std::cmp::Reverse(c.ns));
+        let explained: Nanos = culprits.iter().map(|c| c.ns).sum();
+
+        for f in c
+            .freq
+            .iter()
+            .filter(|f| f.start_ns <= end && f.start_ns + self.cfg.freq_lookback_ns >= start)
+        {
+            let before = start.saturating_sub(f.start_ns);
+            let detail = if before > 0 {
+                format!(
+                    "{}, {} before the stall",
+                    f.detail,
+                    crate::report::units::fmt_ns(before)
+                )
+            } else {
+                f.detail.clone()
+            };
+            culprits.push(Share {
+                class: CulpritClass::FreqChange,
+                name: f.name.clone(),
+                detail,
+                via: String::new(),
+                ns: 0,
+                share: 0.0,
+            });
+        }
+        let rest = total.saturating_sub(explained);
+        if rest > 0 {
+            culprits.push(Share {
+                class: CulpritClass::Unexplained,
+                name: UNEXPLAINED_NAME.into(),
+                detail: UNEXPLAINED_DETAIL.into(),
+                via: String::new(),
+                ns: rest,
+                share: share(rest),
+            });
+        }
+        let incomplete = c.lost.iter().any(|&(a, b)| a <= end && b >= start);
+        Verdict {
+            stall: *s,
+            culprits,
+            explained_share: share(explained),
+            incomplete,
+            timeline: overlapping.into_iter().cloned().collect(),
+        }
+    }
+
+    /// "queued by comm[pid] on CPU n" for a kworker whose work function was queued shortly
+    /// before it ran; "sent by …" for an IPI.
+    fn via(&self, c: &CpuRecords, r: &Interruption) -> String {
+        let (kind, what_matches): (CauseKind, &dyn Fn(&Cause) -> bool) = match r.class {
+            CulpritClass::Kworker => (CauseKind::QueueWork, &|k: &Cause| k.what == r.detail),
+            CulpritClass::Ipi => (CauseKind::Ipi, &|_: &Cause| true),
+            _ => return String::new(),
+        };
+        let lookback = match r.class {
+            CulpritClass::Ipi => 1_000_000,
+            _ => self.cfg.cause_lookback_ns,
+        };
+        c.causes
+            .iter()
+            .rev()
+            .find(|k| {
+                k.kind == kind
+                    && k.at_ns <= r.start_ns
+                    && k.at_ns + lookback >= r.start_ns
+                    && what_matches(k)
+            })
+            .map(|k| {
+                let verb = if kind == CauseKind::QueueWork {
+                    "queued"
+                } else {
+                    "sent"
+                };
+                let what = if kind == CauseKind::Ipi && !k.what.is_empty() {
+                    format!(" ({})", k.what)
+                } else {
+                    String::new()
+                };
+                format!(
+                    "{verb} by {}[{}] on CPU {}{what}",
+                    k.sender_comm, k.sender_pid, k.sender_cpu
+                )
+            })
+            .unwrap_or_default()
+    }
+}

@@ -1,0 +1,10 @@
+//! Attribution: stalls × interruption records → verdicts, and the run-wide ranking with
+//! advice. Pure: no BPF, no terminal, no files, no clock — tested with replayed fixtures,
+//! and a recorded run can be re-analysed without root.
+
+pub mod advice;
+pub mod engine;
+pub mod ranking;
+
+pub use engine::{Engine, EngineConfig, Share, Verdict};
+pub use ranking::{RankedCulprit, Ranking};
