@@ -35,13 +35,19 @@ struct {
 	__uint(max_entries, 8 << 20); /* resized by user space before load */
 } events SEC(".maps");
 
-/* Workload thread ids: their runs are what is measured, not interruptions. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 256);
-	__type(key, __u32);
-	__type(value, __u8);
-} workload_tids SEC(".maps");
+/* Workload thread ids: their runs are what is measured, not interruptions. A 2-way
+ * set-associative table in .bss, written by user space: two plain loads per check instead of
+ * a hash-map lookup on every context switch. */
+__u32 workload_tids[JS_TID_SLOTS] = {};
+
+static __always_inline bool is_workload(__u32 pid)
+{
+	__u32 set = (pid & (JS_TID_SLOTS / 2 - 1)) * 2;
+
+	if (pid == 0)
+		return false;
+	return workload_tids[set] == pid || workload_tids[set + 1] == pid;
+}
 
 /* Per-CPU episode state; each level of nesting has its own slot. */
 struct cpu_state {
@@ -121,10 +127,12 @@ static __always_inline __u16 innermost(struct cpu_state *st)
 	return JS_CLASS_NONE;
 }
 
+/* A plain increment: a CPU's slot is written by that CPU, except for the rare cause records
+ * sent from elsewhere (an approximate count is fine; drops below are counted atomically). */
 static __always_inline void count_event(__u32 cpu)
 {
 	if (cpu < JS_MAX_CPUS)
-		__sync_fetch_and_add(&counters[cpu].events, 1);
+		counters[cpu].events++;
 }
 
 /* Reserves a record for `cpu`; a failure is counted, and the window of lost records is
@@ -157,9 +165,29 @@ static __always_inline struct js_record *reserve(__u32 cpu, struct cpu_state *st
 		}
 		return NULL;
 	}
-	__builtin_memset(r, 0, sizeof(*r));
+	/* Every field but the name is set here or by the caller; the name is zeroed only by
+	 * callers that do not fill it. */
+	r->kind = JS_REC_INTERRUPTION;
+	r->cpu = cpu;
+	r->id = 0;
+	r->detail = 0;
+	r->pid = 0;
+	r->class_ = 0;
+	r->parent = 0;
+	r->flags = 0;
+	r->aux = 0;
 	count_event(cpu);
 	return r;
+}
+
+static __always_inline void zero_name(struct js_record *r)
+{
+	__u64 *n = (__u64 *)r->name;
+
+	n[0] = 0;
+	n[1] = 0;
+	n[2] = 0;
+	n[3] = 0;
 }
 
 static __always_inline void submit(struct js_record *r)
@@ -167,15 +195,17 @@ static __always_inline void submit(struct js_record *r)
 	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
 }
 
+/* tp_btf arguments are trusted BTF pointers: their fields are read with plain loads (CO-RE
+ * relocated), no bpf_probe_read helper call per field. */
 static __always_inline __u16 task_class_of(struct task_struct *t)
 {
-	__u32 flags = BPF_CORE_READ(t, flags);
+	__u32 flags = t->flags;
 
 	if (flags & PF_WQ_WORKER)
 		return JS_CLASS_KWORKER;
 	if (flags & PF_KTHREAD)
 		return JS_CLASS_KTHREAD;
-	if (self_tgid && BPF_CORE_READ(t, tgid) == self_tgid)
+	if (self_tgid && t->tgid == self_tgid)
 		return JS_CLASS_SELF;
 	return JS_CLASS_TASK;
 }
@@ -232,18 +262,18 @@ static __always_inline int handle_sched_switch(bool preempt, struct task_struct 
 	now = bpf_ktime_get_ns();
 	end_task_episode(cpu, st, now);
 
-	next_pid = BPF_CORE_READ(next, pid);
-	if (next_pid == 0 || bpf_map_lookup_elem(&workload_tids, &next_pid))
+	next_pid = next->pid;
+	if (next_pid == 0 || is_workload(next_pid))
 		return 0;
 	st->task_start = now;
 	st->task_pid = next_pid;
 	st->task_class = task_class_of(next);
-	st->task_policy = BPF_CORE_READ(next, policy);
+	st->task_policy = next->policy;
 	st->task_flags = 0;
-	prev_pid = BPF_CORE_READ(prev, pid);
-	if (prev_pid && bpf_map_lookup_elem(&workload_tids, &prev_pid))
+	prev_pid = prev->pid;
+	if (is_workload(prev_pid))
 		st->task_flags = prev_state == 0 ? JS_F_PREEMPTED_WORKLOAD : JS_F_BLOCKED_WORKLOAD;
-	bpf_probe_read_kernel_str(st->task_comm, sizeof(st->task_comm), next->comm);
+	__builtin_memcpy(st->task_comm, next->comm, sizeof(st->task_comm));
 	return 0;
 }
 
@@ -266,7 +296,7 @@ int BPF_PROG(js_workqueue_execute_start, struct work_struct *work)
 	if (!st || !st->task_start || st->task_pid != (__u32)bpf_get_current_pid_tgid())
 		return 0;
 	/* The function pointer is read here: execute_end cannot read it (verifier). */
-	st->work_func = (__u64)BPF_CORE_READ(work, func);
+	st->work_func = (__u64)work->func;
 	st->work_start = bpf_ktime_get_ns();
 	st->works++;
 	st->task_flags = (st->task_flags & 0xffff) | ((st->works & 0xffff) << 16);
@@ -387,6 +417,7 @@ int BPF_PROG(js_softirq_exit, unsigned int vec)
 		r->id = st->softirq_vec;
 		r->class_ = JS_CLASS_SOFTIRQ;
 		r->parent = st->softirq_parent;
+		zero_name(r);
 		submit(r);
 	}
 	st->softirq_start = 0;
@@ -433,6 +464,7 @@ static __always_inline int vector_exit(__u32 kind)
 		r->id = kind;
 		r->class_ = kind == JS_VEC_LOCAL_TIMER ? JS_CLASS_TIMER_TICK : JS_CLASS_IPI;
 		r->parent = st->vec_parent;
+		zero_name(r);
 		submit(r);
 	}
 	st->vec_start = 0;
@@ -480,6 +512,7 @@ int BPF_PROG(js_nmi_handler, void *handler, s64 delta_ns, int handled)
 	r->detail = (__u64)handler;
 	r->class_ = JS_CLASS_NMI;
 	r->parent = st ? innermost(st) : JS_CLASS_NONE;
+	zero_name(r);
 	submit(r);
 	return 0;
 }
@@ -566,6 +599,7 @@ static __always_inline int handle_cpu_frequency(unsigned int khz, unsigned int c
 	r->id = khz;
 	r->detail = old;
 	r->class_ = JS_CLASS_FREQ;
+	zero_name(r);
 	submit(r);
 	return 0;
 }

@@ -7,6 +7,7 @@
 #define JS_MAX_CPUS 1024
 #define JS_COMM_LEN 16
 #define JS_NAME_LEN 32
+#define JS_TID_SLOTS 4096 /* workload thread table: 2-way set-associative on tid */
 
 /* Every ring-buffer record starts with its kind. */
 enum js_kind {

@@ -123,6 +123,9 @@ pub struct ProbeArgs {
     /// Print only the summary, not every interruption
     #[arg(long)]
     pub no_log: bool,
+    /// Print the summary as JSON (counts per class, BPF cost per program, drops)
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Clone, Args)]

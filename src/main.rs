@@ -199,11 +199,13 @@ fn probe(args: ProbeArgs) -> Result<()> {
     let (session, batches) = ProbeSession::start(cfg).context("cannot start the probes")?;
     let start = monotonic_ns();
     let end = start + args.duration;
-    println!(
-        "watching CPU {} for {} (Ctrl-C ends early)",
-        jitterscope::system::cpus::format_list(&cpus),
-        jitterscope::report::units::fmt_ns(args.duration)
-    );
+    if !args.json {
+        println!(
+            "watching CPU {} for {} (Ctrl-C ends early)",
+            jitterscope::system::cpus::format_list(&cpus),
+            jitterscope::report::units::fmt_ns(args.duration)
+        );
+    }
     let mut all: Vec<Record> = Vec::new();
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
@@ -213,7 +215,7 @@ fn probe(args: ProbeArgs) -> Result<()> {
             Record::Cause(c) => c.at_ns,
             Record::Lost { start_ns, .. } => *start_ns,
         });
-        if !args.no_log {
+        if !args.no_log && !args.json {
             for r in &batch {
                 writeln!(out, "{}", census::log_line(r, start))?;
             }
@@ -234,10 +236,14 @@ fn probe(args: ProbeArgs) -> Result<()> {
         handle(b, &mut out)?;
     }
     let duration = monotonic_ns().min(end) - start;
-    write!(
-        out,
-        "\n{}",
-        census::summary(&all, duration, &cpus, &attach, &summary)
-    )?;
+    if args.json {
+        writeln!(out, "{}", census::summary_json(&all, duration, &summary))?;
+    } else {
+        write!(
+            out,
+            "\n{}",
+            census::summary(&all, duration, &cpus, &attach, &summary)
+        )?;
+    }
     Ok(())
 }

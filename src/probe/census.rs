@@ -201,3 +201,28 @@ pub fn costs(p: &ProbeSummary) -> String {
     s.push('\n');
     s
 }
+
+/// The census as JSON, for scripts (scripts/bench.sh): records per class, BPF cost per
+/// program, drops per CPU.
+pub fn summary_json(records: &[Record], duration_ns: Nanos, probes: &ProbeSummary) -> String {
+    let mut classes: BTreeMap<&str, (u64, Nanos)> = BTreeMap::new();
+    for r in records {
+        if let Record::Interruption(i) = r {
+            let e = classes.entry(i.class.as_str()).or_default();
+            e.0 += 1;
+            e.1 += i.duration_ns();
+        }
+    }
+    serde_json::json!({
+        "duration_ns": duration_ns,
+        "classes": classes.iter().map(|(k, (n, t))| (k.to_string(), serde_json::json!({"count": n, "total_ns": t}))).collect::<serde_json::Map<_, _>>(),
+        "costs": probes.costs.iter().map(|c| serde_json::json!({
+            "program": c.program, "run_count": c.run_count, "run_time_ns": c.run_time_ns,
+            "ns_per_event": c.ns_per_event(),
+        })).collect::<Vec<_>>(),
+        "stats_enabled": probes.stats_enabled,
+        "drops": probes.drops.iter().map(|(c, d)| serde_json::json!({"cpu": c, "count": d})).collect::<Vec<_>>(),
+        "events": probes.events.iter().map(|(c, d)| serde_json::json!({"cpu": c, "count": d})).collect::<Vec<_>>(),
+    })
+    .to_string()
+}

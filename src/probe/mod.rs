@@ -28,7 +28,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{ErrorKind, MapCore, MapFlags, RingBufferBuilder};
+use libbpf_rs::{ErrorKind, RingBufferBuilder};
 
 use crate::model::Cpu;
 use decode::Record;
@@ -381,6 +381,31 @@ fn load_and_attach<'obj>(
     Ok((skel, links, attach))
 }
 
+/// Fills the BPF side's 2-way set-associative tid table (see `is_workload` in the BPF code).
+pub fn register_tids(table: &mut [u32], tids: &[u32]) -> Result<(), String> {
+    let sets = table.len() / 2;
+    for &tid in tids {
+        let set = (tid as usize & (sets - 1)) * 2;
+        if table[set] == tid || table[set + 1] == tid {
+            continue;
+        }
+        let slot = if table[set] == 0 {
+            set
+        } else if table[set + 1] == 0 {
+            set + 1
+        } else {
+            return Err(format!(
+                "thread {tid} collides with threads {} and {} in the probes' table",
+                table[set],
+                table[set + 1]
+            ));
+        };
+        // SAFETY: a plain aligned u32 store into memory the BPF programs read concurrently.
+        unsafe { std::ptr::write_volatile(&mut table[slot], tid) };
+    }
+    Ok(())
+}
+
 fn drain_thread(
     cfg: ProbeConfig,
     commands: Receiver<Command>,
@@ -396,7 +421,7 @@ fn drain_thread(
     let mut syms = Kallsyms::load();
     let mut storage = MaybeUninit::uninit();
     let setup = load_and_attach(&cfg, &mut storage);
-    let (skel, links, attach) = match setup {
+    let (mut skel, links, attach) = match setup {
         Ok(x) => x,
         Err(e) => {
             // The error goes to `start`, which is waiting for it; nothing else to report.
@@ -439,20 +464,14 @@ fn drain_thread(
         let timeout = next.saturating_duration_since(Instant::now());
         match commands.recv_timeout(timeout) {
             Ok(Command::SetWorkloadTids(tids, reply)) => {
-                let mut r = Ok(());
-                for tid in tids {
-                    if let Err(e) =
-                        skel.maps
-                            .workload_tids
-                            .update(&tid.to_ne_bytes(), &[1u8], MapFlags::ANY)
-                    {
-                        r = Err(ProbeError::Other {
-                            action: format!("register workload thread {tid} with the probes"),
-                            cause: format!("{e:#}"),
-                        });
-                    }
-                }
-                let _ = reply.send(r);
+                let r = match skel.maps.bss_data.as_deref_mut() {
+                    Some(bss) => register_tids(&mut bss.workload_tids, &tids),
+                    None => Err("the BPF object's .bss is not memory-mapped".to_string()),
+                };
+                let _ = reply.send(r.map_err(|cause| ProbeError::Other {
+                    action: "register the workload threads with the probes".into(),
+                    cause,
+                }));
                 continue;
             }
             Ok(Command::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
