@@ -55,8 +55,7 @@ struct cpu_state {
 	__u64 task_start;
 	__u64 work_func;   /* work item running now (kworker) */
 	__u64 work_start;
-	__u64 best_func;   /* work item that took longest in this run */
-	__u64 best_ns;
+	__u64 best_func;   /* first work item of this run: what woke the worker */
 	__u32 task_pid;
 	__u32 task_policy;
 	__u32 task_flags;
@@ -218,11 +217,6 @@ static __always_inline void end_task_episode(__u32 cpu, struct cpu_state *st, __
 
 	if (!st->task_start)
 		return;
-	/* A work item still running at switch-out counts with what it ran so far. */
-	if (st->work_start && now - st->work_start > st->best_ns) {
-		st->best_ns = now - st->work_start;
-		st->best_func = st->work_func;
-	}
 	r = reserve(cpu, st, now);
 	if (r) {
 		r->kind = JS_REC_INTERRUPTION;
@@ -242,7 +236,6 @@ static __always_inline void end_task_episode(__u32 cpu, struct cpu_state *st, __
 	st->work_func = 0;
 	st->work_start = 0;
 	st->best_func = 0;
-	st->best_ns = 0;
 	st->works = 0;
 }
 
@@ -297,6 +290,8 @@ int BPF_PROG(js_workqueue_execute_start, struct work_struct *work)
 		return 0;
 	/* The function pointer is read here: execute_end cannot read it (verifier). */
 	st->work_func = (__u64)work->func;
+	if (!st->best_func)
+		st->best_func = st->work_func;
 	st->work_start = bpf_ktime_get_ns();
 	st->works++;
 	st->task_flags = (st->task_flags & 0xffff) | ((st->works & 0xffff) << 16);
@@ -308,7 +303,8 @@ int BPF_PROG(js_workqueue_execute_end, struct work_struct *work)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct cpu_state *st;
-	__u64 now, d;
+	struct js_record *r;
+	__u64 now;
 
 	if (!is_target(cpu))
 		return 0;
@@ -316,10 +312,21 @@ int BPF_PROG(js_workqueue_execute_end, struct work_struct *work)
 	if (!st || !st->work_start || st->task_pid != (__u32)bpf_get_current_pid_tgid())
 		return 0;
 	now = bpf_ktime_get_ns();
-	d = now - st->work_start;
-	if (d >= st->best_ns) {
-		st->best_ns = d;
-		st->best_func = st->work_func;
+	/* Each work item is its own record, nested in the worker's run (same level, later
+	 * start): it gets its own time, and the run record keeps only the worker's wake-up and
+	 * switching overhead, named after the first item — the work that woke it. */
+	r = reserve(cpu, st, now);
+	if (r) {
+		r->start_ns = st->work_start;
+		r->end_ns = now;
+		r->id = st->task_pid;
+		r->pid = st->task_pid;
+		r->detail = st->work_func;
+		r->class_ = JS_CLASS_KWORKER;
+		r->parent = JS_CLASS_KWORKER;
+		r->aux = st->task_policy;
+		__builtin_memcpy(r->name, st->task_comm, JS_COMM_LEN);
+		submit(r);
 	}
 	st->work_start = 0;
 	return 0;

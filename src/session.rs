@@ -136,15 +136,20 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
         .chain(cfg.consumer_cpus.iter().copied())
         .collect();
     let topo = Topology::read();
-    let housekeeping = topo.housekeeping(&measured);
-    if housekeeping.is_empty() {
+    let mut housekeeping = topo.housekeeping(&measured);
+    if housekeeping.is_empty() && cfg.pin {
+        // Every CPU is measured: jitterscope's own threads share the producer's CPU, which
+        // shares with the rest of the system anyway, and keep off the consumers' CPUs.
+        housekeeping = vec![cfg.producer_cpu];
         writeln!(
             out,
-            "note: every CPU is measured ({}); jitterscope's own threads must share them and show up as class `self` (a larger machine or fewer measured CPUs avoids this)",
-            format_list(&measured)
+            "note: every CPU is measured ({}); jitterscope's own threads run on the producer's CPU {} and show up there as class `self` (measure a subset of CPUs on a larger machine to avoid this)",
+            format_list(&measured),
+            cfg.producer_cpu
         )?;
-    } else {
-        // The collector (this thread) stays off the measured CPUs.
+    }
+    if !housekeeping.is_empty() {
+        // The collector (this thread) stays off the measured (consumer) CPUs.
         affinity::set_current_thread_cpus(&housekeeping)
             .context("cannot move jitterscope's collector thread to the housekeeping CPUs")?;
     }

@@ -411,3 +411,32 @@ fn advice_carries_the_command_for_this_machine() {
     let a = advice(C::Irq, "36 x", "", &[(1, 1)], &all);
     assert!(a.contains("cannot be moved off all of them"), "{a}");
 }
+
+#[test]
+fn a_reschedule_ipi_that_wakes_a_kworker_counts_to_the_kworker() {
+    let mut e = Engine::new(EngineConfig {
+        edge_ns: 1_000,
+        ..EngineConfig::default()
+    });
+    e.push_interruption(rec(1, C::Ipi, 1_000, 4_000, "reschedule", ""));
+    e.push_interruption(rec(
+        1,
+        C::Kworker,
+        4_500,
+        9_000,
+        "kworker/1:2",
+        "refresh_vm_stats",
+    ));
+    // A later, unrelated IPI stays an IPI.
+    e.push_interruption(rec(1, C::Ipi, 15_000, 16_000, "reschedule", ""));
+    let v = one(&mut e, stall(1, 1_000, 16_000));
+    assert_eq!(
+        parts(&v),
+        [
+            (C::Kworker, "kworker/1:2".into(), 8_000),
+            (C::Ipi, "reschedule".into(), 1_000),
+            (C::Unexplained, "no kernel event".into(), 6_000),
+        ]
+    );
+    assert!(v.culprits[0].via.contains("woken by a reschedule IPI"));
+}

@@ -148,24 +148,6 @@ fn a_competing_task_is_named_with_its_comm_and_pid() {
     assert!(t.duration_ns() >= 100_000, "CFS slices are long: {t:?}");
 }
 
-/// The virtio-rng IRQ line: `N: … virtioK-input` where virtioK is bound to virtio_rng.
-fn rng_irq() -> Option<(u32, String)> {
-    let dev = std::fs::read_dir("/sys/bus/virtio/drivers/virtio_rng")
-        .ok()?
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .find(|n| n.starts_with("virtio"))?;
-    let text = std::fs::read_to_string("/proc/interrupts").ok()?;
-    text.lines().find_map(|l| {
-        let name = l.split_whitespace().last()?;
-        if name.starts_with(&format!("{dev}-")) && !name.ends_with("-config") {
-            let irq = l.trim_start().split(':').next()?.parse().ok()?;
-            Some((irq, name.to_string()))
-        } else {
-            None
-        }
-    })
-}
-
 #[test]
 fn a_steered_device_irq_is_recorded_with_its_number_and_name() {
     if skip_bpf("a_steered_device_irq_is_recorded_with_its_number_and_name") {

@@ -19,6 +19,9 @@
 //!   interrupt and `schedule()` that led there). An uncovered piece of a stall no longer than
 //!   `edge_ns` that touches a record's start or end is credited to that record; longer
 //!   uncovered pieces, and stalls with no record at all, stay `unexplained`.
+//! - A reschedule IPI that is followed at once (within `edge_ns`) by a task-level run is
+//!   the wake-up of that run: its time goes to the task it woke (kworker, task…), with
+//!   `via` saying so, since that task is what the IPI was for.
 //! - A stall overlapping a window of lost records on its CPU is `incomplete`.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -218,6 +221,21 @@ impl Engine {
             .collect();
         overlapping.sort_by_key(|r| (r.start_ns, r.end_ns));
 
+        // A reschedule IPI immediately followed by a task-level run was that run's wake-up.
+        let woke: Vec<Option<usize>> = overlapping
+            .iter()
+            .map(|r| {
+                if r.class != CulpritClass::Ipi || r.name != "reschedule" {
+                    return None;
+                }
+                overlapping.iter().position(|t| {
+                    level(t.class) == 1
+                        && t.start_ns >= r.end_ns
+                        && t.start_ns - r.end_ns <= self.cfg.edge_ns
+                })
+            })
+            .collect();
+
         // Sweep the elementary segments between all boundaries inside the stall.
         let mut cuts: Vec<Nanos> = vec![start, end];
         for r in &overlapping {
@@ -248,6 +266,7 @@ impl Engine {
                             .position(|r| r.start_ns.clamp(start, end) == b)
                     })
             });
+            let winner = winner.map(|i| woke[i].unwrap_or(i));
             if let Some(idx) = winner {
                 match by_culprit.iter_mut().find(|(i, _)| {
                     let (x, y) = (overlapping[*i], overlapping[idx]);
@@ -269,11 +288,18 @@ impl Engine {
             .iter()
             .map(|&(idx, ns)| {
                 let r = overlapping[idx];
+                let mut via = self.via(c, r);
+                if woke.iter().flatten().any(|&t| t == idx) {
+                    if !via.is_empty() {
+                        via.push_str("; ");
+                    }
+                    via.push_str("woken by a reschedule IPI (included)");
+                }
                 Share {
                     class: r.class,
                     name: r.name.clone(),
                     detail: r.detail.clone(),
-                    via: self.via(c, r),
+                    via,
                     ns,
                     share: share(ns),
                 }
