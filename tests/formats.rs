@@ -63,3 +63,225 @@ fn hgrm_is_parseable_like_hdrhistograms_plotter_reads_it() {
     assert_eq!(last[1], 1.0);
     assert_eq!(last[2], 10_005.0);
 }
+
+/// A run with probes: two culprits, an unexplained share, an incomplete stall, a lost-data
+/// warning. Everything deterministic so the rendered reports can be golden files.
+fn run_fixture() -> jitterscope::report::runfile::RunFile {
+    use jitterscope::report::runfile::*;
+    let summary = seed::Summary::of(&fixture());
+    let culprit =
+        |class: &str, name: &str, detail: &str, via: &str, ns: u64, share: f64| StallCulprit {
+            class: class.into(),
+            name: name.into(),
+            detail: detail.into(),
+            via: via.into(),
+            ns,
+            share,
+        };
+    RunFile {
+        schema: SCHEMA.into(),
+        run: RunInfo {
+            label: "golden".into(),
+            cpus: vec![1, 3],
+            producer_cpu: 1,
+            consumer_cpus: vec![3],
+            start_unix_ns: 1_795_387_501_000_000_000,
+            record_from_ns: 1_000_000_000,
+            duration_ns: 30_000_000_000,
+            kernel: "6.18.0".into(),
+            host: "bench".into(),
+            ended: "completed".into(),
+            settings: Settings {
+                pinned: true,
+                interval_ns: 10_000,
+                warmup_ns: 1_000_000_000,
+                planned_duration_ns: 30_000_000_000,
+                stall_threshold_ns: 1_000,
+                stall_threshold_auto: true,
+                probes: true,
+            },
+        },
+        histograms: vec![ConsumerHistograms {
+            consumer: "accumulator".into(),
+            cpu: 3,
+            transit: summary.clone(),
+            inter_message: summary,
+        }],
+        stall_summary: StallSummary {
+            count: 3,
+            total_ns: 400_000,
+            longest_ns: 182_400,
+            per_cpu: vec![CpuStalls {
+                cpu: 3,
+                count: 3,
+                total_ns: 400_000,
+                longest_ns: 182_400,
+            }],
+        },
+        stalls: vec![
+            StallEntry {
+                cpu: 3,
+                thread: "accumulator".into(),
+                start_ns: 13_345_678_000,
+                end_ns: 13_345_860_400,
+                duration_ns: 182_400,
+                explained_share: Some(0.954),
+                culprits: vec![
+                    culprit(
+                        "kworker",
+                        "kworker/3:1",
+                        "vmstat_update",
+                        "queued by swapper/3[0] on CPU 3",
+                        171_000,
+                        0.9375,
+                    ),
+                    culprit("timer_tick", "local timer", "", "", 3_100, 0.017),
+                    culprit(
+                        "unexplained",
+                        "no kernel event",
+                        "hypervisor preemption, SMI or hardware",
+                        "",
+                        8_300,
+                        0.0455,
+                    ),
+                ],
+                incomplete: false,
+                timeline: vec![],
+            },
+            StallEntry {
+                cpu: 3,
+                thread: "accumulator".into(),
+                start_ns: 21_000_000_000,
+                end_ns: 21_000_120_000,
+                duration_ns: 120_000,
+                explained_share: Some(1.0),
+                culprits: vec![culprit("irq", "36 virtio1-req.0", "", "", 120_000, 1.0)],
+                incomplete: true,
+                timeline: vec![],
+            },
+        ],
+        culprits: vec![
+            CulpritEntry {
+                class: "kworker".into(),
+                name: "kworker/3:1".into(),
+                detail: "vmstat_update".into(),
+                count: 2,
+                total_ns: 271_000,
+                max_ns: 171_000,
+                share: 0.6775,
+                advice: "sysctl vm.stat_interval=10".into(),
+                cpus: vec![CpuCount {
+                    cpu: 3,
+                    count: 271_000,
+                }],
+            },
+            CulpritEntry {
+                class: "irq".into(),
+                name: "36 virtio1-req.0".into(),
+                detail: String::new(),
+                count: 1,
+                total_ns: 120_000,
+                max_ns: 120_000,
+                share: 0.3,
+                advice: "echo 0,2 > /proc/irq/36/smp_affinity_list".into(),
+                cpus: vec![CpuCount {
+                    cpu: 3,
+                    count: 120_000,
+                }],
+            },
+            CulpritEntry {
+                class: "unexplained".into(),
+                name: "no kernel event".into(),
+                detail: "hypervisor preemption, SMI or hardware".into(),
+                count: 1,
+                total_ns: 9_000,
+                max_ns: 8_300,
+                share: 0.0225,
+                advice: "dedicated vCPUs".into(),
+                cpus: vec![CpuCount {
+                    cpu: 3,
+                    count: 9_000,
+                }],
+            },
+        ],
+        lost: Lost {
+            ring_buffer_drops: 12,
+            workload_queue_drops: 0,
+            sequence_errors: 0,
+        },
+        probes: Some(ProbeInfo {
+            unavailable: vec!["thermal_apic_entry".into()],
+            events: vec![
+                CpuCount {
+                    cpu: 1,
+                    count: 5_000,
+                },
+                CpuCount {
+                    cpu: 3,
+                    count: 7_000,
+                },
+            ],
+            drops: vec![CpuCount { cpu: 3, count: 12 }],
+            costs: vec![ProgramCostEntry {
+                program: "sched_switch".into(),
+                run_count: 10_000,
+                run_time_ns: 1_750_000,
+            }],
+            incomplete_stalls: 1,
+        }),
+    }
+}
+
+#[test]
+fn text_report_matches_golden() {
+    golden(
+        "report.txt",
+        &jitterscope::report::text::render(&run_fixture(), false),
+    );
+}
+
+#[test]
+fn markdown_report_matches_golden() {
+    golden(
+        "report.md",
+        &jitterscope::report::text::render_markdown(&run_fixture()),
+    );
+}
+
+#[test]
+fn the_run_file_round_trips_through_json() {
+    let run = run_fixture();
+    let back = jitterscope::report::runfile::RunFile::from_json("fixture", &run.to_json()).unwrap();
+    assert_eq!(back, run);
+}
+
+#[test]
+fn the_perfetto_trace_is_valid_trace_event_json() {
+    let mut run = run_fixture();
+    run.stalls[0].timeline = vec![jitterscope::model::Interruption {
+        cpu: 3,
+        class: jitterscope::model::CulpritClass::Kworker,
+        start_ns: 13_345_680_000,
+        end_ns: 13_345_851_000,
+        id: 41,
+        name: "kworker/3:1".into(),
+        detail: "vmstat_update".into(),
+        pid: 41,
+        parent: None,
+    }];
+    let v: serde_json::Value =
+        serde_json::from_str(&jitterscope::report::perfetto::render(&run)).unwrap();
+    let events = v["traceEvents"].as_array().unwrap();
+    let slices: Vec<_> = events.iter().filter(|e| e["ph"] == "X").collect();
+    assert_eq!(slices.len(), 3, "two stalls and one kernel record");
+    let k = slices
+        .iter()
+        .find(|e| e["name"] == "kworker/3:1 vmstat_update")
+        .unwrap();
+    assert_eq!(k["tid"], 7, "CPU 3's kernel track");
+    assert_eq!(k["ts"], 12_345_680.0);
+    assert_eq!(k["dur"], 171.0);
+    assert!(events
+        .iter()
+        .any(|e| e["ph"] == "M" && e["args"]["name"] == "CPU 3 kernel"));
+}

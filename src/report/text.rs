@@ -75,8 +75,10 @@ pub fn causes_line(s: &StallEntry) -> String {
                 format!("unexplained {}", fmt_ns(c.ns))
             } else if c.class == "freq_change" && c.ns == 0 {
                 format!("{what} (frequency change)")
-            } else {
+            } else if c.via.is_empty() {
                 format!("{what} {} ({})", fmt_ns(c.ns), pct(c.share))
+            } else {
+                format!("{what} {} ({}; {})", fmt_ns(c.ns), pct(c.share), c.via)
             }
         })
         .collect();
@@ -100,7 +102,9 @@ pub fn stall_line(run: &RunFile, s: &StallEntry) -> String {
 }
 
 fn culprit_name(c: &CulpritEntry) -> String {
-    if c.detail.is_empty() {
+    if c.class == "unexplained" {
+        format!("unexplained ({})", c.name)
+    } else if c.detail.is_empty() {
         c.name.clone()
     } else {
         format!("{} {}", c.name, c.detail)
@@ -140,6 +144,9 @@ pub fn render(run: &RunFile, colour: bool) -> String {
             "{}",
             p.bold("== Top culprits (share of all stall time) ==")
         );
+        if let Some(line) = explained_line(run) {
+            let _ = writeln!(s, "{line}");
+        }
         if run.culprits.is_empty() {
             s.push_str("no stalls, nothing to attribute\n");
         } else {
@@ -178,6 +185,9 @@ pub fn render(run: &RunFile, colour: bool) -> String {
             }
         }
     }
+    if let Some(pr) = &run.probes {
+        let _ = writeln!(s, "{}", probe_cost_line(pr, run.run.duration_ns));
+    }
     for w in warnings(run) {
         let _ = writeln!(s, "{}", p.warn(&format!("WARNING: {w}")));
     }
@@ -190,6 +200,34 @@ pub fn render(run: &RunFile, colour: bool) -> String {
         );
     }
     s
+}
+
+/// The run-wide figure: how much stall time has a named kernel cause.
+pub fn explained_line(run: &RunFile) -> Option<String> {
+    let total = run.stall_summary.total_ns;
+    if total == 0 || !run.run.settings.probes {
+        return None;
+    }
+    let unexplained: u64 = run
+        .culprits
+        .iter()
+        .filter(|c| c.class == "unexplained")
+        .map(|c| c.total_ns)
+        .sum();
+    let named = total.saturating_sub(unexplained);
+    let incomplete = run.probes.as_ref().map_or(0, |p| p.incomplete_stalls);
+    Some(format!(
+        "{:.1}% of all stall time ({} of {}) has a named kernel cause; {:.1}% is unexplained (no kernel event){}",
+        100.0 * named as f64 / total as f64,
+        fmt_ns(named),
+        fmt_ns(total),
+        100.0 * unexplained as f64 / total as f64,
+        if incomplete > 0 {
+            format!("; {incomplete} stalls incomplete (records lost)")
+        } else {
+            String::new()
+        }
+    ))
 }
 
 /// Advice for the culprits that matter (at least 1% of stall time), one per distinct text.
@@ -208,6 +246,44 @@ fn advice_list(run: &RunFile) -> Vec<(String, String)> {
         }
     }
     out
+}
+
+/// `probes: 41230 records, 2.31ms of BPF run time (0.023% of one CPU); sched_switch 175ns/event …`
+pub fn probe_cost_line(p: &super::runfile::ProbeInfo, duration_ns: u64) -> String {
+    let events: u64 = p.events.iter().map(|e| e.count).sum();
+    let bpf_ns: u64 = p.costs.iter().map(|c| c.run_time_ns).sum();
+    let mut busiest: Vec<_> = p.costs.iter().filter(|c| c.run_count > 0).collect();
+    busiest.sort_by_key(|c| std::cmp::Reverse(c.run_time_ns));
+    let per: Vec<String> = busiest
+        .iter()
+        .take(3)
+        .map(|c| {
+            format!(
+                "{} {:.0}ns/event",
+                c.program,
+                c.run_time_ns as f64 / c.run_count as f64
+            )
+        })
+        .collect();
+    let mut line = format!(
+        "\nprobes: {events} records, {} of BPF run time ({:.3}% of one CPU)",
+        fmt_ns(bpf_ns),
+        if duration_ns > 0 {
+            100.0 * bpf_ns as f64 / duration_ns as f64
+        } else {
+            0.0
+        }
+    );
+    if !per.is_empty() {
+        line.push_str(&format!("; {}", per.join(", ")));
+    }
+    if !p.unavailable.is_empty() {
+        line.push_str(&format!(
+            "; not on this kernel: {}",
+            p.unavailable.join(", ")
+        ));
+    }
+    line
 }
 
 /// Lost-data warnings, shared by every format.
@@ -308,7 +384,11 @@ pub fn render_markdown(run: &RunFile) -> String {
         );
     }
     if r.settings.probes {
-        s.push_str("\n## Top culprits\n\n| class | culprit | count | total | max | share | what to do |\n|---|---|---:|---:|---:|---:|---|\n");
+        s.push_str("\n## Top culprits\n\n");
+        if let Some(line) = explained_line(run) {
+            let _ = writeln!(s, "{line}.\n");
+        }
+        s.push_str("| class | culprit | count | total | max | share | what to do |\n|---|---|---:|---:|---:|---:|---|\n");
         for c in &run.culprits {
             let _ = writeln!(
                 s,
