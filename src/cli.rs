@@ -84,6 +84,10 @@ pub struct RunArgs {
     #[arg(long, allow_hyphen_values = true, default_value = "auto", value_parser = parse_threshold)]
     pub stall_threshold: Threshold,
 
+    /// A message whose transit exceeds this is a spike, explained through both CPUs' stalls
+    #[arg(long, default_value = "10us", allow_hyphen_values = true, value_parser = parse_spike_threshold)]
+    pub spike_threshold: Nanos,
+
     /// A name for this run (used in file names and reports)
     #[arg(long, default_value = "run")]
     pub label: String,
@@ -245,6 +249,10 @@ fn parse_warmup(text: &str) -> Result<Nanos, String> {
         return Ok(0);
     }
     parse_bounded(text, 1, 3600 * 1_000_000_000, "warm-up")
+}
+
+fn parse_spike_threshold(text: &str) -> Result<Nanos, String> {
+    parse_bounded(text, 100, 10_000_000_000, "spike threshold")
 }
 
 fn parse_threshold(text: &str) -> Result<Threshold, String> {

@@ -94,6 +94,7 @@ fn plan(args: &RunArgs) -> Result<RunPlan> {
     workload.warmup_ns = args.warmup;
     workload.duration_ns = args.duration;
     workload.stall_threshold_ns = threshold;
+    workload.spike_threshold_ns = args.spike_threshold;
     Ok(RunPlan {
         workload,
         label: args.label.clone(),

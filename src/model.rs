@@ -163,3 +163,19 @@ pub enum CauseKind {
     QueueWork,
     Ipi,
 }
+
+/// A message that took longer than the spike threshold from publish to receive: explained
+/// through the stalls of the producer's and the consumer's CPUs inside `[publish, receive]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Spike {
+    /// Consumer index (0 = accumulator).
+    pub consumer: u32,
+    pub publish_ns: Nanos,
+    pub receive_ns: Nanos,
+}
+
+impl Spike {
+    pub fn transit_ns(&self) -> Nanos {
+        self.receive_ns.saturating_sub(self.publish_ns)
+    }
+}

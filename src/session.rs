@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use hdrhistogram::Histogram;
 
 use crate::attribution::advice::Machine;
-use crate::attribution::{Engine, EngineConfig, Ranking, Verdict};
+use crate::attribution::{Engine, EngineConfig, Ranking, SpikeVerdict, Verdict};
 use crate::model::{Cpu, Nanos};
 use crate::probe::decode::Record;
 use crate::probe::{AttachState, ProbeConfig, ProbeSession};
@@ -16,7 +16,7 @@ use crate::report::files::{file_stem, utc_stamp, OutputDir};
 use crate::report::hlog::HlogWriter;
 use crate::report::runfile::{
     ConsumerHistograms, CpuCount, CulpritEntry, Lost, ProbeInfo, ProgramCostEntry, RunFile,
-    RunInfo, Settings, StallCulprit, StallEntry, SCHEMA,
+    RunInfo, Settings, SpikeEntry, StallCulprit, StallEntry, SCHEMA,
 };
 use crate::report::seed::Summary;
 use crate::report::stalls::StallBook;
@@ -74,11 +74,41 @@ struct Attribution {
     ranking: Ranking,
     book: StallBook,
     probes_on: bool,
+    producer_cpu: Cpu,
+    consumer_cpus: Vec<Cpu>,
+    /// The worst spikes (bounded), and how many there were.
+    spikes: Vec<SpikeVerdict>,
+    spike_count: u64,
+    keep: usize,
 }
 
 impl Attribution {
     fn stall(&mut self, s: crate::model::Stall) {
         self.engine.push_stall(s);
+    }
+
+    fn spike(&mut self, s: crate::model::Spike) {
+        let consumer_cpu = self
+            .consumer_cpus
+            .get(s.consumer as usize)
+            .copied()
+            .unwrap_or(self.producer_cpu);
+        self.engine.push_spike(s, self.producer_cpu, consumer_cpu);
+    }
+
+    fn keep_spikes(&mut self) {
+        let new = self.engine.take_spikes();
+        self.spike_count += new.len() as u64;
+        self.spikes.extend(new);
+        if self.spikes.len() > 2 * self.keep {
+            self.trim_spikes();
+        }
+    }
+
+    fn trim_spikes(&mut self) {
+        self.spikes
+            .sort_by_key(|v| std::cmp::Reverse(v.spike.transit_ns()));
+        self.spikes.truncate(self.keep);
     }
 
     fn records(&mut self, batch: Vec<Record>) {
@@ -100,12 +130,15 @@ impl Attribution {
         for v in self.engine.advance(watermark) {
             self.keep(v);
         }
+        self.keep_spikes();
     }
 
     fn finish(&mut self) {
         for v in self.engine.finish() {
             self.keep(v);
         }
+        self.keep_spikes();
+        self.trim_spikes();
     }
 
     fn keep(&mut self, v: Verdict) {
@@ -244,6 +277,11 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
         ranking: Ranking::default(),
         book: StallBook::new(plan.keep_stalls),
         probes_on: probe.is_some(),
+        producer_cpu: cfg.producer_cpu,
+        consumer_cpus: cfg.consumer_cpus.clone(),
+        spikes: Vec::new(),
+        spike_count: 0,
+        keep: plan.keep_stalls,
     };
     let mut hlog_error: Option<std::io::Error> = None;
     let mut drain = |workload: &mut Workload,
@@ -253,6 +291,10 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
         workload.drain(|o| match o {
             Output::Stall(s) => {
                 attr.stall(s);
+                None
+            }
+            Output::Spike(s) => {
+                attr.spike(s);
                 None
             }
             Output::Interval { consumer, hists } => {
@@ -325,7 +367,9 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
     use std::sync::atomic::Ordering::Relaxed;
     let lost = Lost {
         ring_buffer_drops: probe_summary.as_ref().map_or(0, |p| p.1.total_drops()),
-        workload_queue_drops: sum(&|c| c.stalls_dropped.load(Relaxed)),
+        workload_queue_drops: sum(&|c| {
+            c.stalls_dropped.load(Relaxed) + c.spikes_dropped.load(Relaxed)
+        }),
         sequence_errors: sum(&|c| c.sequence_errors.load(Relaxed)),
     };
     let ring_full = sum(&|c| c.ring_full.load(Relaxed));
@@ -355,6 +399,7 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
                 warmup_ns: cfg.warmup_ns,
                 planned_duration_ns: cfg.duration_ns,
                 stall_threshold_ns: cfg.stall_threshold_ns,
+                spike_threshold_ns: cfg.spike_threshold_ns,
                 stall_threshold_auto: plan.stall_threshold_auto,
                 probes: probes_on,
             },
@@ -394,6 +439,26 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
                     .into_iter()
                     .map(|(cpu, count)| CpuCount { cpu, count })
                     .collect(),
+            })
+            .collect(),
+        spike_count: attr.spike_count,
+        spikes: attr
+            .spikes
+            .iter()
+            .map(|v| SpikeEntry {
+                consumer: consumer_key(v.spike.consumer as usize),
+                producer_cpu: v.producer_cpu,
+                consumer_cpu: v.consumer_cpu,
+                publish_ns: v.spike.publish_ns,
+                receive_ns: v.spike.receive_ns,
+                transit_ns: v.spike.transit_ns(),
+                producer_stalled_ns: v.producer_stalled_ns,
+                consumer_stalled_ns: v.consumer_stalled_ns,
+                culprits: if probes_on {
+                    v.culprits.iter().map(stall_culprit).collect()
+                } else {
+                    Vec::new()
+                },
             })
             .collect(),
         lost,
@@ -475,6 +540,17 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
     })
 }
 
+fn stall_culprit(c: &crate::attribution::Share) -> StallCulprit {
+    StallCulprit {
+        class: c.class.as_str().to_string(),
+        name: c.name.clone(),
+        detail: c.detail.clone(),
+        via: c.via.clone(),
+        ns: c.ns,
+        share: c.share,
+    }
+}
+
 /// A verdict as the run file stores it.
 fn stall_entry(v: &Verdict, probes_on: bool) -> StallEntry {
     let s = &v.stall;
@@ -486,17 +562,7 @@ fn stall_entry(v: &Verdict, probes_on: bool) -> StallEntry {
         duration_ns: s.duration_ns(),
         explained_share: probes_on.then_some(v.explained_share),
         culprits: if probes_on {
-            v.culprits
-                .iter()
-                .map(|c| StallCulprit {
-                    class: c.class.as_str().to_string(),
-                    name: c.name.clone(),
-                    detail: c.detail.clone(),
-                    via: c.via.clone(),
-                    ns: c.ns,
-                    share: c.share,
-                })
-                .collect()
+            v.culprits.iter().map(stall_culprit).collect()
         } else {
             Vec::new()
         },

@@ -2,7 +2,9 @@
 
 use jitterscope::attribution::advice::{advice, Machine};
 use jitterscope::attribution::{Engine, EngineConfig, Ranking, Verdict};
-use jitterscope::model::{Cause, CauseKind, CulpritClass as C, Interruption, Stall, ThreadRole};
+use jitterscope::model::{
+    Cause, CauseKind, CulpritClass as C, Interruption, Spike, Stall, ThreadRole,
+};
 
 fn rec(cpu: u32, class: C, start: u64, end: u64, name: &str, detail: &str) -> Interruption {
     Interruption {
@@ -439,4 +441,47 @@ fn a_reschedule_ipi_that_wakes_a_kworker_counts_to_the_kworker() {
         ]
     );
     assert!(v.culprits[0].via.contains("woken by a reschedule IPI"));
+}
+
+#[test]
+fn a_message_spike_is_explained_by_the_stalls_of_both_cpus_in_its_window() {
+    let mut e = exact();
+    // Producer CPU 0: stalled 100..300 by an IRQ; consumer CPU 3: stalled 250..1_250, a
+    // kworker 250..1_050 then nothing. The message was published at 200, received at 1_250.
+    e.push_interruption(rec(0, C::Irq, 100, 300, "36 virtio1-req.0", ""));
+    e.push_interruption(rec(
+        3,
+        C::Kworker,
+        250,
+        1_050,
+        "kworker/3:1",
+        "vmstat_update",
+    ));
+    e.push_stall(stall(0, 100, 300));
+    e.push_stall(stall(3, 250, 1_250));
+    // A stall outside the window does not count.
+    e.push_stall(stall(3, 5_000, 6_000));
+    e.push_spike(
+        Spike {
+            consumer: 0,
+            publish_ns: 200,
+            receive_ns: 1_250,
+        },
+        0,
+        3,
+    );
+    e.finish();
+    let spikes = e.take_spikes();
+    assert_eq!(spikes.len(), 1);
+    let v = &spikes[0];
+    assert_eq!((v.producer_stalled_ns, v.consumer_stalled_ns), (100, 1_000));
+    let got: Vec<(C, u64)> = v.culprits.iter().map(|c| (c.class, c.ns)).collect();
+    // The IRQ's stall lies half inside the window: half its 200 ns. The kworker's stall
+    // lies wholly inside: its 800 ns, and the stall's 200 ns unexplained.
+    assert_eq!(
+        got,
+        [(C::Kworker, 800), (C::Irq, 100), (C::Unexplained, 200)]
+    );
+    assert!((v.culprits[0].share - 800.0 / 1_050.0).abs() < 1e-9);
+    assert!(e.take_spikes().is_empty(), "handed over once");
 }

@@ -83,7 +83,7 @@ fn stat_refresh_kworkers_are_the_top_culprit_and_explain_their_stalls() {
     let mut windows = Vec::new();
     let run = run_with("kworker", 4, || {
         // The injector runs on the producer's CPU so that the consumer's CPU sees only what
-        // it triggers there; back-to-back injections for 2 s.
+        // it triggers there; an injection every millisecond for 2 s.
         pin(0, 0);
         std::thread::sleep(std::time::Duration::from_millis(800));
         let until = monotonic_ns() + 2_000_000_000;
@@ -91,6 +91,7 @@ fn stat_refresh_kworkers_are_the_top_culprit_and_explain_their_stalls() {
             let a = monotonic_ns();
             std::fs::write("/proc/sys/vm/stat_refresh", "1").unwrap();
             windows.push((a, monotonic_ns()));
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
     });
     let (class, name, detail) = top_on(&run, CONSUMER as u32);
@@ -101,17 +102,24 @@ fn stat_refresh_kworkers_are_the_top_culprit_and_explain_their_stalls() {
     );
     // Every injection runs refresh_vm_stats on every CPU before the write returns, so each
     // window must hold a stall of the consumer's CPU attributed to it.
+    let mut named: Vec<(u64, u64)> = run
+        .stalls
+        .iter()
+        .filter(|s| s.cpu == CONSUMER as u32)
+        .filter(|s| {
+            has(s, |c| {
+                c.class == "kworker" && c.detail == "refresh_vm_stats"
+            })
+        })
+        .map(|s| (s.start_ns, s.end_ns))
+        .collect();
+    named.sort_unstable();
     let found = windows
         .iter()
         .filter(|&&(a, b)| {
-            run.stalls.iter().any(|s| {
-                s.cpu == CONSUMER as u32
-                    && s.start_ns <= b
-                    && s.end_ns >= a
-                    && has(s, |c| {
-                        c.class == "kworker" && c.detail == "refresh_vm_stats"
-                    })
-            })
+            // Stalls starting before the window ends; one of the last few reaches into it.
+            let upto = named.partition_point(|s| s.0 <= b);
+            named[upto.saturating_sub(4)..upto].iter().any(|s| s.1 >= a)
         })
         .count();
     assert!(

@@ -97,6 +97,7 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
                 warmup_ns: 1_000_000_000,
                 planned_duration_ns: 30_000_000_000,
                 stall_threshold_ns: 1_000,
+                spike_threshold_ns: 10_000,
                 stall_threshold_auto: true,
                 probes: true,
             },
@@ -204,6 +205,36 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
                 }],
             },
         ],
+        spike_count: 1,
+        spikes: vec![SpikeEntry {
+            consumer: "accumulator".into(),
+            producer_cpu: 1,
+            consumer_cpu: 3,
+            publish_ns: 13_345_670_000,
+            receive_ns: 13_345_861_000,
+            transit_ns: 191_000,
+            producer_stalled_ns: 0,
+            consumer_stalled_ns: 182_400,
+            culprits: vec![
+                culprit(
+                    "kworker",
+                    "kworker/3:1",
+                    "vmstat_update",
+                    "",
+                    171_000,
+                    0.895,
+                ),
+                culprit("timer_tick", "local timer", "", "", 3_100, 0.016),
+                culprit(
+                    "unexplained",
+                    "no kernel event",
+                    "hypervisor preemption, SMI or hardware",
+                    "",
+                    8_300,
+                    0.043,
+                ),
+            ],
+        }],
         lost: Lost {
             ring_buffer_drops: 12,
             workload_queue_drops: 0,
@@ -273,12 +304,16 @@ fn the_perfetto_trace_is_valid_trace_event_json() {
         serde_json::from_str(&jitterscope::report::perfetto::render(&run)).unwrap();
     let events = v["traceEvents"].as_array().unwrap();
     let slices: Vec<_> = events.iter().filter(|e| e["ph"] == "X").collect();
-    assert_eq!(slices.len(), 3, "two stalls and one kernel record");
+    assert_eq!(
+        slices.len(),
+        4,
+        "two stalls, one kernel record, one late message"
+    );
     let k = slices
         .iter()
         .find(|e| e["name"] == "kworker/3:1 vmstat_update")
         .unwrap();
-    assert_eq!(k["tid"], 7, "CPU 3's kernel track");
+    assert_eq!(k["tid"], 10, "CPU 3's kernel track");
     assert_eq!(k["ts"], 12_345_680.0);
     assert_eq!(k["dur"], 171.0);
     assert!(events

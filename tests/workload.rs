@@ -6,7 +6,7 @@ mod common;
 use common::{exclusive, nproc, Competitor};
 use std::sync::atomic::Ordering;
 
-use jitterscope::model::{Stall, ThreadRole};
+use jitterscope::model::{Spike, Stall, ThreadRole};
 use jitterscope::workload::ring::ring;
 use jitterscope::workload::{Output, Workload, WorkloadConfig};
 
@@ -56,13 +56,28 @@ fn short_config() -> WorkloadConfig {
 }
 
 /// Runs a workload to its end, collecting stalls and summing the interval histograms.
-fn run_to_end(cfg: WorkloadConfig) -> (Workload, Vec<Stall>, u64, u64, usize) {
+/// What a run produced: stalls, spikes, message counts and interval count.
+struct Ran {
+    wl: Workload,
+    stalls: Vec<Stall>,
+    spikes: Vec<Spike>,
+    transit: u64,
+    inter: u64,
+    intervals: usize,
+}
+
+fn run_to_end(cfg: WorkloadConfig) -> Ran {
     let mut wl = Workload::start(cfg).expect("workload starts");
     let mut stalls = Vec::new();
+    let mut spikes = Vec::new();
     let (mut transit, mut inter, mut intervals) = (0u64, 0u64, 0usize);
     let mut sink = |o: Output| match o {
         Output::Stall(s) => {
             stalls.push(s);
+            None
+        }
+        Output::Spike(s) => {
+            spikes.push(s);
             None
         }
         Output::Interval { hists, .. } => {
@@ -78,7 +93,14 @@ fn run_to_end(cfg: WorkloadConfig) -> (Workload, Vec<Stall>, u64, u64, usize) {
     }
     wl.join();
     wl.drain(&mut sink);
-    (wl, stalls, transit, inter, intervals)
+    Ran {
+        wl,
+        stalls,
+        spikes,
+        transit,
+        inter,
+        intervals,
+    }
 }
 
 #[test]
@@ -89,7 +111,13 @@ fn a_run_measures_every_message_and_names_its_threads() {
         return;
     }
     let cfg = short_config();
-    let (wl, _stalls, transit, inter, intervals) = run_to_end(cfg.clone());
+    let Ran {
+        wl,
+        transit,
+        inter,
+        intervals,
+        ..
+    } = run_to_end(cfg.clone());
     let threads = wl.threads();
     assert_eq!(threads.len(), 2);
     assert_eq!(threads[0].role, ThreadRole::Producer);
@@ -127,7 +155,9 @@ fn a_competing_busy_loop_shows_as_stalls_on_its_cpu() {
     }
     let cfg = short_config();
     let _hog = Competitor::start(1);
-    let (wl, stalls, ..) = run_to_end(cfg.clone());
+    let Ran {
+        wl, stalls, spikes, ..
+    } = run_to_end(cfg.clone());
     let from = wl.record_from_ns();
     let on_consumer: Vec<&Stall> = stalls.iter().filter(|s| s.cpu == 1).collect();
     let stolen: u64 = on_consumer.iter().map(|s| s.duration_ns()).sum();
@@ -147,6 +177,34 @@ fn a_competing_busy_loop_shows_as_stalls_on_its_cpu() {
         );
         assert!(s.duration_ns() > cfg.stall_threshold_ns);
     }
+    // The consumer's stalls delay messages: spikes, one per delay episode, each with the
+    // window that a stall of the consumer explains.
+    assert!(
+        !spikes.is_empty(),
+        "no transit spikes while the consumer lost its CPU"
+    );
+    for sp in &spikes {
+        assert!(sp.transit_ns() > cfg.spike_threshold_ns);
+    }
+    assert!(
+        spikes
+            .windows(2)
+            .all(|w| w[1].publish_ns >= w[0].receive_ns),
+        "one spike per episode"
+    );
+    let explained = spikes
+        .iter()
+        .filter(|sp| {
+            stalls
+                .iter()
+                .any(|s| s.start_ns < sp.receive_ns && s.end_ns > sp.publish_ns)
+        })
+        .count();
+    assert!(
+        explained * 10 >= spikes.len() * 9,
+        "{explained} of {} spikes overlap a stall of the producer or the consumer",
+        spikes.len()
+    );
     // Stalls of one thread never overlap each other.
     let mut sorted = on_consumer.clone();
     sorted.sort_by_key(|s| s.start_ns);
@@ -159,7 +217,12 @@ fn unpinned_threads_report_the_cpu_they_stalled_on() {
     let mut cfg = short_config();
     cfg.pin = false;
     cfg.duration_ns = 500_000_000;
-    let (wl, stalls, transit, ..) = run_to_end(cfg);
+    let Ran {
+        wl,
+        stalls,
+        transit,
+        ..
+    } = run_to_end(cfg);
     assert!(wl.threads().iter().all(|t| t.cpu.is_none()));
     assert!(transit > 0);
     let online = online_cpus() as u32;

@@ -26,7 +26,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use crate::model::{Cause, CauseKind, Cpu, CulpritClass, Interruption, Nanos, Stall};
+use crate::model::{Cause, CauseKind, Cpu, CulpritClass, Interruption, Nanos, Spike, Stall};
 
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -84,6 +84,21 @@ impl Verdict {
     }
 }
 
+/// The explanation of one message spike: the stalls of the producer's and the consumer's
+/// CPUs inside `[publish, receive]`, each culprit weighted by how much of its stall fell in
+/// the window.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpikeVerdict {
+    pub spike: Spike,
+    pub producer_cpu: Cpu,
+    pub consumer_cpu: Cpu,
+    /// Stalled time inside the window, per side.
+    pub producer_stalled_ns: Nanos,
+    pub consumer_stalled_ns: Nanos,
+    /// Longest first; `share` is of the transit time.
+    pub culprits: Vec<Share>,
+}
+
 pub const UNEXPLAINED_NAME: &str = "no kernel event";
 pub const UNEXPLAINED_DETAIL: &str = "hypervisor preemption, SMI or hardware";
 
@@ -114,6 +129,12 @@ pub struct Engine {
     /// Undecided stalls by end time.
     pending: BTreeMap<(Nanos, u64), Stall>,
     seq: u64,
+    /// Decided stalls (without timelines) still inside the retention window, per CPU, for
+    /// the spikes that overlap them.
+    recent: HashMap<Cpu, VecDeque<Verdict>>,
+    /// Undecided spikes by receive time, with (producer CPU, consumer CPU).
+    spikes: BTreeMap<(Nanos, u64), (Spike, Cpu, Cpu)>,
+    decided_spikes: Vec<SpikeVerdict>,
 }
 
 impl Engine {
@@ -148,6 +169,20 @@ impl Engine {
             .push_back(cause);
     }
 
+    /// A message spike between a producer on `producer_cpu` and a consumer on `consumer_cpu`.
+    pub fn push_spike(&mut self, spike: Spike, producer_cpu: Cpu, consumer_cpu: Cpu) {
+        self.seq += 1;
+        self.spikes.insert(
+            (spike.receive_ns, self.seq),
+            (spike, producer_cpu, consumer_cpu),
+        );
+    }
+
+    /// Spike verdicts decided so far (by `advance`/`finish`), handed over once.
+    pub fn take_spikes(&mut self) -> Vec<SpikeVerdict> {
+        std::mem::take(&mut self.decided_spikes)
+    }
+
     /// Records of `cpu` were lost somewhere in `[start, end]`.
     pub fn mark_lost(&mut self, cpu: Cpu, start_ns: Nanos, end_ns: Nanos) {
         self.cpus
@@ -164,6 +199,8 @@ impl Engine {
             .map(|c| c.records.len() + c.freq.len() + c.causes.len() + c.lost.len())
             .sum::<usize>()
             + self.pending.len()
+            + self.recent.values().map(|r| r.len()).sum::<usize>()
+            + self.spikes.len()
     }
 
     /// Decides every stall that ended before `watermark` (all records that can overlap it
@@ -175,7 +212,20 @@ impl Engine {
                 break;
             }
             if let Some((_, s)) = self.pending.pop_first() {
-                out.push(self.verdict(&s));
+                let v = self.verdict(&s);
+                let mut lite = v.clone();
+                lite.timeline = Vec::new();
+                self.recent.entry(s.cpu).or_default().push_back(lite);
+                out.push(v);
+            }
+        }
+        while let Some((&(receive, _), _)) = self.spikes.first_key_value() {
+            if receive > watermark {
+                break;
+            }
+            if let Some((_, (spike, p, c))) = self.spikes.pop_first() {
+                let v = self.spike_verdict(spike, p, c);
+                self.decided_spikes.push(v);
             }
         }
         let horizon = watermark.saturating_sub(self.cfg.retention_ns);
@@ -186,6 +236,11 @@ impl Engine {
             .min()
             .unwrap_or(u64::MAX);
         let keep_from = horizon.min(oldest_pending.saturating_sub(self.cfg.freq_lookback_ns));
+        for r in self.recent.values_mut() {
+            while r.front().is_some_and(|v| v.stall.end_ns < keep_from) {
+                r.pop_front();
+            }
+        }
         for c in self.cpus.values_mut() {
             c.records.retain(|r| r.end_ns >= keep_from);
             c.longest_ns = c.records.iter().map(|r| r.duration_ns()).max().unwrap_or(0);
@@ -355,6 +410,72 @@ impl Engine {
 
     /// "queued by comm[pid] on CPU n" for a kworker whose work function was queued shortly
     /// before it ran; "sent by …" for an IPI.
+    fn spike_verdict(&self, spike: Spike, producer_cpu: Cpu, consumer_cpu: Cpu) -> SpikeVerdict {
+        let (a, b) = (spike.publish_ns, spike.receive_ns);
+        let transit = spike.transit_ns();
+        let mut culprits: Vec<Share> = Vec::new();
+        let mut stalled = [0u64; 2];
+        let mut cpus = vec![(0, producer_cpu), (1, consumer_cpu)];
+        if producer_cpu == consumer_cpu {
+            cpus.truncate(1);
+        }
+        for (side, cpu) in cpus {
+            let decided = self.recent.get(&cpu).into_iter().flatten().cloned();
+            let undecided = self
+                .pending
+                .values()
+                .filter(|s| s.cpu == cpu)
+                .map(|s| self.verdict(s));
+            for v in decided.chain(undecided) {
+                let (s, e) = (v.stall.start_ns, v.stall.end_ns);
+                if s >= b || e <= a || e <= s {
+                    continue;
+                }
+                let overlap = e.min(b) - s.max(a);
+                stalled[side] += overlap;
+                let f = overlap as f64 / (e - s) as f64;
+                for c in &v.culprits {
+                    let ns = (c.ns as f64 * f).round() as Nanos;
+                    if ns == 0 && c.class != CulpritClass::FreqChange {
+                        continue;
+                    }
+                    match culprits
+                        .iter_mut()
+                        .find(|x| x.class == c.class && x.name == c.name && x.detail == c.detail)
+                    {
+                        Some(x) => x.ns += ns,
+                        None => culprits.push(Share { ns, ..c.clone() }),
+                    }
+                }
+            }
+        }
+        for c in &mut culprits {
+            c.share = if transit == 0 {
+                0.0
+            } else {
+                c.ns as f64 / transit as f64
+            };
+        }
+        culprits.sort_by_key(|c| {
+            (
+                c.class == CulpritClass::Unexplained,
+                std::cmp::Reverse(c.ns),
+            )
+        });
+        SpikeVerdict {
+            spike,
+            producer_cpu,
+            consumer_cpu,
+            producer_stalled_ns: stalled[0],
+            consumer_stalled_ns: if producer_cpu == consumer_cpu {
+                stalled[0]
+            } else {
+                stalled[1]
+            },
+            culprits,
+        }
+    }
+
     fn via(&self, c: &CpuRecords, r: &Interruption) -> String {
         let (kind, what_matches): (CauseKind, &dyn Fn(&Cause) -> bool) = match r.class {
             CulpritClass::Kworker => (CauseKind::QueueWork, &|k: &Cause| k.what == r.detail),

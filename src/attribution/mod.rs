@@ -6,5 +6,5 @@ pub mod advice;
 pub mod engine;
 pub mod ranking;
 
-pub use engine::{Engine, EngineConfig, Share, Verdict};
+pub use engine::{Engine, EngineConfig, Share, SpikeVerdict, Verdict};
 pub use ranking::{RankedCulprit, Ranking};

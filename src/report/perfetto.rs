@@ -1,6 +1,7 @@
 //! A Chrome trace-event JSON of the worst stalls and the kernel records around them; opens
 //! in the Perfetto UI (ui.perfetto.dev → Open trace file) and chrome://tracing. Each CPU gets
-//! two tracks: the workload's stalls and the kernel's interruptions (nested episodes nest).
+//! three tracks: the workload's stalls, the kernel's interruptions (nested episodes nest) and
+//! the late messages (transit spikes) received there.
 
 use serde_json::{json, Value};
 
@@ -15,6 +16,7 @@ pub fn render(run: &RunFile) -> String {
     let base = run.run.record_from_ns;
     let mut events: Vec<Value> = Vec::new();
     let mut cpus: Vec<u32> = run.stalls.iter().map(|s| s.cpu).collect();
+    cpus.extend(run.spikes.iter().map(|s| s.consumer_cpu));
     cpus.extend(
         run.stalls
             .iter()
@@ -25,7 +27,11 @@ pub fn render(run: &RunFile) -> String {
     events.push(json!({"ph": "M", "pid": 1, "name": "process_name",
         "args": {"name": format!("jitterscope '{}'", run.run.label)}}));
     for &cpu in &cpus {
-        for (tid, what) in [(cpu * 2, "workload stalls"), (cpu * 2 + 1, "kernel")] {
+        for (tid, what) in [
+            (cpu * 3, "workload stalls"),
+            (cpu * 3 + 1, "kernel"),
+            (cpu * 3 + 2, "late messages"),
+        ] {
             events.push(
                 json!({"ph": "M", "pid": 1, "tid": tid, "name": "thread_name",
                 "args": {"name": format!("CPU {cpu} {what}")}}),
@@ -40,7 +46,7 @@ pub fn render(run: &RunFile) -> String {
     let mut seen = std::collections::HashSet::new();
     for s in &run.stalls {
         events.push(json!({
-            "ph": "X", "pid": 1, "tid": s.cpu * 2,
+            "ph": "X", "pid": 1, "tid": s.cpu * 3,
             "name": format!("{} stalled", s.thread),
             "ts": us(s.start_ns, base), "dur": s.duration_ns as f64 / 1e3,
             "args": {"causes": causes_line(s), "explained_share": s.explained_share,
@@ -56,17 +62,26 @@ pub fn render(run: &RunFile) -> String {
                 format!("{} {}", i.name, i.detail)
             };
             if i.end_ns == i.start_ns {
-                events.push(json!({"ph": "i", "s": "t", "pid": 1, "tid": i.cpu * 2 + 1,
+                events.push(json!({"ph": "i", "s": "t", "pid": 1, "tid": i.cpu * 3 + 1,
                     "name": name, "ts": us(i.start_ns, base),
                     "args": {"class": i.class.as_str()}}));
             } else {
-                events.push(json!({"ph": "X", "pid": 1, "tid": i.cpu * 2 + 1,
+                events.push(json!({"ph": "X", "pid": 1, "tid": i.cpu * 3 + 1,
                     "name": name, "ts": us(i.start_ns, base),
                     "dur": i.duration_ns() as f64 / 1e3,
                     "args": {"class": i.class.as_str(), "pid": i.pid,
                              "parent": i.parent.map(|p| p.as_str())}}));
             }
         }
+    }
+    for sp in &run.spikes {
+        events.push(json!({
+            "ph": "X", "pid": 1, "tid": sp.consumer_cpu * 3 + 2,
+            "name": format!("{} message late", sp.consumer),
+            "ts": us(sp.publish_ns, base), "dur": sp.transit_ns as f64 / 1e3,
+            "args": {"transit_ns": sp.transit_ns, "producer_stalled_ns": sp.producer_stalled_ns,
+                     "consumer_stalled_ns": sp.consumer_stalled_ns},
+        }));
     }
     json!({"traceEvents": events, "displayTimeUnit": "ns",
            "otherData": {"jitterscope_schema": run.schema, "label": run.run.label}})

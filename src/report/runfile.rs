@@ -25,6 +25,13 @@ pub struct RunFile {
     pub stalls: Vec<StallEntry>,
     /// The culprit ranking over the whole run (empty when the run had no probes).
     pub culprits: Vec<CulpritEntry>,
+    /// Messages whose transit exceeded the spike threshold (one per delay episode).
+    #[serde(default)]
+    pub spike_count: u64,
+    /// The worst of them (bounded list), longest transit first, explained through the stalls
+    /// of both CPUs inside their window.
+    #[serde(default)]
+    pub spikes: Vec<SpikeEntry>,
     pub lost: Lost,
     /// What the kernel probes attached and what they cost; absent without probes.
     #[serde(default)]
@@ -85,6 +92,8 @@ pub struct Settings {
     pub warmup_ns: Nanos,
     pub planned_duration_ns: Nanos,
     pub stall_threshold_ns: Nanos,
+    #[serde(default)]
+    pub spike_threshold_ns: Nanos,
     /// True when the threshold was derived from the measured loop period.
     pub stall_threshold_auto: bool,
     /// True when kernel probes ran, i.e. stalls were attributed.
@@ -133,6 +142,21 @@ pub struct StallEntry {
     /// The kernel's interruption records around the stall (for timelines and traces).
     #[serde(default)]
     pub timeline: Vec<Interruption>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpikeEntry {
+    /// `accumulator`, `journaller` …
+    pub consumer: String,
+    pub producer_cpu: Cpu,
+    pub consumer_cpu: Cpu,
+    pub publish_ns: Nanos,
+    pub receive_ns: Nanos,
+    pub transit_ns: Nanos,
+    pub producer_stalled_ns: Nanos,
+    pub consumer_stalled_ns: Nanos,
+    /// `share` is of the transit time.
+    pub culprits: Vec<StallCulprit>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -307,6 +331,7 @@ mod tests {
                     warmup_ns: 0,
                     planned_duration_ns: 2,
                     stall_threshold_ns: 1_000,
+                    spike_threshold_ns: 10_000,
                     stall_threshold_auto: true,
                     probes: true,
                 },
@@ -337,6 +362,8 @@ mod tests {
                 timeline: vec![],
             }],
             culprits: vec![],
+            spike_count: 0,
+            spikes: vec![],
             lost: Lost::default(),
             probes: None,
         }

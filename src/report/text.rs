@@ -101,6 +101,59 @@ pub fn stall_line(run: &RunFile, s: &StallEntry) -> String {
     )
 }
 
+/// `+12.345678s  accumulator message 191.0µs in transit: consumer CPU 3 stalled 182.4µs: …`
+pub fn spike_line(run: &RunFile, sp: &super::runfile::SpikeEntry) -> String {
+    let at = sp.publish_ns.saturating_sub(run.run.record_from_ns) as f64 / 1e9;
+    let mut sides = Vec::new();
+    if sp.consumer_stalled_ns > 0 {
+        sides.push(format!(
+            "consumer CPU {} stalled {}",
+            sp.consumer_cpu,
+            fmt_ns(sp.consumer_stalled_ns)
+        ));
+    }
+    if sp.producer_stalled_ns > 0 && sp.producer_cpu != sp.consumer_cpu {
+        sides.push(format!(
+            "producer CPU {} stalled {}",
+            sp.producer_cpu,
+            fmt_ns(sp.producer_stalled_ns)
+        ));
+    }
+    if sides.is_empty() {
+        sides.push("no stall on either CPU (queueing behind earlier messages)".into());
+    }
+    let causes: Vec<String> = sp
+        .culprits
+        .iter()
+        .map(|c| {
+            if c.class == "unexplained" {
+                format!("unexplained {}", fmt_ns(c.ns))
+            } else if c.detail.is_empty() {
+                format!("{} {} ({})", c.name, fmt_ns(c.ns), pct(c.share))
+            } else {
+                format!(
+                    "{} {} {} ({})",
+                    c.name,
+                    c.detail,
+                    fmt_ns(c.ns),
+                    pct(c.share)
+                )
+            }
+        })
+        .collect();
+    let mut line = format!(
+        "+{at:.6}s  {} message {} in transit: {}",
+        sp.consumer,
+        fmt_ns(sp.transit_ns),
+        sides.join(", ")
+    );
+    if !causes.is_empty() {
+        line.push_str(": ");
+        line.push_str(&causes.join(", "));
+    }
+    line
+}
+
 fn culprit_name(c: &CulpritEntry) -> String {
     if c.class == "unexplained" {
         format!("unexplained ({})", c.name)
@@ -174,6 +227,21 @@ pub fn render(run: &RunFile, colour: bool) -> String {
             let _ = writeln!(s, "{}", p.bold("== Worst stalls =="));
             for st in run.stalls.iter().take(WORST_SHOWN) {
                 let _ = writeln!(s, "{}", stall_line(run, st));
+            }
+        }
+        if !run.spikes.is_empty() {
+            s.push('\n');
+            let _ = writeln!(
+                s,
+                "{}",
+                p.bold(&format!(
+                    "== Worst transit spikes ({} over {}) ==",
+                    run.spike_count,
+                    fmt_ns(run.run.settings.spike_threshold_ns)
+                ))
+            );
+            for sp in run.spikes.iter().take(WORST_SHOWN) {
+                let _ = writeln!(s, "{}", spike_line(run, sp));
             }
         }
         let advice = advice_list(run);
@@ -405,6 +473,17 @@ pub fn render_markdown(run: &RunFile) -> String {
         s.push_str("\n## Worst stalls\n\n");
         for st in run.stalls.iter().take(WORST_SHOWN) {
             let _ = writeln!(s, "- `{}`", stall_line(run, st).replace('`', "'"));
+        }
+        if !run.spikes.is_empty() {
+            let _ = writeln!(
+                s,
+                "\n## Worst transit spikes\n\n{} messages over {}.\n",
+                run.spike_count,
+                fmt_ns(run.run.settings.spike_threshold_ns)
+            );
+            for sp in run.spikes.iter().take(WORST_SHOWN) {
+                let _ = writeln!(s, "- `{}`", spike_line(run, sp).replace('`', "'"));
+            }
         }
     } else {
         s.push_str("\nStalls are not attributed: this run had no kernel probes.\n");

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 
-use crate::model::{Cpu, Nanos, Stall, ThreadRole};
+use crate::model::{Cpu, Nanos, Spike, Stall, ThreadRole};
 use clock::monotonic_ns;
 use histograms::IntervalHistograms;
 
@@ -32,6 +32,9 @@ pub struct WorkloadConfig {
     pub warmup_ns: Nanos,
     pub duration_ns: Nanos,
     pub stall_threshold_ns: Nanos,
+    /// A message whose transit exceeds this is reported as a spike; one per delay episode
+    /// (messages queued behind a late one are not spikes of their own).
+    pub spike_threshold_ns: Nanos,
     /// Length of one interval histogram (the .hlog and live-view granularity).
     pub histogram_interval_ns: Nanos,
     pub ring_capacity: usize,
@@ -48,6 +51,7 @@ impl WorkloadConfig {
             warmup_ns: 1_000_000_000,
             duration_ns: 10_000_000_000,
             stall_threshold_ns: 2_000,
+            spike_threshold_ns: 10_000,
             histogram_interval_ns: 1_000_000_000,
             ring_capacity: 4096,
             stall_queue_capacity: 16384,
@@ -104,11 +108,14 @@ pub struct ThreadCounters {
     pub messages: AtomicU64,
     /// Consumer: interval rotations skipped because the collector lagged.
     pub rotations_missed: AtomicU64,
+    /// Consumer: spikes that did not fit the spike queue.
+    pub spikes_dropped: AtomicU64,
 }
 
 /// What the session drains from a running workload.
 pub enum Output {
     Stall(Stall),
+    Spike(Spike),
     /// A finished interval of consumer `consumer` (index into consumer_cpus).
     Interval {
         consumer: usize,
@@ -122,6 +129,7 @@ struct StallSource {
 
 struct IntervalSource {
     consumer: usize,
+    spikes: spsc::Receiver<Spike>,
     done: spsc::Receiver<Box<IntervalHistograms>>,
     pool: spsc::Sender<Box<IntervalHistograms>>,
 }
@@ -232,6 +240,7 @@ impl Workload {
             if result.is_err() {
                 break;
             }
+            let (spike_tx, spike_rx) = spsc::channel(config.stall_queue_capacity);
             let (done_tx, done_rx) = spsc::channel(POOL_PER_CONSUMER * 2);
             let (mut pool_tx, pool_rx) = spsc::channel(POOL_PER_CONSUMER * 2);
             for _ in 0..POOL_PER_CONSUMER {
@@ -239,14 +248,20 @@ impl Workload {
             }
             interval_sources.push(IntervalSource {
                 consumer: i,
+                spikes: spike_rx,
                 done: done_rx,
                 pool: pool_tx,
             });
             let period = config.histogram_interval_ns;
+            let spikes = SpikeOut {
+                consumer: i as u32,
+                threshold_ns: config.spike_threshold_ns,
+                tx: spike_tx,
+            };
             result = spawn(
                 ThreadRole::Consumer(i as u32),
                 cpu,
-                Box::new(move |s| s.run_consumer(sub, done_tx, pool_rx, period)),
+                Box::new(move |s| s.run_consumer(sub, done_tx, pool_rx, period, spikes)),
             );
         }
         drop(ready_tx);
@@ -346,6 +361,9 @@ impl Workload {
             }
         }
         for src in &mut self.interval_sources {
+            while let Some(spike) = src.spikes.pop() {
+                sink(Output::Spike(spike));
+            }
             while let Some(hists) = src.done.pop() {
                 if let Some(mut back) = sink(Output::Interval {
                     consumer: src.consumer,
@@ -464,6 +482,7 @@ impl Spinner {
         mut done: spsc::Sender<Box<IntervalHistograms>>,
         mut pool: spsc::Receiver<Box<IntervalHistograms>>,
         period_ns: Nanos,
+        mut spikes: SpikeOut,
     ) {
         let Some((record_from, end)) = self.wait_for_go() else {
             return;
@@ -491,7 +510,13 @@ impl Spinner {
                 expected = msg.seq + 1;
                 if msg.publish_ns >= record_from {
                     messages += 1;
-                    cur.transit.saturating_record(now - msg.publish_ns);
+                    let transit = now - msg.publish_ns;
+                    cur.transit.saturating_record(transit);
+                    // A late message published while the consumer was still working off a
+                    // backlog is late because of the earlier delay, already reported.
+                    if transit > spikes.threshold_ns && msg.publish_ns >= last_receive {
+                        spikes.report(&self.counters, msg.publish_ns, now);
+                    }
                     // Between two recorded messages only, so the counts line up.
                     if last_receive != 0 {
                         cur.inter_message.saturating_record(now - last_receive);
@@ -527,5 +552,27 @@ impl Spinner {
             .store(sequence_errors, Ordering::Relaxed);
         // The final partial interval; the pool guarantees room (see POOL_PER_CONSUMER).
         let _ = done.push(cur);
+    }
+}
+
+/// A consumer's way out for spikes.
+struct SpikeOut {
+    consumer: u32,
+    threshold_ns: Nanos,
+    tx: spsc::Sender<Spike>,
+}
+
+impl SpikeOut {
+    #[cold]
+    #[inline(never)]
+    fn report(&mut self, counters: &ThreadCounters, publish_ns: Nanos, receive_ns: Nanos) {
+        let spike = Spike {
+            consumer: self.consumer,
+            publish_ns,
+            receive_ns,
+        };
+        if self.tx.push(spike).is_err() {
+            counters.spikes_dropped.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
