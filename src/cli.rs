@@ -51,6 +51,13 @@ pub enum Command {
     Probe(ProbeArgs),
     /// Measure the cross-core transfer floor between two CPUs (cache-line ping-pong)
     Floor(FloorArgs),
+    /// Measure the attribution engine's throughput on a synthetic stream (for scripts/bench.sh)
+    #[command(hide = true)]
+    BenchEngine {
+        /// Records to feed
+        #[arg(long, default_value_t = 5_000_000)]
+        records: u64,
+    },
     /// Print shell completions
     Completions {
         /// bash, zsh, fish, elvish or powershell

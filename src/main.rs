@@ -45,6 +45,26 @@ fn run(cli: Cli) -> Result<()> {
         }
         Some(Command::Floor(args)) => floor(args),
         Some(Command::Probe(args)) => probe(args),
+        Some(Command::BenchEngine { records }) => {
+            let t = jitterscope::attribution::throughput::measure(records);
+            let rss_kib = std::fs::read_to_string("/proc/self/status")
+                .ok()
+                .and_then(|s| {
+                    s.lines()
+                        .find(|l| l.starts_with("VmHWM:"))
+                        .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                })
+                .unwrap_or(0);
+            println!(
+                "{}",
+                serde_json::json!({
+                    "records": t.records, "stalls": t.stalls, "seconds": t.seconds,
+                    "records_per_second": t.records_per_second,
+                    "peak_retained": t.peak_retained, "peak_rss_kib": rss_kib,
+                })
+            );
+            Ok(())
+        }
         Some(Command::Completions { shell }) => {
             clap_complete::generate(
                 shell,

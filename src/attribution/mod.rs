@@ -5,6 +5,7 @@
 pub mod advice;
 pub mod engine;
 pub mod ranking;
+pub mod throughput;
 
 pub use engine::{Engine, EngineConfig, Share, SpikeVerdict, Verdict};
 pub use ranking::{RankedCulprit, Ranking};

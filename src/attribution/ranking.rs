@@ -38,6 +38,18 @@ pub struct Ranking {
     incomplete: u64,
 }
 
+/// Distinct culprits kept before short-lived tasks are folded by command name, so a long run
+/// full of fork/exec (a shell loop) keeps constant memory.
+pub const MAX_CULPRITS: usize = 4096;
+
+/// `sleep[4121]` → `sleep[*]`.
+fn fold_pid(name: &str) -> String {
+    match name.rfind('[') {
+        Some(i) if name.ends_with(']') => format!("{}[*]", &name[..i]),
+        _ => name.to_string(),
+    }
+}
+
 impl Ranking {
     pub fn add(&mut self, v: &Verdict) {
         self.stalls += 1;
@@ -46,10 +58,14 @@ impl Ranking {
             self.incomplete += 1;
         }
         for c in &v.culprits {
-            let t = self
-                .by
-                .entry((c.class, c.name.clone(), c.detail_key()))
-                .or_default();
+            let mut key = (c.class, c.name.clone(), c.detail_key());
+            if self.by.len() >= MAX_CULPRITS
+                && matches!(c.class, CulpritClass::Task | CulpritClass::SelfNoise)
+                && !self.by.contains_key(&key)
+            {
+                key.1 = fold_pid(&key.1);
+            }
+            let t = self.by.entry(key).or_default();
             t.count += 1;
             t.total += c.ns;
             t.max = t.max.max(c.ns);
@@ -127,5 +143,45 @@ impl super::engine::Share {
                 .to_string(),
             _ => self.detail.clone(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attribution::engine::Share;
+    use crate::model::{Stall, ThreadRole};
+
+    #[test]
+    fn short_lived_tasks_fold_once_the_ranking_is_full() {
+        let mut r = Ranking::default();
+        for pid in 0..(MAX_CULPRITS as u32 + 100) {
+            r.add(&Verdict {
+                stall: Stall {
+                    cpu: 1,
+                    thread: ThreadRole::Producer,
+                    start_ns: 0,
+                    end_ns: 10,
+                },
+                culprits: vec![Share {
+                    class: CulpritClass::Task,
+                    name: format!("sleep[{pid}]"),
+                    detail: "SCHED_OTHER".into(),
+                    via: String::new(),
+                    ns: 10,
+                    share: 1.0,
+                }],
+                explained_share: 1.0,
+                incomplete: false,
+                timeline: vec![],
+            });
+        }
+        assert_eq!(r.by.len(), MAX_CULPRITS + 1);
+        let folded = &r.by[&(
+            CulpritClass::Task,
+            "sleep[*]".to_string(),
+            "SCHED_OTHER".to_string(),
+        )];
+        assert_eq!(folded.count, 100);
     }
 }
