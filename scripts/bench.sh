@@ -4,7 +4,8 @@
 #   1. the cross-core transfer floor (cache-line ping-pong between the two CPUs);
 #   2. the workload's transit latency without probes and with probes attached (ratio);
 #   3. the BPF cost per event of each program, at the machine's idle rate and under a
-#      sched_switch storm (perf bench sched pipe pinned to the measured consumer CPU).
+#      sched_switch storm (perf bench sched pipe pinned to the measured consumer CPU);
+#   4. the attribution engine's throughput and peak memory on one core.
 # Usage: sudo scripts/bench.sh [--cpus 0,1] [--duration 10s]
 # Not a test: nothing here passes or fails on speed.
 set -euo pipefail
@@ -53,6 +54,8 @@ kill "$storm_pid" 2>/dev/null || true
 wait "$storm_pid" 2>/dev/null || true
 storm_pid=
 
+taskset -c "$consumer" "$js" bench-engine --records 5000000 >"$out/engine.json"
+
 python3 - "$out" "$cpus" "$duration" "$(run_file plain1)" "$(run_file plain2)" "$(run_file probes1)" "$(run_file probes2)" <<'PY'
 import json, os, platform, sys
 out, cpus, duration = sys.argv[1:4]
@@ -97,6 +100,13 @@ for prog in sorted(set(ic) | set(sc), key=lambda p: -(sc.get(p, {}).get("run_cou
         continue
     f = lambda c: f"{c['ns_per_event']:.0f}" if c.get("ns_per_event") else "–"
     print(f"| {prog} | {a.get('run_count', 0)} | {f(a)} | {b.get('run_count', 0)} | {f(b)} |")
+eng = json.load(open(f"{out}/engine.json"))
+print()
+print("Attribution engine, one core (`jitterscope bench-engine`: ticks, IRQs, softirqs, kworker runs, a stall per 4 records):")
+print()
+print("| records | stalls | seconds | records/s | peak records held | peak RSS |")
+print("|---:|---:|---:|---:|---:|---:|")
+print(f"| {eng['records']} | {eng['stalls']} | {eng['seconds']:.2f} | {eng['records_per_second'] / 1e6:.2f} M | {eng['peak_retained']} | {eng['peak_rss_kib'] / 1024:.1f} MiB |")
 drops = sum(d["count"] for d in storm["drops"])
 print()
 print(f"storm: {storm['classes'].get('task', {}).get('count', 0)} task episodes in 5 s, {drops} records dropped; probes on the workload run: "

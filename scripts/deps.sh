@@ -5,8 +5,8 @@
 set -euo pipefail
 
 packages=(clang libelf-dev zlib1g-dev pkg-config make gcc)
-# taskset, used by the tests and the workshop to pin competing tasks.
-packages+=(util-linux)
+# taskset (pinning competing tasks) and tmux (the live view's real-terminal test).
+packages+=(util-linux tmux)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -3,6 +3,7 @@
 
 pub mod attribution;
 pub mod cli;
+pub mod live;
 pub mod model;
 pub mod probe;
 pub mod report;

@@ -122,6 +122,7 @@ fn plan(args: &RunArgs) -> Result<RunPlan> {
         stall_threshold_auto: auto,
         keep_stalls: args.keep_stalls as usize,
         progress: true,
+        tui: !args.no_tui && std::io::stdout().is_terminal(),
         colour: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
         probes,
     })
@@ -129,9 +130,6 @@ fn plan(args: &RunArgs) -> Result<RunPlan> {
 
 fn run_workload(args: RunArgs) -> Result<()> {
     let plan = plan(&args)?;
-    // The live view comes with a later release; until then a terminal gets the same plain
-    // text as a pipe (the flag exists so that scripts can already pass it).
-    let _plain = args.no_tui || !std::io::stdout().is_terminal();
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     session::run(plan, &mut out).context("the run failed")?;

@@ -9,6 +9,9 @@ use hdrhistogram::Histogram;
 
 use crate::attribution::advice::Machine;
 use crate::attribution::{Engine, EngineConfig, Ranking, SpikeVerdict, Verdict};
+use crate::live::model::ConsumerView;
+use crate::live::terminal::{Action, LiveTerminal};
+use crate::live::{CulpritRow, LiveModel};
 use crate::model::{Cpu, Nanos};
 use crate::probe::decode::Record;
 use crate::probe::{AttachState, ProbeConfig, ProbeSession};
@@ -37,8 +40,10 @@ pub struct RunPlan {
     pub output: OutputDir,
     pub stall_threshold_auto: bool,
     pub keep_stalls: usize,
-    /// Print one progress line per second.
+    /// Print one progress line per second (when there is no terminal UI).
     pub progress: bool,
+    /// Show the live terminal UI (stdout is a terminal and --no-tui was not given).
+    pub tui: bool,
     /// ANSI colour in the report (stdout is a terminal).
     pub colour: bool,
     /// Kernel probes with this ring-buffer size (bytes), or none.
@@ -80,6 +85,10 @@ struct Attribution {
     spikes: Vec<SpikeVerdict>,
     spike_count: u64,
     keep: usize,
+    /// Kernel records reported lost so far (from the probes' lost windows).
+    lost_records: u64,
+    /// Spikes decided since the live view last looked.
+    fresh_spikes: Vec<SpikeVerdict>,
 }
 
 impl Attribution {
@@ -99,6 +108,12 @@ impl Attribution {
     fn keep_spikes(&mut self) {
         let new = self.engine.take_spikes();
         self.spike_count += new.len() as u64;
+        // The live feed shows the latest few; the rest only counts.
+        let skip = new.len().saturating_sub(20);
+        self.fresh_spikes.extend(new[skip..].iter().cloned());
+        if self.fresh_spikes.len() > 40 {
+            self.fresh_spikes.drain(..self.fresh_spikes.len() - 40);
+        }
         self.spikes.extend(new);
         if self.spikes.len() > 2 * self.keep {
             self.trim_spikes();
@@ -120,8 +135,11 @@ impl Attribution {
                     cpu,
                     start_ns,
                     end_ns,
-                    ..
-                } => self.engine.mark_lost(cpu, start_ns, end_ns),
+                    count,
+                } => {
+                    self.lost_records += count;
+                    self.engine.mark_lost(cpu, start_ns, end_ns)
+                }
             }
         }
     }
@@ -131,6 +149,7 @@ impl Attribution {
             self.keep(v);
         }
         self.keep_spikes();
+        self.engine.set_timeline_from(self.book.admission_ns());
     }
 
     fn finish(&mut self) {
@@ -170,6 +189,7 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
         .collect();
     let topo = Topology::read();
     let mut housekeeping = topo.housekeeping(&measured);
+    let every_cpu_measured = housekeeping.is_empty();
     if housekeeping.is_empty() && cfg.pin {
         // Every CPU is measured: jitterscope's own threads share the producer's CPU, which
         // shares with the rest of the system anyway, and keep off the consumers' CPUs.
@@ -282,12 +302,61 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
         spikes: Vec::new(),
         spike_count: 0,
         keep: plan.keep_stalls,
+        lost_records: 0,
+        fresh_spikes: Vec::new(),
     };
+    let mut live = LiveModel {
+        label: plan.label.clone(),
+        producer_cpu: cfg.producer_cpu,
+        consumer_cpus: cfg.consumer_cpus.clone(),
+        kernel: crate::system::kernel_release(),
+        planned_ns: cfg.duration_ns,
+        probes: probe.is_some(),
+        consumers: cfg
+            .consumer_cpus
+            .iter()
+            .enumerate()
+            .map(|(i, &cpu)| ConsumerView {
+                name: consumer_key(i),
+                cpu,
+                ..ConsumerView::default()
+            })
+            .collect(),
+        note: every_cpu_measured.then(|| {
+            "every CPU is measured: the display refreshes once a second and its cost shows under `self`".to_string()
+        }),
+        ..LiveModel::default()
+    };
+    // Histograms since the start, or since the last `r` in the live view.
+    let mut view_totals: Vec<Histogram<u64>> =
+        cfg.consumer_cpus.iter().map(|_| new_histogram()).collect();
+    let mut screen = if plan.tui {
+        match LiveTerminal::enter() {
+            Ok(t) => Some(t),
+            Err(e) => {
+                writeln!(
+                    out,
+                    "note: cannot start the live view ({e}); plain output instead"
+                )?;
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let refresh_ns: Nanos = if every_cpu_measured {
+        1_000_000_000
+    } else {
+        250_000_000
+    };
+    let mut frozen: Option<LiveModel> = None;
     let mut hlog_error: Option<std::io::Error> = None;
     let mut drain = |workload: &mut Workload,
                      totals: &mut Vec<ConsumerTotals>,
                      attr: &mut Attribution,
-                     hlog: &mut HlogWriter| {
+                     hlog: &mut HlogWriter,
+                     live: &mut LiveModel,
+                     view_totals: &mut Vec<Histogram<u64>>| {
         workload.drain(|o| match o {
             Output::Stall(s) => {
                 attr.stall(s);
@@ -302,9 +371,13 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
                 // Same bounds everywhere, so adding cannot fail.
                 let _ = t.transit.add(&hists.transit);
                 let _ = t.inter_message.add(&hists.inter_message);
-                t.last_transit = Some(Summary::of(&hists.transit));
+                t.last_transit = Some(Summary::brief(&hists.transit));
                 t.last_messages = hists.transit.len();
                 t.last_interval_ns = hists.end_ns.saturating_sub(hists.start_ns);
+                let _ = view_totals[consumer].add(&hists.transit);
+                if !hists.transit.is_empty() {
+                    live.push_max(consumer, hists.transit.max());
+                }
                 write_interval(hlog, consumer, &hists, base_mono, &mut hlog_error);
                 Some(hists)
             }
@@ -312,10 +385,18 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
     };
 
     let mut next_progress = record_from + 1_000_000_000;
+    let mut next_frame: Nanos = 0;
     let mut ended = "completed";
     while !workload.finished() {
         std::thread::sleep(Duration::from_millis(100));
-        drain(&mut workload, &mut totals, &mut attr, &mut hlog);
+        drain(
+            &mut workload,
+            &mut totals,
+            &mut attr,
+            &mut hlog,
+            &mut live,
+            &mut view_totals,
+        );
         if let Some((_, rx)) = &probe {
             while let Ok(batch) = rx.try_recv() {
                 attr.records(batch);
@@ -324,6 +405,7 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
         let now = monotonic_ns();
         attr.decide(now.saturating_sub(DECISION_LAG_NS));
         if let Some(sig) = signals::received() {
+            drop(screen.take());
             writeln!(
                 out,
                 "{}: stopping early, writing what was measured",
@@ -333,18 +415,71 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
             ended = "interrupted";
             break;
         }
-        if plan.progress && now >= next_progress && now < end {
+        let due_line = plan.progress && screen.is_none() && now >= next_progress && now < end;
+        let due_frame = screen.is_some() && now >= next_frame;
+        if !(due_line || due_frame) {
+            continue;
+        }
+        update_live(
+            &mut live,
+            &attr,
+            &totals,
+            &view_totals,
+            &workload,
+            probe.as_ref().map(|p| &p.0),
+            now,
+            record_from,
+        );
+        if due_line {
             next_progress += 1_000_000_000;
-            writeln!(
-                out,
-                "{}",
-                progress_line(now, record_from, end, &totals, &attr)
-            )?;
+            writeln!(out, "{}", live.plain_line())?;
             out.flush()?;
         }
+        if let Some(term) = screen.as_mut() {
+            next_frame = now + refresh_ns;
+            let mut quit = false;
+            for action in term.actions()? {
+                match action {
+                    Action::Quit => quit = true,
+                    Action::TogglePause => {
+                        live.paused = !live.paused;
+                        frozen = live.paused.then(|| live.clone());
+                    }
+                    Action::NextSort => live.sort = live.sort.next(),
+                    Action::Reset => view_totals.iter_mut().for_each(|h| h.reset()),
+                    Action::ToggleHelp => live.help = !live.help,
+                }
+            }
+            let shown = match &mut frozen {
+                Some(f) => {
+                    f.sort = live.sort;
+                    f.help = live.help;
+                    f.paused = true;
+                    &*f
+                }
+                None => &live,
+            };
+            term.draw(shown)?;
+            if quit {
+                drop(screen.take());
+                writeln!(out, "stopped from the live view, writing what was measured")?;
+                workload.request_stop();
+                ended = "interrupted";
+                break;
+            }
+        }
     }
+    // Leave the alternate screen before the report is printed.
+    drop(screen.take());
     workload.join();
-    drain(&mut workload, &mut totals, &mut attr, &mut hlog);
+    drain(
+        &mut workload,
+        &mut totals,
+        &mut attr,
+        &mut hlog,
+        &mut live,
+        &mut view_totals,
+    );
     let _ = hlog.flush();
     let stop_ns = monotonic_ns().min(end);
     let probe_summary = match probe.take() {
@@ -445,21 +580,7 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
         spikes: attr
             .spikes
             .iter()
-            .map(|v| SpikeEntry {
-                consumer: consumer_key(v.spike.consumer as usize),
-                producer_cpu: v.producer_cpu,
-                consumer_cpu: v.consumer_cpu,
-                publish_ns: v.spike.publish_ns,
-                receive_ns: v.spike.receive_ns,
-                transit_ns: v.spike.transit_ns(),
-                producer_stalled_ns: v.producer_stalled_ns,
-                consumer_stalled_ns: v.consumer_stalled_ns,
-                culprits: if probes_on {
-                    v.culprits.iter().map(stall_culprit).collect()
-                } else {
-                    Vec::new()
-                },
-            })
+            .map(|v| spike_entry(v, probes_on))
             .collect(),
         lost,
         probes: probe_summary.map(|(attach, p)| ProbeInfo {
@@ -540,6 +661,25 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
     })
 }
 
+/// A spike verdict as the run file stores it.
+fn spike_entry(v: &SpikeVerdict, probes_on: bool) -> SpikeEntry {
+    SpikeEntry {
+        consumer: consumer_key(v.spike.consumer as usize),
+        producer_cpu: v.producer_cpu,
+        consumer_cpu: v.consumer_cpu,
+        publish_ns: v.spike.publish_ns,
+        receive_ns: v.spike.receive_ns,
+        transit_ns: v.spike.transit_ns(),
+        producer_stalled_ns: v.producer_stalled_ns,
+        consumer_stalled_ns: v.consumer_stalled_ns,
+        culprits: if probes_on {
+            v.culprits.iter().map(stall_culprit).collect()
+        } else {
+            Vec::new()
+        },
+    }
+}
+
 fn stall_culprit(c: &crate::attribution::Share) -> StallCulprit {
     StallCulprit {
         class: c.class.as_str().to_string(),
@@ -592,42 +732,71 @@ fn write_interval(
     }
 }
 
-fn progress_line(
+/// Brings the live model up to date from the pipeline's state.
+#[allow(clippy::too_many_arguments)]
+fn update_live(
+    live: &mut LiveModel,
+    attr: &Attribution,
+    totals: &[ConsumerTotals],
+    view_totals: &[Histogram<u64>],
+    workload: &Workload,
+    probe: Option<&ProbeSession>,
     now: Nanos,
     record_from: Nanos,
-    end: Nanos,
-    totals: &[ConsumerTotals],
-    attr: &Attribution,
-) -> String {
-    let elapsed = now.saturating_sub(record_from) as f64 / 1e9;
-    let planned = end.saturating_sub(record_from) as f64 / 1e9;
-    let mut line = format!("[{elapsed:6.1}s/{planned:.0}s]");
-    for (i, t) in totals.iter().enumerate() {
-        if let Some(s) = &t.last_transit {
-            let rate = if t.last_interval_ns > 0 {
-                t.last_messages as f64 * 1e9 / t.last_interval_ns as f64
-            } else {
-                0.0
-            };
-            line.push_str(&format!(
-                " {}: {:.1}k msg/s transit p50 {} p99 {} max {} |",
-                consumer_key(i),
-                rate / 1e3,
-                fmt_ns(s.percentile("50").unwrap_or(0)),
-                fmt_ns(s.percentile("99").unwrap_or(0)),
-                fmt_ns(s.max)
-            ));
-        }
+) {
+    live.elapsed_ns = now.saturating_sub(record_from).min(live.planned_ns);
+    live.messages_per_s = totals
+        .first()
+        .filter(|t| t.last_interval_ns > 0)
+        .map_or(0.0, |t| {
+            t.last_messages as f64 * 1e9 / t.last_interval_ns as f64
+        });
+    live.stalls = attr.book.count();
+    use std::sync::atomic::Ordering::Relaxed;
+    let queue_drops: u64 = workload
+        .counters()
+        .iter()
+        .map(|(_, c)| c.stalls_dropped.load(Relaxed) + c.spikes_dropped.load(Relaxed))
+        .sum();
+    live.lost = attr.lost_records + queue_drops;
+    live.bpf_cost = probe
+        .and_then(|p| p.live_cost())
+        .filter(|c| c.events > 0)
+        .map(|c| {
+            (
+                c.run_time_ns as f64 / c.events as f64,
+                c.run_time_ns as f64 / now.saturating_sub(record_from).max(1) as f64,
+            )
+        });
+    for (i, c) in live.consumers.iter_mut().enumerate() {
+        c.interval = totals.get(i).and_then(|t| t.last_transit.clone());
+        c.total = view_totals
+            .get(i)
+            .filter(|h| !h.is_empty())
+            .map(Summary::brief);
     }
-    line.push_str(&format!(
-        " stalls {} (longest {})",
-        attr.book.count(),
-        fmt_ns(attr.book.longest_ns())
-    ));
     if attr.probes_on {
-        if let Some(top) = attr.ranking.top() {
-            line.push_str(&format!(" | top culprit: {top}"));
+        live.culprits = attr
+            .ranking
+            .brief()
+            .into_iter()
+            .take(50)
+            .map(|c| CulpritRow {
+                class: c.class.as_str().to_string(),
+                name: c.name,
+                detail: c.detail,
+                count: c.count,
+                total_ns: c.total_ns,
+                max_ns: c.max_ns,
+                last_seen_ns: c.last_ns.saturating_sub(record_from),
+                share: c.share,
+            })
+            .collect();
+    }
+    for v in &attr.fresh_spikes {
+        let line = text::spike_line(record_from, &spike_entry(v, attr.probes_on));
+        if live.feed.back() != Some(&line) {
+            live.push_feed(line);
         }
     }
-    line
 }

@@ -135,6 +135,9 @@ pub struct Engine {
     /// Undecided spikes by receive time, with (producer CPU, consumer CPU).
     spikes: BTreeMap<(Nanos, u64), (Spike, Cpu, Cpu)>,
     decided_spikes: Vec<SpikeVerdict>,
+    /// Verdicts of stalls shorter than this carry no timeline (only the worst stalls are
+    /// kept with theirs; copying records for every stall is the engine's largest cost).
+    timeline_from_ns: Nanos,
 }
 
 impl Engine {
@@ -167,6 +170,11 @@ impl Engine {
             .or_default()
             .causes
             .push_back(cause);
+    }
+
+    /// Only stalls at least this long get their records copied into `Verdict::timeline`.
+    pub fn set_timeline_from(&mut self, ns: Nanos) {
+        self.timeline_from_ns = ns;
     }
 
     /// A message spike between a producer on `producer_cpu` and a consumer on `consumer_cpu`.
@@ -212,10 +220,15 @@ impl Engine {
                 break;
             }
             if let Some((_, s)) = self.pending.pop_first() {
-                let v = self.verdict(&s);
-                let mut lite = v.clone();
-                lite.timeline = Vec::new();
-                self.recent.entry(s.cpu).or_default().push_back(lite);
+                let mut v = self.verdict(&s);
+                let timeline = if s.duration_ns() >= self.timeline_from_ns {
+                    std::mem::take(&mut v.timeline)
+                } else {
+                    v.timeline = Vec::new();
+                    Vec::new()
+                };
+                self.recent.entry(s.cpu).or_default().push_back(v.clone());
+                v.timeline = timeline;
                 out.push(v);
             }
         }
@@ -242,7 +255,11 @@ impl Engine {
             }
         }
         for c in self.cpus.values_mut() {
-            c.records.retain(|r| r.end_ns >= keep_from);
+            // Sorted by start: drop from the front; a long record there holds back shorter
+            // ones behind it for at most its own length.
+            while c.records.front().is_some_and(|r| r.end_ns < keep_from) {
+                c.records.pop_front();
+            }
             c.longest_ns = c.records.iter().map(|r| r.duration_ns()).max().unwrap_or(0);
             c.freq
                 .retain(|r| r.start_ns >= keep_from.saturating_sub(self.cfg.freq_lookback_ns));

@@ -20,6 +20,8 @@ pub struct RankedCulprit {
     pub share: f64,
     pub cpus: Vec<(Cpu, Nanos)>,
     pub advice: String,
+    /// End of the latest stall it took part in (CLOCK_MONOTONIC).
+    pub last_ns: Nanos,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -27,6 +29,7 @@ struct Tally {
     count: u64,
     total: Nanos,
     max: Nanos,
+    last: Nanos,
     per_cpu: HashMap<Cpu, Nanos>,
 }
 
@@ -69,6 +72,7 @@ impl Ranking {
             t.count += 1;
             t.total += c.ns;
             t.max = t.max.max(c.ns);
+            t.last = t.last.max(v.stall.end_ns);
             *t.per_cpu.entry(v.stall.cpu).or_default() += c.ns;
         }
     }
@@ -98,6 +102,15 @@ impl Ranking {
 
     /// Culprits by stolen time, with advice for `machine`.
     pub fn ranked(&self, machine: &Machine) -> Vec<RankedCulprit> {
+        let mut v = self.brief();
+        for c in &mut v {
+            c.advice = advice(c.class, &c.name, &c.detail, &c.cpus, machine);
+        }
+        v
+    }
+
+    /// Culprits by stolen time without advice (cheap enough for the live view).
+    pub fn brief(&self) -> Vec<RankedCulprit> {
         let mut v: Vec<RankedCulprit> = self
             .by
             .iter()
@@ -116,8 +129,9 @@ impl Ranking {
                     } else {
                         t.total as f64 / self.stall_ns as f64
                     },
-                    advice: advice(*class, name, detail, &cpus, machine),
+                    advice: String::new(),
                     cpus,
+                    last_ns: t.last,
                 }
             })
             .collect();

@@ -151,6 +151,7 @@ pub struct ProbeSession {
     commands: Sender<Command>,
     thread: Option<JoinHandle<Result<ProbeSummary, ProbeError>>>,
     attach: Vec<AttachStatus>,
+    live: Arc<Mutex<Option<LiveCost>>>,
 }
 
 /// libbpf's log lines, kept so that a verifier rejection can show its last lines.
@@ -219,9 +220,11 @@ impl ProbeSession {
         let (cmd_tx, cmd_rx) = mpsc::channel();
         let (batch_tx, batch_rx) = mpsc::channel();
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);
+        let live = Arc::new(Mutex::new(None));
+        let live_thread = live.clone();
         let thread = std::thread::Builder::new()
             .name("js-probe-drain".into())
-            .spawn(move || drain_thread(cfg, cmd_rx, batch_tx, ready_tx))
+            .spawn(move || drain_thread(cfg, cmd_rx, batch_tx, ready_tx, live_thread))
             .map_err(|e| ProbeError::Other {
                 action: "start the BPF drain thread".into(),
                 cause: e.to_string(),
@@ -232,6 +235,7 @@ impl ProbeSession {
                     commands: cmd_tx,
                     thread: Some(thread),
                     attach,
+                    live,
                 },
                 batch_rx,
             )),
@@ -244,6 +248,11 @@ impl ProbeSession {
                 _ => Err(ProbeError::ThreadGone),
             },
         }
+    }
+
+    /// BPF cost so far (refreshed once a second), None when statistics are unavailable.
+    pub fn live_cost(&self) -> Option<LiveCost> {
+        self.live.lock().ok().and_then(|l| *l)
     }
 
     pub fn attach_report(&self) -> &[AttachStatus] {
@@ -406,11 +415,48 @@ pub fn register_tids(table: &mut [u32], tids: &[u32]) -> Result<(), String> {
     Ok(())
 }
 
+/// Run count and run time of every loaded program (kernel BPF run-time statistics).
+fn program_costs(skel: &JitterscopeSkel) -> Vec<ProgramCost> {
+    use std::os::fd::{AsFd, AsRawFd};
+    let mut out = Vec::new();
+    for prog in skel.object().progs() {
+        if !prog.autoload() {
+            continue;
+        }
+        let mut info = libbpf_sys::bpf_prog_info::default();
+        let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
+        // SAFETY: `info` is a properly sized, writable bpf_prog_info; `len` says its size.
+        let rc = unsafe {
+            libbpf_sys::bpf_prog_get_info_by_fd(
+                prog.as_fd().as_raw_fd(),
+                &mut info as *mut _ as *mut _,
+                &mut len,
+            )
+        };
+        if rc == 0 {
+            out.push(ProgramCost {
+                program: tracepoint_of(&prog.section().to_string_lossy()).to_string(),
+                run_count: info.run_cnt,
+                run_time_ns: info.run_time_ns,
+            });
+        }
+    }
+    out
+}
+
+/// Totals of the programs' costs so far, refreshed by the drain thread once a second.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LiveCost {
+    pub events: u64,
+    pub run_time_ns: u64,
+}
+
 fn drain_thread(
     cfg: ProbeConfig,
     commands: Receiver<Command>,
     batches: Sender<ProbeBatch>,
     ready: SyncSender<Result<Vec<AttachStatus>, ProbeError>>,
+    live: Arc<Mutex<Option<LiveCost>>>,
 ) -> Result<ProbeSummary, ProbeError> {
     if !cfg.drain_cpus.is_empty() {
         // Best effort: the drain thread belongs on a housekeeping CPU.
@@ -460,6 +506,7 @@ fn drain_thread(
     };
 
     let mut next = Instant::now() + cfg.drain_interval;
+    let mut next_cost = Instant::now() + Duration::from_secs(1);
     loop {
         let timeout = next.saturating_duration_since(Instant::now());
         match commands.recv_timeout(timeout) {
@@ -479,6 +526,16 @@ fn drain_thread(
         }
         drain(&mut syms);
         next += cfg.drain_interval;
+        if stats_fd >= 0 && Instant::now() >= next_cost {
+            next_cost += Duration::from_secs(1);
+            let costs = program_costs(&skel);
+            if let Ok(mut l) = live.lock() {
+                *l = Some(LiveCost {
+                    events: costs.iter().map(|c| c.run_count).sum(),
+                    run_time_ns: costs.iter().map(|c| c.run_time_ns).sum(),
+                });
+            }
+        }
     }
     drop(links);
     drain(&mut syms);
@@ -499,29 +556,7 @@ fn drain_thread(
             }
         }
     }
-    for prog in skel.object().progs() {
-        if !prog.autoload() {
-            continue;
-        }
-        use std::os::fd::{AsFd, AsRawFd};
-        let mut info = libbpf_sys::bpf_prog_info::default();
-        let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
-        // SAFETY: `info` is a properly sized, writable bpf_prog_info; `len` says its size.
-        let rc = unsafe {
-            libbpf_sys::bpf_prog_get_info_by_fd(
-                prog.as_fd().as_raw_fd(),
-                &mut info as *mut _ as *mut _,
-                &mut len,
-            )
-        };
-        if rc == 0 {
-            summary.costs.push(ProgramCost {
-                program: tracepoint_of(&prog.section().to_string_lossy()).to_string(),
-                run_count: info.run_cnt,
-                run_time_ns: info.run_time_ns,
-            });
-        }
-    }
+    summary.costs = program_costs(&skel);
     if stats_fd >= 0 {
         // SAFETY: closing the fd bpf_enable_stats gave us.
         unsafe { libc::close(stats_fd) };

@@ -35,7 +35,8 @@ pub struct Summary {
 }
 
 impl Summary {
-    pub fn of(h: &Histogram<u64>) -> Summary {
+    /// The figures without the percentile curve: cheap enough for once-a-second updates.
+    pub fn brief(h: &Histogram<u64>) -> Summary {
         let empty = h.is_empty();
         Summary {
             count: h.len(),
@@ -49,14 +50,19 @@ impl Summary {
                     (key.to_string(), v)
                 })
                 .collect(),
-            curve: if empty {
-                Vec::new()
-            } else {
-                h.iter_quantiles(super::hgrm::TICKS_PER_HALF_DISTANCE)
-                    .map(|v| (v.quantile_iterated_to(), v.value_iterated_to()))
-                    .collect()
-            },
+            curve: Vec::new(),
         }
+    }
+
+    pub fn of(h: &Histogram<u64>) -> Summary {
+        let mut s = Summary::brief(h);
+        if !h.is_empty() {
+            s.curve = h
+                .iter_quantiles(super::hgrm::TICKS_PER_HALF_DISTANCE)
+                .map(|v| (v.quantile_iterated_to(), v.value_iterated_to()))
+                .collect();
+        }
+        s
     }
 
     pub fn percentile(&self, key: &str) -> Option<u64> {

@@ -67,6 +67,15 @@ impl StallBook {
         }
     }
 
+    /// The shortest stall that would still be kept (0 while the book is not full).
+    pub fn admission_ns(&self) -> u64 {
+        if self.worst.len() < self.keep {
+            0
+        } else {
+            self.worst.peek().map_or(0, |r| r.0 .0)
+        }
+    }
+
     pub fn count(&self) -> u64 {
         self.count
     }

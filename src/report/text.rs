@@ -102,8 +102,8 @@ pub fn stall_line(run: &RunFile, s: &StallEntry) -> String {
 }
 
 /// `+12.345678s  accumulator message 191.0µs in transit: consumer CPU 3 stalled 182.4µs: …`
-pub fn spike_line(run: &RunFile, sp: &super::runfile::SpikeEntry) -> String {
-    let at = sp.publish_ns.saturating_sub(run.run.record_from_ns) as f64 / 1e9;
+pub fn spike_line(record_from_ns: u64, sp: &super::runfile::SpikeEntry) -> String {
+    let at = sp.publish_ns.saturating_sub(record_from_ns) as f64 / 1e9;
     let mut sides = Vec::new();
     if sp.consumer_stalled_ns > 0 {
         sides.push(format!(
@@ -241,7 +241,7 @@ pub fn render(run: &RunFile, colour: bool) -> String {
                 ))
             );
             for sp in run.spikes.iter().take(WORST_SHOWN) {
-                let _ = writeln!(s, "{}", spike_line(run, sp));
+                let _ = writeln!(s, "{}", spike_line(run.run.record_from_ns, sp));
             }
         }
         let advice = advice_list(run);
@@ -482,7 +482,11 @@ pub fn render_markdown(run: &RunFile) -> String {
                 fmt_ns(run.run.settings.spike_threshold_ns)
             );
             for sp in run.spikes.iter().take(WORST_SHOWN) {
-                let _ = writeln!(s, "- `{}`", spike_line(run, sp).replace('`', "'"));
+                let _ = writeln!(
+                    s,
+                    "- `{}`",
+                    spike_line(run.run.record_from_ns, sp).replace('`', "'")
+                );
             }
         }
     } else {

@@ -1,0 +1,158 @@
+//! What the live view shows, as plain data.
+
+use std::collections::VecDeque;
+
+use crate::model::{Cpu, Nanos};
+use crate::report::seed::Summary;
+use crate::report::units::fmt_ns;
+
+/// How many interval maxima the latency chart keeps (one per second).
+pub const HISTORY: usize = 300;
+/// How many feed lines are kept.
+pub const FEED: usize = 200;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SortKey {
+    #[default]
+    Total,
+    Count,
+    Max,
+    LastSeen,
+}
+
+impl SortKey {
+    pub fn next(self) -> SortKey {
+        match self {
+            SortKey::Total => SortKey::Count,
+            SortKey::Count => SortKey::Max,
+            SortKey::Max => SortKey::LastSeen,
+            SortKey::LastSeen => SortKey::Total,
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            SortKey::Total => "total",
+            SortKey::Count => "count",
+            SortKey::Max => "max",
+            SortKey::LastSeen => "last seen",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CulpritRow {
+    pub class: String,
+    pub name: String,
+    pub detail: String,
+    pub count: u64,
+    pub total_ns: Nanos,
+    pub max_ns: Nanos,
+    /// Run time (since recording started) of its latest stall.
+    pub last_seen_ns: Nanos,
+    pub share: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ConsumerView {
+    pub name: String,
+    pub cpu: Cpu,
+    /// The latest finished interval.
+    pub interval: Option<Summary>,
+    /// Since the start (or since the last reset with `r`).
+    pub total: Option<Summary>,
+    /// Maximum transit per interval, oldest first.
+    pub max_history: VecDeque<Nanos>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LiveModel {
+    pub label: String,
+    pub producer_cpu: Cpu,
+    pub consumer_cpus: Vec<Cpu>,
+    pub kernel: String,
+    pub elapsed_ns: Nanos,
+    pub planned_ns: Nanos,
+    pub messages_per_s: f64,
+    pub stalls: u64,
+    /// Kernel records lost + workload queue overflows so far.
+    pub lost: u64,
+    /// BPF cost, when probes run and statistics are on: (ns per event, share of one CPU).
+    pub bpf_cost: Option<(f64, f64)>,
+    pub probes: bool,
+    pub consumers: Vec<ConsumerView>,
+    pub culprits: Vec<CulpritRow>,
+    pub feed: VecDeque<String>,
+    pub sort: SortKey,
+    pub paused: bool,
+    pub help: bool,
+    /// A line the header always shows (e.g. every CPU measured, slow refresh).
+    pub note: Option<String>,
+}
+
+impl LiveModel {
+    pub fn push_feed(&mut self, line: String) {
+        if self.feed.len() == FEED {
+            self.feed.pop_front();
+        }
+        self.feed.push_back(line);
+    }
+
+    pub fn push_max(&mut self, consumer: usize, max: Nanos) {
+        if let Some(c) = self.consumers.get_mut(consumer) {
+            if c.max_history.len() == HISTORY {
+                c.max_history.pop_front();
+            }
+            c.max_history.push_back(max);
+        }
+    }
+
+    /// Culprits in the chosen order.
+    pub fn sorted_culprits(&self) -> Vec<&CulpritRow> {
+        let mut v: Vec<&CulpritRow> = self.culprits.iter().collect();
+        match self.sort {
+            SortKey::Total => v.sort_by_key(|c| std::cmp::Reverse(c.total_ns)),
+            SortKey::Count => v.sort_by_key(|c| std::cmp::Reverse(c.count)),
+            SortKey::Max => v.sort_by_key(|c| std::cmp::Reverse(c.max_ns)),
+            SortKey::LastSeen => v.sort_by_key(|c| std::cmp::Reverse(c.last_seen_ns)),
+        }
+        v
+    }
+
+    /// The plain-text line printed once per second when there is no terminal UI.
+    pub fn plain_line(&self) -> String {
+        let mut line = format!(
+            "[{:6.1}s/{:.0}s] {:.1}k msg/s",
+            self.elapsed_ns as f64 / 1e9,
+            self.planned_ns as f64 / 1e9,
+            self.messages_per_s / 1e3
+        );
+        for c in &self.consumers {
+            if let Some(s) = &c.interval {
+                line.push_str(&format!(
+                    " | {}: transit p50 {} p99 {} p99.99 {} max {}",
+                    c.name,
+                    fmt_ns(s.percentile("50").unwrap_or(0)),
+                    fmt_ns(s.percentile("99").unwrap_or(0)),
+                    fmt_ns(s.percentile("99.99").unwrap_or(0)),
+                    fmt_ns(s.max)
+                ));
+            }
+        }
+        line.push_str(&format!(" | stalls {}", self.stalls));
+        if self.lost > 0 {
+            line.push_str(&format!(" | LOST {}", self.lost));
+        }
+        if let Some(top) = self.sorted_culprits().first() {
+            line.push_str(&format!(
+                " | top culprit: {} {}{}{} {}",
+                top.class,
+                top.name,
+                if top.detail.is_empty() { "" } else { " " },
+                top.detail,
+                fmt_ns(top.total_ns)
+            ));
+        }
+        line
+    }
+}

@@ -1,0 +1,335 @@
+//! Rendering the live model with ratatui. A full layout when the terminal is large enough, a
+//! readable minimal one when it is not.
+
+use ratatui::layout::{Constraint, Direction, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{
+    Block, Borders, Cell, Clear, List, ListItem, Paragraph, Row, Sparkline, Table,
+};
+use ratatui::Frame;
+
+use super::model::{ConsumerView, LiveModel};
+use crate::report::seed::PERCENTILES;
+use crate::report::units::fmt_ns;
+use crate::system::cpus::format_list;
+
+/// Below this the minimal layout is used.
+pub const MIN_WIDTH: u16 = 80;
+pub const MIN_HEIGHT: u16 = 24;
+
+pub fn draw(f: &mut Frame, m: &LiveModel) {
+    let area = f.area();
+    if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
+        draw_minimal(f, m, area);
+        return;
+    }
+    let rows = Layout::default()
+        .direction(Direction::Vertical)
+        .constraints([
+            Constraint::Length(if m.note.is_some() { 3 } else { 2 }),
+            Constraint::Length(9),
+            Constraint::Min(6),
+            Constraint::Length(7),
+            Constraint::Length(1),
+        ])
+        .split(area);
+    f.render_widget(header(m), rows[0]);
+    draw_consumers(f, m, rows[1]);
+    f.render_widget(
+        culprits(m, rows[2].height.saturating_sub(3) as usize),
+        rows[2],
+    );
+    f.render_widget(feed(m, rows[3].height.saturating_sub(2) as usize), rows[3]);
+    f.render_widget(footer(m), rows[4]);
+    if m.help {
+        draw_help(f, area);
+    }
+}
+
+fn header(m: &LiveModel) -> Paragraph<'static> {
+    let lost_style = if m.lost > 0 {
+        Style::default()
+            .fg(Color::White)
+            .bg(Color::Red)
+            .add_modifier(Modifier::BOLD)
+    } else {
+        Style::default()
+    };
+    let mut first = vec![
+        Span::styled(
+            format!("jitterscope '{}'", m.label),
+            Style::default().add_modifier(Modifier::BOLD),
+        ),
+        Span::raw(format!(
+            "  producer CPU {} → consumer CPU {}  {:.1}s / {:.0}s  {:.1}k msg/s  stalls {}  ",
+            m.producer_cpu,
+            format_list(&m.consumer_cpus),
+            m.elapsed_ns as f64 / 1e9,
+            m.planned_ns as f64 / 1e9,
+            m.messages_per_s / 1e3,
+            m.stalls
+        )),
+        Span::styled(format!("lost {}", m.lost), lost_style),
+    ];
+    if m.paused {
+        first.push(Span::styled(
+            "  PAUSED",
+            Style::default()
+                .fg(Color::Yellow)
+                .add_modifier(Modifier::BOLD),
+        ));
+    }
+    let bpf = match (m.probes, m.bpf_cost) {
+        (false, _) => "no kernel probes (stalls are not attributed)".to_string(),
+        (true, Some((ns, share))) => format!(
+            "BPF probes {ns:.0} ns/event, {:.3}% of a CPU",
+            share * 100.0
+        ),
+        (true, None) => "BPF probes attached".to_string(),
+    };
+    let mut lines = vec![
+        Line::from(first),
+        Line::from(format!("kernel {}  {bpf}", m.kernel)),
+    ];
+    if let Some(n) = &m.note {
+        lines.push(Line::styled(n.clone(), Style::default().fg(Color::Yellow)));
+    }
+    Paragraph::new(lines)
+}
+
+fn draw_consumers(f: &mut Frame, m: &LiveModel, area: Rect) {
+    if m.consumers.is_empty() {
+        return;
+    }
+    let cols = Layout::default()
+        .direction(Direction::Horizontal)
+        .constraints(vec![
+            Constraint::Ratio(1, m.consumers.len() as u32);
+            m.consumers.len()
+        ])
+        .split(area);
+    for (c, &col) in m.consumers.iter().zip(cols.iter()) {
+        let halves = Layout::default()
+            .direction(Direction::Horizontal)
+            .constraints([Constraint::Length(36), Constraint::Min(10)])
+            .split(col);
+        f.render_widget(percentiles(c), halves[0]);
+        f.render_widget(chart(c, halves[1].width), halves[1]);
+    }
+}
+
+fn percentiles(c: &ConsumerView) -> Table<'static> {
+    let keys = ["50", "90", "99", "99.9", "99.99"];
+    let mut rows: Vec<Row> = keys
+        .iter()
+        .map(|k| {
+            let label = PERCENTILES.iter().find(|p| p.0 == *k).map_or(*k, |p| p.1);
+            let get = |s: &Option<crate::report::seed::Summary>| {
+                s.as_ref()
+                    .and_then(|s| s.percentile(k))
+                    .map(fmt_ns)
+                    .unwrap_or_else(|| "–".into())
+            };
+            Row::new(vec![
+                Cell::from(label.to_string()),
+                Cell::from(get(&c.interval)),
+                Cell::from(get(&c.total)),
+            ])
+        })
+        .collect();
+    let max = |s: &Option<crate::report::seed::Summary>| {
+        s.as_ref()
+            .map(|s| fmt_ns(s.max))
+            .unwrap_or_else(|| "–".into())
+    };
+    rows.push(Row::new(vec![
+        Cell::from("max"),
+        Cell::from(max(&c.interval)),
+        Cell::from(max(&c.total)),
+    ]));
+    Table::new(
+        rows,
+        [
+            Constraint::Length(9),
+            Constraint::Length(11),
+            Constraint::Length(11),
+        ],
+    )
+    .header(
+        Row::new(vec!["transit", "last 1s", "since start"])
+            .style(Style::default().add_modifier(Modifier::BOLD)),
+    )
+    .block(
+        Block::default()
+            .borders(Borders::ALL)
+            .title(format!("{} (CPU {})", c.name, c.cpu)),
+    )
+}
+
+/// Maximum transit per interval on a log scale: 1 ns → 0, 10 s → 1000.
+fn chart(c: &ConsumerView, width: u16) -> Sparkline<'static> {
+    let n = width.saturating_sub(2) as usize;
+    let data: Vec<u64> = c
+        .max_history
+        .iter()
+        .rev()
+        .take(n)
+        .rev()
+        .map(|&v| ((v.max(1) as f64).log10() * 100.0) as u64)
+        .collect();
+    let worst = c.max_history.iter().copied().max().unwrap_or(0);
+    Sparkline::default()
+        .block(Block::default().borders(Borders::ALL).title(format!(
+            "max transit per second, log scale (worst {})",
+            fmt_ns(worst)
+        )))
+        .data(data)
+        .max(1000)
+        .style(Style::default().fg(Color::Cyan))
+}
+
+fn culprits(m: &LiveModel, rows: usize) -> Table<'static> {
+    let body: Vec<Row> = m
+        .sorted_culprits()
+        .into_iter()
+        .take(rows)
+        .map(|c| {
+            let what = if c.detail.is_empty() {
+                c.name.clone()
+            } else {
+                format!("{} {}", c.name, c.detail)
+            };
+            let style = match c.class.as_str() {
+                "self" => Style::default().fg(Color::Red),
+                "unexplained" => Style::default().fg(Color::DarkGray),
+                _ => Style::default(),
+            };
+            Row::new(vec![
+                Cell::from(c.class.clone()),
+                Cell::from(what),
+                Cell::from(c.count.to_string()),
+                Cell::from(fmt_ns(c.total_ns)),
+                Cell::from(fmt_ns(c.max_ns)),
+                Cell::from(format!("+{:.1}s", c.last_seen_ns as f64 / 1e9)),
+                Cell::from(format!("{:.0}%", c.share * 100.0)),
+            ])
+            .style(style)
+        })
+        .collect();
+    let title = if m.probes {
+        format!("culprits by {} (share of stall time)", m.sort.label())
+    } else {
+        "culprits: none without kernel probes".to_string()
+    };
+    Table::new(
+        body,
+        [
+            Constraint::Length(11),
+            Constraint::Min(24),
+            Constraint::Length(7),
+            Constraint::Length(9),
+            Constraint::Length(9),
+            Constraint::Length(9),
+            Constraint::Length(5),
+        ],
+    )
+    .header(
+        Row::new(vec![
+            "class", "culprit", "count", "total", "max", "last", "share",
+        ])
+        .style(Style::default().add_modifier(Modifier::BOLD)),
+    )
+    .block(Block::default().borders(Borders::ALL).title(title))
+}
+
+fn feed(m: &LiveModel, rows: usize) -> List<'static> {
+    let items: Vec<ListItem> = m
+        .feed
+        .iter()
+        .rev()
+        .take(rows)
+        .map(|l| ListItem::new(l.clone()))
+        .collect();
+    List::new(items).block(
+        Block::default()
+            .borders(Borders::ALL)
+            .title("latest spikes"),
+    )
+}
+
+fn footer(m: &LiveModel) -> Paragraph<'static> {
+    Paragraph::new(format!(
+        "q quit  p {}  s sort ({})  r reset interval stats  ? help",
+        if m.paused { "resume" } else { "pause" },
+        m.sort.label()
+    ))
+    .style(Style::default().add_modifier(Modifier::REVERSED))
+}
+
+fn draw_help(f: &mut Frame, area: Rect) {
+    let w = area.width.min(64);
+    let h = area.height.min(12);
+    let r = Rect::new(
+        area.x + (area.width - w) / 2,
+        area.y + (area.height - h) / 2,
+        w,
+        h,
+    );
+    let text = vec![
+        Line::from("q, Esc, Ctrl-C  end the run: report and files are written"),
+        Line::from("p               pause / resume the display (measuring goes on)"),
+        Line::from("s               sort culprits: total, count, max, last seen"),
+        Line::from("r               reset the since-start percentiles"),
+        Line::from("?               this help"),
+        Line::from(""),
+        Line::from("A stall is a gap in a spinning thread's loop; culprits are"),
+        Line::from("the kernel activity that overlapped it on the same CPU."),
+    ];
+    f.render_widget(Clear, r);
+    f.render_widget(
+        Paragraph::new(text).block(Block::default().borders(Borders::ALL).title("help")),
+        r,
+    );
+}
+
+/// Small terminals: one line per fact.
+fn draw_minimal(f: &mut Frame, m: &LiveModel, area: Rect) {
+    let mut lines = vec![Line::from(format!(
+        "{:.0}/{:.0}s {:.0}k msg/s stalls {}",
+        m.elapsed_ns as f64 / 1e9,
+        m.planned_ns as f64 / 1e9,
+        m.messages_per_s / 1e3,
+        m.stalls
+    ))];
+    if m.lost > 0 {
+        lines.push(Line::styled(
+            format!("LOST {}", m.lost),
+            Style::default().fg(Color::White).bg(Color::Red),
+        ));
+    }
+    for c in &m.consumers {
+        if let Some(s) = &c.interval {
+            lines.push(Line::from(format!(
+                "{} p99 {} max {}",
+                c.name,
+                fmt_ns(s.percentile("99").unwrap_or(0)),
+                fmt_ns(s.max)
+            )));
+        }
+    }
+    for c in m
+        .sorted_culprits()
+        .into_iter()
+        .take(area.height.saturating_sub(lines.len() as u16 + 1) as usize)
+    {
+        lines.push(Line::from(format!(
+            "{} {} {}",
+            c.class,
+            c.name,
+            fmt_ns(c.total_ns)
+        )));
+    }
+    lines.push(Line::from("q quit"));
+    f.render_widget(Paragraph::new(lines), area);
+}

@@ -1,0 +1,265 @@
+//! The live view: rendering against ratatui's TestBackend (golden buffers), and the real
+//! thing under tmux with injected noise.
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::*;
+use jitterscope::live::model::ConsumerView;
+use jitterscope::live::{view, CulpritRow, LiveModel, SortKey};
+use jitterscope::report::seed::Summary;
+use ratatui::backend::TestBackend;
+use ratatui::buffer::Buffer;
+use ratatui::style::Color;
+use ratatui::Terminal;
+
+fn summary(p50: u64, max: u64) -> Summary {
+    let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 100_000_000_000, 3).unwrap();
+    for _ in 0..1000 {
+        h.record(p50).unwrap();
+    }
+    h.record(max).unwrap();
+    Summary::brief(&h)
+}
+
+fn model() -> LiveModel {
+    LiveModel {
+        label: "live".into(),
+        producer_cpu: 1,
+        consumer_cpus: vec![3],
+        kernel: "6.18.0".into(),
+        elapsed_ns: 12_000_000_000,
+        planned_ns: 30_000_000_000,
+        messages_per_s: 99_500.0,
+        stalls: 1234,
+        lost: 0,
+        bpf_cost: Some((175.0, 0.0004)),
+        probes: true,
+        consumers: vec![ConsumerView {
+            name: "accumulator".into(),
+            cpu: 3,
+            interval: Some(summary(110, 182_400)),
+            total: Some(summary(105, 1_200_000)),
+            max_history: [2_000, 180_000, 3_000, 1_200_000, 2_500].into_iter().collect(),
+        }],
+        culprits: vec![
+            CulpritRow {
+                class: "kworker".into(),
+                name: "kworker/3:1".into(),
+                detail: "refresh_vm_stats".into(),
+                count: 40,
+                total_ns: 6_800_000,
+                max_ns: 182_400,
+                last_seen_ns: 11_500_000_000,
+                share: 0.61,
+            },
+            CulpritRow {
+                class: "timer_tick".into(),
+                name: "local timer".into(),
+                detail: String::new(),
+                count: 3000,
+                total_ns: 3_000_000,
+                max_ns: 20_000,
+                last_seen_ns: 11_990_000_000,
+                share: 0.27,
+            },
+        ],
+        feed: ["+11.500000s  accumulator message 191.0µs in transit: consumer CPU 3 stalled 182.4µs: kworker/3:1 refresh_vm_stats 171.0µs (90%)".to_string()]
+            .into_iter()
+            .collect(),
+        sort: SortKey::Total,
+        paused: false,
+        help: false,
+        note: None,
+    }
+}
+
+fn render(m: &LiveModel, w: u16, h: u16) -> Buffer {
+    let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+    t.draw(|f| view::draw(f, m)).unwrap();
+    t.backend().buffer().clone()
+}
+
+fn text(b: &Buffer) -> String {
+    let mut s = String::new();
+    for y in 0..b.area.height {
+        for x in 0..b.area.width {
+            s.push_str(b[(x, y)].symbol());
+        }
+        s.push('\n');
+    }
+    s
+}
+
+fn golden(name: &str, actual: &str) {
+    let path = format!("{}/tests/golden/{name}", env!("CARGO_MANIFEST_DIR"));
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, actual).unwrap();
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("missing golden file {path}: {e} (UPDATE_GOLDEN=1 writes it)"));
+    assert_eq!(actual, expected, "screen differs from {path}");
+}
+
+#[test]
+fn the_main_layout_matches_its_golden_screen() {
+    golden("live_main.txt", &text(&render(&model(), 120, 36)));
+}
+
+#[test]
+fn a_narrow_terminal_gets_the_minimal_layout() {
+    let b = text(&render(&model(), 50, 12));
+    golden("live_narrow.txt", &b);
+    assert!(b.contains("kworker kworker/3:1"));
+    assert!(b.contains("q quit"));
+}
+
+#[test]
+fn lost_events_show_in_red() {
+    let mut m = model();
+    m.lost = 17;
+    let b = render(&m, 120, 36);
+    let t = text(&b);
+    let line = t.lines().next().unwrap();
+    let col = line.find("lost 17").expect("lost count in the header");
+    let x = line[..col].chars().count() as u16;
+    assert_eq!(b[(x, 0)].bg, Color::Red);
+    // Zero lost is not red.
+    let b = render(&model(), 120, 36);
+    let line = text(&b).lines().next().unwrap().to_string();
+    let x = line[..line.find("lost 0").unwrap()].chars().count() as u16;
+    assert_ne!(b[(x, 0)].bg, Color::Red);
+}
+
+#[test]
+fn sorting_and_help_change_the_screen() {
+    let mut m = model();
+    m.sort = SortKey::Count;
+    let t = text(&render(&m, 120, 36));
+    let tick = t.find("local timer").unwrap();
+    let kw = t.find("kworker/3:1 refresh_vm_stats").unwrap();
+    assert!(tick < kw, "by count the tick comes first");
+    assert!(t.contains("culprits by count"));
+    m.help = true;
+    assert!(text(&render(&m, 120, 36)).contains("pause / resume the display"));
+}
+
+#[test]
+fn the_plain_line_carries_the_key_figures() {
+    let line = model().plain_line();
+    assert!(
+        line.starts_with("[  12.0s/30s] 99.5k msg/s | accumulator: transit p50 110ns"),
+        "{line}"
+    );
+    assert!(
+        line.contains("top culprit: kworker kworker/3:1 refresh_vm_stats 6.80ms"),
+        "{line}"
+    );
+}
+
+/// The real terminal: the culprits table names the injected kworker while it runs; at the end
+/// the terminal is back (no alternate screen) and the report is printed.
+#[test]
+fn under_tmux_the_live_view_names_the_injected_kworker_and_restores_the_terminal() {
+    if skip_bpf("under_tmux_the_live_view_names_the_injected_kworker_and_restores_the_terminal")
+        || nproc() < 2
+    {
+        return;
+    }
+    if Command::new("tmux").arg("-V").output().is_err() {
+        panic!("tmux is needed for this test (scripts/deps.sh installs it)");
+    }
+    let _cpus = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("tmux.sock");
+    let tmux = |args: &[&str]| {
+        Command::new("tmux")
+            .arg("-S")
+            .arg(&socket)
+            .args(args)
+            .output()
+            .expect("tmux")
+    };
+    let cmd = format!(
+        "{} --cpus 0,1 --duration 8s --warmup 300ms --output {}; echo EXITED $?; sleep 60",
+        env!("CARGO_BIN_EXE_jitterscope"),
+        dir.path().display()
+    );
+    let out = tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        "js",
+        "-x",
+        "150",
+        "-y",
+        "45",
+        &cmd,
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    struct Kill<F: Fn(&[&str]) -> std::process::Output>(F);
+    impl<F: Fn(&[&str]) -> std::process::Output> Drop for Kill<F> {
+        fn drop(&mut self) {
+            (self.0)(&["kill-server"]);
+        }
+    }
+    let _kill = Kill(tmux);
+    let tmux = |args: &[&str]| {
+        Command::new("tmux")
+            .arg("-S")
+            .arg(&socket)
+            .args(args)
+            .output()
+            .expect("tmux")
+    };
+    std::thread::sleep(Duration::from_millis(1500));
+    pin(0, 0);
+    let mut seen = String::new();
+    for _ in 0..40 {
+        for _ in 0..20 {
+            std::fs::write("/proc/sys/vm/stat_refresh", "1").unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        let pane =
+            String::from_utf8_lossy(&tmux(&["capture-pane", "-p", "-t", "js"]).stdout).to_string();
+        if pane.contains("refresh_vm_stats") && pane.contains("culprits by total") {
+            seen = pane;
+            break;
+        }
+    }
+    assert!(
+        seen.contains("kworker") && seen.contains("refresh_vm_stats"),
+        "the live culprits table never showed refresh_vm_stats"
+    );
+    // Wait for the end of the run and the report.
+    let mut end = String::new();
+    for _ in 0..100 {
+        std::thread::sleep(Duration::from_millis(200));
+        end = String::from_utf8_lossy(
+            &tmux(&["capture-pane", "-p", "-S", "-200", "-t", "js"]).stdout,
+        )
+        .to_string();
+        if end.contains("EXITED") {
+            break;
+        }
+    }
+    assert!(
+        end.contains("EXITED 0"),
+        "jitterscope did not end cleanly:\n{end}"
+    );
+    assert!(
+        end.contains("== Accumulator Message Transit Latency (ns) =="),
+        "no report:\n{end}"
+    );
+    let alt = String::from_utf8_lossy(
+        &tmux(&["display-message", "-p", "-t", "js", "#{alternate_on}"]).stdout,
+    )
+    .to_string();
+    assert_eq!(
+        alt.trim(),
+        "0",
+        "the terminal was left in the alternate screen"
+    );
+}
