@@ -196,6 +196,27 @@ static __always_inline void submit(struct js_record *r)
 
 /* tp_btf arguments are trusted BTF pointers: their fields are read with plain loads (CO-RE
  * relocated), no bpf_probe_read helper call per field. */
+/* Emits one completed interruption record of a nesting level (IRQ, softirq, vector). */
+static __always_inline void emit_episode(__u32 cpu, struct cpu_state *st, __u64 start,
+					 __u64 now, __u64 id, __u16 class, __u16 parent,
+					 const char *name)
+{
+	struct js_record *r = reserve(cpu, st, now);
+
+	if (!r)
+		return;
+	r->start_ns = start;
+	r->end_ns = now;
+	r->id = id;
+	r->class_ = class;
+	r->parent = parent;
+	if (name)
+		__builtin_memcpy(r->name, name, JS_NAME_LEN);
+	else
+		zero_name(r);
+	submit(r);
+}
+
 static __always_inline __u16 task_class_of(struct task_struct *t)
 {
 	__u32 flags = t->flags;
@@ -357,27 +378,14 @@ int BPF_PROG(js_irq_handler_exit, int irq, struct irqaction *action, int ret)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct cpu_state *st;
-	struct js_record *r;
-	__u64 now;
 
 	if (!is_target(cpu))
 		return 0;
 	st = my_state();
 	if (!st || !st->irq_start)
 		return 0;
-	now = bpf_ktime_get_ns();
-	r = reserve(cpu, st, now);
-	if (r) {
-		r->kind = JS_REC_INTERRUPTION;
-		r->cpu = cpu;
-		r->start_ns = st->irq_start;
-		r->end_ns = now;
-		r->id = st->irq_nr;
-		r->class_ = JS_CLASS_IRQ;
-		r->parent = st->irq_parent;
-		__builtin_memcpy(r->name, st->irq_name, JS_NAME_LEN);
-		submit(r);
-	}
+	emit_episode(cpu, st, st->irq_start, bpf_ktime_get_ns(), st->irq_nr, JS_CLASS_IRQ,
+		     st->irq_parent, st->irq_name);
 	st->irq_start = 0;
 	return 0;
 }
@@ -406,27 +414,14 @@ int BPF_PROG(js_softirq_exit, unsigned int vec)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct cpu_state *st;
-	struct js_record *r;
-	__u64 now;
 
 	if (!is_target(cpu))
 		return 0;
 	st = my_state();
 	if (!st || !st->softirq_start)
 		return 0;
-	now = bpf_ktime_get_ns();
-	r = reserve(cpu, st, now);
-	if (r) {
-		r->kind = JS_REC_INTERRUPTION;
-		r->cpu = cpu;
-		r->start_ns = st->softirq_start;
-		r->end_ns = now;
-		r->id = st->softirq_vec;
-		r->class_ = JS_CLASS_SOFTIRQ;
-		r->parent = st->softirq_parent;
-		zero_name(r);
-		submit(r);
-	}
+	emit_episode(cpu, st, st->softirq_start, bpf_ktime_get_ns(), st->softirq_vec,
+		     JS_CLASS_SOFTIRQ, st->softirq_parent, NULL);
 	st->softirq_start = 0;
 	return 0;
 }
@@ -453,27 +448,15 @@ static __always_inline int vector_exit(__u32 kind)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct cpu_state *st;
-	struct js_record *r;
-	__u64 now;
 
 	if (!is_target(cpu))
 		return 0;
 	st = my_state();
 	if (!st || !st->vec_start || st->vec_kind != kind)
 		return 0;
-	now = bpf_ktime_get_ns();
-	r = reserve(cpu, st, now);
-	if (r) {
-		r->kind = JS_REC_INTERRUPTION;
-		r->cpu = cpu;
-		r->start_ns = st->vec_start;
-		r->end_ns = now;
-		r->id = kind;
-		r->class_ = kind == JS_VEC_LOCAL_TIMER ? JS_CLASS_TIMER_TICK : JS_CLASS_IPI;
-		r->parent = st->vec_parent;
-		zero_name(r);
-		submit(r);
-	}
+	emit_episode(cpu, st, st->vec_start, bpf_ktime_get_ns(), kind,
+		     kind == JS_VEC_LOCAL_TIMER ? JS_CLASS_TIMER_TICK : JS_CLASS_IPI,
+		     st->vec_parent, NULL);
 	st->vec_start = 0;
 	return 0;
 }

@@ -44,6 +44,8 @@ pub enum Command {
     Run(RunArgs),
     /// Render a saved run file again (no root needed)
     Report(ReportArgs),
+    /// Compare runs side by side: percentiles with ratios to the first, culprits that came or went
+    Compare(CompareArgs),
     /// Trace what interrupts the given CPUs, without the workload (needs root)
     #[command(
         after_help = "Examples:\n  sudo jitterscope probe --cpus 1,3 --duration 10s\n  sudo jitterscope probe --cpus 1 --no-log"
@@ -150,6 +152,16 @@ pub struct FloorArgs {
     /// Print the figures as JSON
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CompareArgs {
+    /// Run files, the reference first
+    #[arg(required = true, num_args = 2..)]
+    pub run_files: Vec<PathBuf>,
+    /// Also write a chart overlaying the runs' percentile curves (SVG)
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]

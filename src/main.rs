@@ -44,6 +44,18 @@ fn run(cli: Cli) -> Result<()> {
             report(&run, &args)
         }
         Some(Command::Floor(args)) => floor(args),
+        Some(Command::Compare(args)) => {
+            let mut runs = Vec::new();
+            for p in &args.run_files {
+                runs.push((p.display().to_string(), RunFile::read(p)?));
+            }
+            print!("{}", jitterscope::report::compare::render(&runs));
+            if let Some(svg) = &args.svg {
+                std::fs::write(svg, jitterscope::report::compare::chart(&runs))
+                    .with_context(|| format!("cannot write {}", svg.display()))?;
+            }
+            Ok(())
+        }
         Some(Command::Probe(args)) => probe(args),
         Some(Command::BenchEngine { records }) => {
             let t = jitterscope::attribution::throughput::measure(records);

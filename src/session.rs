@@ -183,7 +183,7 @@ fn is_virtual_machine() -> bool {
 
 pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
     signals::install();
-    let cfg = plan.workload.clone();
+    let mut cfg = plan.workload.clone();
     let measured: Vec<Cpu> = std::iter::once(cfg.producer_cpu)
         .chain(cfg.consumer_cpus.iter().copied())
         .collect();
@@ -201,12 +201,27 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
             cfg.producer_cpu
         )?;
     }
+    if !cfg.pin && cfg.float_cpus.is_empty() {
+        // Unpinned workload threads float over the whole process set, not the collector's.
+        cfg.float_cpus = topo.allowed.clone();
+    }
     if !housekeeping.is_empty() {
         // The collector (this thread) stays off the measured (consumer) CPUs.
         affinity::set_current_thread_cpus(&housekeeping)
             .context("cannot move jitterscope's collector thread to the housekeeping CPUs")?;
     }
 
+    // Probes first: attached before the workload starts its clock, and a run that cannot
+    // load them (no root) fails before it leaves any file behind.
+    let mut probe = match plan.probes {
+        Some(ringbuf_bytes) => {
+            let mut pc = ProbeConfig::new(measured.clone());
+            pc.ringbuf_bytes = ringbuf_bytes;
+            pc.drain_cpus = housekeeping.clone();
+            Some(ProbeSession::start(pc).context("cannot start the kernel probes")?)
+        }
+        None => None,
+    };
     let start_unix = unix_ns() as u64;
     let base_mono = monotonic_ns();
     let stem = format!("{}-{}", file_stem(&plan.label), utc_stamp(start_unix));
@@ -224,16 +239,6 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
     )
     .with_context(|| format!("cannot write {}", hlog_path.display()))?;
 
-    // Probes first, so they are attached before the workload starts its clock.
-    let mut probe = match plan.probes {
-        Some(ringbuf_bytes) => {
-            let mut pc = ProbeConfig::new(measured.clone());
-            pc.ringbuf_bytes = ringbuf_bytes;
-            pc.drain_cpus = housekeeping.clone();
-            Some(ProbeSession::start(pc).context("cannot start the kernel probes")?)
-        }
-        None => None,
-    };
     let mut workload = Workload::spawn(cfg.clone())?;
     if let Some((session, _)) = &probe {
         let tids: Vec<u32> = workload.threads().iter().map(|t| t.tid).collect();

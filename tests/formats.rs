@@ -2,6 +2,10 @@
 //! `.hgrm` percentile distribution. Regenerate with `UPDATE_GOLDEN=1 cargo test --test formats`
 //! after checking the new output by eye.
 
+mod common;
+
+use common::golden;
+
 use hdrhistogram::Histogram;
 use jitterscope::report::{hgrm, seed};
 
@@ -15,16 +19,6 @@ fn fixture() -> Histogram<u64> {
         h.record(v).unwrap();
     }
     h
-}
-
-fn golden(name: &str, actual: &str) {
-    let path = format!("{}/tests/golden/{name}", env!("CARGO_MANIFEST_DIR"));
-    if std::env::var_os("UPDATE_GOLDEN").is_some() {
-        std::fs::write(&path, actual).unwrap();
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("missing golden file {path}: {e} (UPDATE_GOLDEN=1 writes it)"));
-    assert_eq!(actual, expected, "output differs from {path}");
 }
 
 #[test]
@@ -319,4 +313,34 @@ fn the_perfetto_trace_is_valid_trace_event_json() {
     assert!(events
         .iter()
         .any(|e| e["ph"] == "M" && e["args"]["name"] == "CPU 3 kernel"));
+}
+
+#[test]
+fn compare_matches_golden_and_its_chart_has_one_curve_per_run() {
+    use jitterscope::report::compare;
+    let a = run_fixture();
+    let mut b = run_fixture();
+    b.run.label = "pinned".into();
+    b.histograms[0]
+        .transit
+        .percentiles
+        .insert("99.99".into(), 9_000);
+    b.histograms[0].transit.max = 20_000;
+    // The IRQ is gone in the second run; a new task appeared.
+    b.culprits.retain(|c| c.class != "irq");
+    let mut task = b.culprits[0].clone();
+    task.class = "task".into();
+    task.name = "stress[999]".into();
+    task.detail = "SCHED_OTHER".into();
+    task.total_ns = 50_000;
+    b.culprits.push(task);
+    let runs = vec![("a.json".to_string(), a), ("b.json".to_string(), b)];
+    golden("compare.md", &compare::render(&runs));
+    let svg = compare::chart(&runs);
+    assert_eq!(svg.matches("<path").count(), 2);
+    assert!(svg.contains(">#1 golden<") && svg.contains(">#2 pinned<"));
+    // Valid XML: every opened element is closed.
+    let opened = svg.matches("<svg").count() + svg.matches("<text").count();
+    let closed = svg.matches("</svg>").count() + svg.matches("</text>").count();
+    assert_eq!(opened, closed);
 }

@@ -93,16 +93,6 @@ fn text(b: &Buffer) -> String {
     s
 }
 
-fn golden(name: &str, actual: &str) {
-    let path = format!("{}/tests/golden/{name}", env!("CARGO_MANIFEST_DIR"));
-    if std::env::var_os("UPDATE_GOLDEN").is_some() {
-        std::fs::write(&path, actual).unwrap();
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("missing golden file {path}: {e} (UPDATE_GOLDEN=1 writes it)"));
-    assert_eq!(actual, expected, "screen differs from {path}");
-}
-
 #[test]
 fn the_main_layout_matches_its_golden_screen() {
     golden("live_main.txt", &text(&render(&model(), 120, 36)));
@@ -174,20 +164,13 @@ fn under_tmux_the_live_view_names_the_injected_kworker_and_restores_the_terminal
     let _cpus = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("tmux.sock");
-    let tmux = |args: &[&str]| {
-        Command::new("tmux")
-            .arg("-S")
-            .arg(&socket)
-            .args(args)
-            .output()
-            .expect("tmux")
-    };
     let cmd = format!(
         "{} --cpus 0,1 --duration 8s --warmup 300ms --output {}; echo EXITED $?; sleep 60",
         env!("CARGO_BIN_EXE_jitterscope"),
         dir.path().display()
     );
-    let out = tmux(&[
+    let tmux = Tmux(socket);
+    let out = tmux.run(&[
         "new-session",
         "-d",
         "-s",
@@ -199,21 +182,6 @@ fn under_tmux_the_live_view_names_the_injected_kworker_and_restores_the_terminal
         &cmd,
     ]);
     assert!(out.status.success(), "{out:?}");
-    struct Kill<F: Fn(&[&str]) -> std::process::Output>(F);
-    impl<F: Fn(&[&str]) -> std::process::Output> Drop for Kill<F> {
-        fn drop(&mut self) {
-            (self.0)(&["kill-server"]);
-        }
-    }
-    let _kill = Kill(tmux);
-    let tmux = |args: &[&str]| {
-        Command::new("tmux")
-            .arg("-S")
-            .arg(&socket)
-            .args(args)
-            .output()
-            .expect("tmux")
-    };
     std::thread::sleep(Duration::from_millis(1500));
     pin(0, 0);
     let mut seen = String::new();
@@ -222,8 +190,8 @@ fn under_tmux_the_live_view_names_the_injected_kworker_and_restores_the_terminal
             std::fs::write("/proc/sys/vm/stat_refresh", "1").unwrap();
         }
         std::thread::sleep(Duration::from_millis(100));
-        let pane =
-            String::from_utf8_lossy(&tmux(&["capture-pane", "-p", "-t", "js"]).stdout).to_string();
+        let pane = String::from_utf8_lossy(&tmux.run(&["capture-pane", "-p", "-t", "js"]).stdout)
+            .to_string();
         if pane.contains("refresh_vm_stats") && pane.contains("culprits by total") {
             seen = pane;
             break;
@@ -238,7 +206,9 @@ fn under_tmux_the_live_view_names_the_injected_kworker_and_restores_the_terminal
     for _ in 0..100 {
         std::thread::sleep(Duration::from_millis(200));
         end = String::from_utf8_lossy(
-            &tmux(&["capture-pane", "-p", "-S", "-200", "-t", "js"]).stdout,
+            &tmux
+                .run(&["capture-pane", "-p", "-S", "-200", "-t", "js"])
+                .stdout,
         )
         .to_string();
         if end.contains("EXITED") {
@@ -254,7 +224,9 @@ fn under_tmux_the_live_view_names_the_injected_kworker_and_restores_the_terminal
         "no report:\n{end}"
     );
     let alt = String::from_utf8_lossy(
-        &tmux(&["display-message", "-p", "-t", "js", "#{alternate_on}"]).stdout,
+        &tmux
+            .run(&["display-message", "-p", "-t", "js", "#{alternate_on}"])
+            .stdout,
     )
     .to_string();
     assert_eq!(
@@ -262,4 +234,24 @@ fn under_tmux_the_live_view_names_the_injected_kworker_and_restores_the_terminal
         "0",
         "the terminal was left in the alternate screen"
     );
+}
+
+/// A private tmux server (its own socket), killed when the test ends, also on failure.
+struct Tmux(std::path::PathBuf);
+
+impl Tmux {
+    fn run(&self, args: &[&str]) -> std::process::Output {
+        Command::new("tmux")
+            .arg("-S")
+            .arg(&self.0)
+            .args(args)
+            .output()
+            .expect("tmux")
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.run(&["kill-server"]);
+    }
 }

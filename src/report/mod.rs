@@ -2,6 +2,7 @@
 //! the run file (JSON), `.hgrm` percentile distributions and the `.hlog` interval log.
 
 pub mod chart;
+pub mod compare;
 pub mod export;
 pub mod files;
 pub mod hgrm;

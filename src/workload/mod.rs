@@ -28,6 +28,9 @@ pub struct WorkloadConfig {
     pub consumer_cpus: Vec<Cpu>,
     /// false: the seed's BASELINE, threads float wherever the scheduler puts them.
     pub pin: bool,
+    /// Unpinned threads may run on these CPUs (the process's own set, which the collector
+    /// thread that spawns them may have narrowed for itself); empty: inherit.
+    pub float_cpus: Vec<Cpu>,
     pub interval_ns: Nanos,
     pub warmup_ns: Nanos,
     pub duration_ns: Nanos,
@@ -47,6 +50,7 @@ impl WorkloadConfig {
             producer_cpu,
             consumer_cpus,
             pin: true,
+            float_cpus: Vec::new(),
             interval_ns: 10_000,
             warmup_ns: 1_000_000_000,
             duration_ns: 10_000_000_000,
@@ -191,10 +195,15 @@ impl Workload {
             };
             let ready = ready_tx.clone();
             let pin = config.pin;
+            let float_cpus = config.float_cpus.clone();
             let thread_name = name.clone();
             let handle = std::thread::Builder::new()
                 .name(name.clone())
                 .spawn(move || {
+                    if !pin && !float_cpus.is_empty() {
+                        // Best effort: floating on fewer CPUs is still a baseline.
+                        let _ = affinity::set_current_thread_cpus(&float_cpus);
+                    }
                     if pin {
                         if let Err(source) = affinity::pin_current_thread(cpu) {
                             let _ = ready.send(Err(WorkloadError::Pin {

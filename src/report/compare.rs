@@ -1,0 +1,158 @@
+//! `jitterscope compare A.json B.json …`: runs side by side — percentiles with ratios to the
+//! first run, the culprits that appeared or disappeared, and one chart overlaying the runs'
+//! percentile curves.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use super::chart::{percentile_chart, Series};
+use super::runfile::RunFile;
+use super::seed::PERCENTILES;
+use super::units::fmt_ns;
+
+/// A culprit's identity across runs: pids differ from run to run, so `comm[pid]` compares as
+/// `comm`.
+fn identity(class: &str, name: &str, detail: &str) -> (String, String, String) {
+    let name = match name.rfind('[') {
+        Some(i) if name.ends_with(']') => &name[..i],
+        _ => name,
+    };
+    (class.to_string(), name.to_string(), detail.to_string())
+}
+
+/// Stolen time per culprit identity in one run (unexplained included).
+fn culprit_times(run: &RunFile) -> BTreeMap<(String, String, String), u64> {
+    let mut m = BTreeMap::new();
+    for c in &run.culprits {
+        *m.entry(identity(&c.class, &c.name, &c.detail)).or_default() += c.total_ns;
+    }
+    m
+}
+
+fn label(run: &RunFile, i: usize) -> String {
+    format!("#{} {}", i + 1, run.run.label)
+}
+
+/// The comparison as text (Markdown tables, readable on a terminal too).
+pub fn render(runs: &[(String, RunFile)]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "# jitterscope compare\n");
+    for (i, (path, r)) in runs.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            "- {}: {path} — CPUs {:?}, {}, {}{}",
+            label(r, i),
+            r.run.cpus,
+            if r.run.settings.pinned {
+                "pinned"
+            } else {
+                "unpinned"
+            },
+            fmt_ns(r.run.duration_ns),
+            if r.run.settings.probes {
+                ""
+            } else {
+                ", no probes"
+            }
+        );
+    }
+    let Some((_, first)) = runs.first() else {
+        return s;
+    };
+    let consumers: Vec<&str> = first
+        .histograms
+        .iter()
+        .map(|h| h.consumer.as_str())
+        .collect();
+    for consumer in consumers {
+        let _ = writeln!(s, "\n## {consumer} transit latency (ns; ratio to #1)\n");
+        s.push_str("| run |");
+        for (_, l, _) in PERCENTILES.iter() {
+            let _ = write!(s, " {l} |");
+        }
+        s.push_str(" max | count |\n|---|");
+        for _ in PERCENTILES.iter() {
+            s.push_str("---:|");
+        }
+        s.push_str("---:|---:|\n");
+        let base = first.histograms.iter().find(|h| h.consumer == consumer);
+        for (i, (_, r)) in runs.iter().enumerate() {
+            let Some(h) = r.histograms.iter().find(|h| h.consumer == consumer) else {
+                let _ = writeln!(s, "| {} | (no {consumer} in this run) |", label(r, i));
+                continue;
+            };
+            let _ = write!(s, "| {} |", label(r, i));
+            let cell = |v: u64, b: Option<u64>| match (i, b) {
+                (0, _) | (_, None) => format!(" {v} |"),
+                (_, Some(b)) => format!(" {v} ({:.2}×) |", v as f64 / b.max(1) as f64),
+            };
+            for (key, _, _) in PERCENTILES.iter() {
+                let v = h.transit.percentile(key).unwrap_or(0);
+                s.push_str(&cell(v, base.and_then(|b| b.transit.percentile(key))));
+            }
+            s.push_str(&cell(h.transit.max, base.map(|b| b.transit.max)));
+            let _ = writeln!(s, " {} |", h.transit.count);
+        }
+    }
+    let _ = writeln!(s, "\n## Culprits between runs\n");
+    let times: Vec<_> = runs.iter().map(|(_, r)| culprit_times(r)).collect();
+    let mut any = false;
+    for i in 1..runs.len() {
+        let (before, after) = (&times[i - 1], &times[i]);
+        let gone: Vec<_> = before.keys().filter(|k| !after.contains_key(*k)).collect();
+        let new: Vec<_> = after.keys().filter(|k| !before.contains_key(*k)).collect();
+        let name = |k: &(String, String, String)| {
+            if k.2.is_empty() {
+                format!("{} {}", k.0, k.1)
+            } else {
+                format!("{} {} {}", k.0, k.1, k.2)
+            }
+        };
+        for k in gone {
+            any = true;
+            let _ = writeln!(
+                s,
+                "- {} → {}: gone — {} (was {})",
+                label(&runs[i - 1].1, i - 1),
+                label(&runs[i].1, i),
+                name(k),
+                fmt_ns(before[k])
+            );
+        }
+        for k in new {
+            any = true;
+            let _ = writeln!(
+                s,
+                "- {} → {}: appeared — {} ({})",
+                label(&runs[i - 1].1, i - 1),
+                label(&runs[i].1, i),
+                name(k),
+                fmt_ns(after[k])
+            );
+        }
+    }
+    if !any {
+        s.push_str("the same culprits in every run\n");
+    }
+    s
+}
+
+/// One chart, one curve per run: the first consumer's transit latency.
+pub fn chart(runs: &[(String, RunFile)]) -> String {
+    let names: Vec<String> = runs
+        .iter()
+        .enumerate()
+        .map(|(i, (_, r))| label(r, i))
+        .collect();
+    let series: Vec<Series> = runs
+        .iter()
+        .zip(&names)
+        .filter_map(|((_, r), n)| {
+            r.histograms.first().map(|h| Series {
+                name: n,
+                points: &h.transit.curve,
+            })
+        })
+        .collect();
+    percentile_chart("transit latency by percentile", &series)
+}
