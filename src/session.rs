@@ -218,7 +218,9 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
             let mut pc = ProbeConfig::new(measured.clone());
             pc.ringbuf_bytes = ringbuf_bytes;
             pc.drain_cpus = housekeeping.clone();
-            Some(ProbeSession::start(pc).context("cannot start the kernel probes")?)
+            Some(ProbeSession::start(pc).context(
+                "cannot start the kernel probes (--no-probes measures without attribution)",
+            )?)
         }
         None => None,
     };

@@ -294,3 +294,39 @@ fn files_belong_to_the_invoking_user_under_sudo() {
         assert_eq!((m.uid(), m.gid(), m.mode() & 0o777), (65534, 65534, 0o644));
     }
 }
+
+#[test]
+fn without_privileges_the_probes_fail_clearly_and_leave_no_files() {
+    use std::process::Command as Std;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || Std::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("skipped: needs root and setpriv to drop privileges");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("runs");
+    std::fs::create_dir(&dir).unwrap();
+    std::os::unix::fs::chown(&dir, Some(65534), Some(65534)).unwrap();
+    let out = Std::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
+        .arg(env!("CARGO_BIN_EXE_jitterscope"))
+        .args(["--cpus", "0,1", "--duration", "1s", "--output"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("permission denied (EPERM)"), "{stderr}");
+    assert!(stderr.contains("CAP_BPF+CAP_PERFMON"), "{stderr}");
+    assert!(stderr.contains("--no-probes"), "{stderr}");
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        0,
+        "files left behind"
+    );
+}

@@ -125,7 +125,7 @@ impl ProbeSummary {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
-    #[error("cannot load BPF programs: permission denied ({errno}); jitterscope needs root or CAP_BPF+CAP_PERFMON — run it with sudo (or pass --no-probes to measure without attribution)")]
+    #[error("cannot load BPF programs: permission denied ({errno}); jitterscope needs root or CAP_BPF+CAP_PERFMON — run it with sudo")]
     Permission { errno: String },
     #[error("cannot load BPF programs: this kernel has no BTF (/sys/kernel/btf/vmlinux is missing); jitterscope needs a kernel built with CONFIG_DEBUG_INFO_BTF=y (5.8 or newer)")]
     NoBtf,
