@@ -53,6 +53,27 @@ pub enum Command {
     Probe(ProbeArgs),
     /// Measure the cross-core transfer floor between two CPUs (cache-line ping-pong)
     Floor(FloorArgs),
+    /// Inject known noise on a CPU (kworker, irq, task, timer, freq), logging each injection
+    #[command(
+        after_help = "Examples:\n  sudo jitterscope noise --cpu 1 --kind kworker --rate 100 --duration 10s\n  sudo jitterscope noise --cpu 1 --kind irq --rate 200 --log irq.jsonl"
+    )]
+    Noise(NoiseArgs),
+    /// Put back every system setting a killed jitterscope left changed (from the restore journal)
+    Restore,
+    #[command(name = "__noise-task", hide = true)]
+    NoiseTask {
+        #[arg(long)]
+        cpu: u32,
+        #[arg(long)]
+        rate: u32,
+    },
+    #[command(name = "__noise-timer", hide = true)]
+    NoiseTimer {
+        #[arg(long)]
+        cpu: u32,
+        #[arg(long)]
+        rate: u32,
+    },
     /// Measure the attribution engine's throughput on a synthetic stream (for scripts/bench.sh)
     #[command(hide = true)]
     BenchEngine {
@@ -152,6 +173,37 @@ pub struct FloorArgs {
     /// Print the figures as JSON
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct NoiseArgs {
+    /// The CPU to disturb
+    #[arg(long, allow_hyphen_values = true)]
+    pub cpu: String,
+    /// What to inject
+    #[arg(long, value_enum)]
+    pub kind: crate::workshop::noise::NoiseKind,
+    /// Injections per second (`100` or `100/s`)
+    #[arg(long, default_value = "100", value_parser = parse_rate)]
+    pub rate: u32,
+    /// How long
+    #[arg(long, default_value = "10s", allow_hyphen_values = true, value_parser = parse_run_duration)]
+    pub duration: Nanos,
+    /// Write every injection (kind, cpu, start_ns, end_ns) as JSON lines to this file
+    #[arg(long)]
+    pub log: Option<PathBuf>,
+}
+
+/// `100` or `100/s`: 1 to 10000 per second.
+pub fn parse_rate(text: &str) -> Result<u32, String> {
+    let t = text.trim().trim_end_matches("/s");
+    let n: u32 = t.parse().map_err(|_| {
+        format!("'{text}' is not a rate; give injections per second, e.g. 100 or 100/s")
+    })?;
+    if !(1..=10_000).contains(&n) {
+        return Err(format!("{n} per second is outside 1 to 10000"));
+    }
+    Ok(n)
 }
 
 #[derive(Debug, Clone, Args)]
@@ -434,6 +486,9 @@ mod tests {
         assert_eq!(parse_threshold("auto"), Ok(Threshold::Auto));
         assert_eq!(parse_threshold("5us"), Ok(Threshold::Fixed(5_000)));
         assert_eq!(parse_size("8M"), Ok(8 << 20));
+        assert_eq!(parse_rate("100/s"), Ok(100));
+        assert!(parse_rate("0").unwrap_err().contains("outside"));
+        assert!(parse_rate("fast").unwrap_err().contains("not a rate"));
         assert_eq!(parse_size("64KiB"), Ok(64 << 10));
         assert!(parse_size("1").unwrap_err().contains("below one page"));
         assert!(parse_size("3X").unwrap_err().contains("unknown unit"));

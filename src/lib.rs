@@ -11,3 +11,4 @@ pub mod session;
 pub mod signals;
 pub mod system;
 pub mod workload;
+pub mod workshop;

@@ -8,8 +8,8 @@ use anyhow::{Context, Result};
 use clap::{CommandFactory, Parser};
 
 use jitterscope::cli::{
-    parse_cpu_list, parse_cpus, Cli, Command, FloorArgs, ProbeArgs, ReportArgs, RunArgs, Threshold,
-    UsageError,
+    parse_cpu_list, parse_cpus, Cli, Command, FloorArgs, NoiseArgs, ProbeArgs, ReportArgs, RunArgs,
+    Threshold, UsageError,
 };
 use jitterscope::report::export;
 use jitterscope::report::files::OutputDir;
@@ -57,6 +57,27 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Some(Command::Probe(args)) => probe(args),
+        Some(Command::Noise(args)) => noise(args),
+        Some(Command::Restore) => match jitterscope::system::tuning::restore_from_journal() {
+            Ok(changes) if changes.is_empty() => {
+                println!(
+                    "nothing to restore: no restore journal at {}",
+                    jitterscope::system::tuning::journal_path().display()
+                );
+                Ok(())
+            }
+            Ok(changes) => {
+                for c in &changes {
+                    println!("restored {} to {} (was {})", c.path, c.old, c.new);
+                }
+                Ok(())
+            }
+            Err(e) => Err(anyhow::anyhow!(e)),
+        },
+        Some(Command::NoiseTask { cpu, rate }) => jitterscope::workshop::noise::run_task(cpu, rate),
+        Some(Command::NoiseTimer { cpu, rate }) => {
+            jitterscope::workshop::noise::run_timer(cpu, rate)
+        }
         Some(Command::BenchEngine { records }) => {
             let t = jitterscope::attribution::throughput::measure(records);
             let rss_kib = std::fs::read_to_string("/proc/self/status")
@@ -276,5 +297,48 @@ fn probe(args: ProbeArgs) -> Result<()> {
             census::summary(&all, duration, &cpus, &attach, &summary)
         )?;
     }
+    Ok(())
+}
+
+fn noise(args: NoiseArgs) -> Result<()> {
+    use jitterscope::workshop::noise::{inject, NoiseError};
+    jitterscope::signals::install();
+    let cpu = parse_cpu_list(&args.cpu, &Topology::read(), 1)?;
+    if cpu.len() != 1 {
+        return Err(UsageError(format!("--cpu {}: give one CPU, e.g. --cpu 1", args.cpu)).into());
+    }
+    // A journal left by a killed run is undone first, so its old values are not lost.
+    if let Ok(restored) = jitterscope::system::tuning::restore_from_journal() {
+        for c in restored {
+            eprintln!(
+                "note: restored {} to {} (left changed by a killed run)",
+                c.path, c.old
+            );
+        }
+    }
+    println!(
+        "injecting {:?} noise on CPU {} at {}/s for {} (Ctrl-C ends early)",
+        args.kind,
+        cpu[0],
+        args.rate,
+        jitterscope::report::units::fmt_ns(args.duration)
+    );
+    let stop = || jitterscope::signals::received().is_some();
+    let log = match inject(args.kind, cpu[0], args.rate, args.duration, &stop) {
+        Ok(log) => log,
+        Err(NoiseError::Unavailable(why)) => {
+            println!("skipped: {why}");
+            return Ok(());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if let Some(path) = &args.log {
+        let lines: String = log
+            .iter()
+            .map(|i| serde_json::to_string(i).unwrap_or_default() + "\n")
+            .collect();
+        std::fs::write(path, lines).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    println!("{} injections", log.len());
     Ok(())
 }

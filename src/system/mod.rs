@@ -1,6 +1,7 @@
 //! What the machine is and how it is set: CPUs, their state, the kernel.
 
 pub mod cpus;
+pub mod tuning;
 
 /// `uname -r`.
 pub fn kernel_release() -> String {

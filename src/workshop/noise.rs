@@ -1,0 +1,223 @@
+//! Known noise on a chosen CPU: per-CPU kworkers (`stat_refresh`), a device IRQ steered there
+//! (virtio-rng, raised by reading `/dev/hwrng`), a competing pinned task named
+//! `js-noise-task`, an hrtimer storm, and frequency changes where cpufreq exists. Every
+//! injection is logged with its CLOCK_MONOTONIC window so results can be graded; every
+//! setting changed on the way (IRQ affinity, frequency limits) goes through the restore
+//! journal.
+
+use std::io::Read;
+use std::process::{Child, Command};
+
+use serde::Serialize;
+
+use crate::model::{Cpu, Nanos};
+use crate::system::tuning::Tuner;
+use crate::workload::affinity;
+use crate::workload::clock::monotonic_ns;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum NoiseKind {
+    /// `echo 1 > /proc/sys/vm/stat_refresh`: refresh_vm_stats on every CPU's kworker
+    Kworker,
+    /// the virtio-rng IRQ steered to the CPU, raised by reading /dev/hwrng
+    Irq,
+    /// a competing busy task `js-noise-task` pinned to the CPU (1 ms bursts)
+    Task,
+    /// an hrtimer storm: a task pinned to the CPU sleeping 1/rate at a time
+    Timer,
+    /// frequency changes through cpufreq's scaling_max_freq
+    Freq,
+}
+
+/// One injection: what, where, when.
+#[derive(Debug, Clone, Serialize)]
+pub struct Injection {
+    pub kind: NoiseKind,
+    pub cpu: Cpu,
+    pub start_ns: Nanos,
+    pub end_ns: Nanos,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum NoiseError {
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("cannot inject {kind:?} noise: {cause}")]
+    Failed { kind: NoiseKind, cause: String },
+}
+
+/// A steerable device IRQ whose raising we control: the virtio-rng queue's IRQ.
+pub fn steerable_irq() -> Option<(u32, String)> {
+    let dev = std::fs::read_dir("/sys/bus/virtio/drivers/virtio_rng")
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .find(|n| n.starts_with("virtio"))?;
+    let text = std::fs::read_to_string("/proc/interrupts").ok()?;
+    text.lines().find_map(|l| {
+        let name = l.split_whitespace().last()?;
+        if name.starts_with(&format!("{dev}-")) && !name.ends_with("-config") {
+            let irq = l.trim_start().split(':').next()?.parse().ok()?;
+            Some((irq, name.to_string()))
+        } else {
+            None
+        }
+    })
+}
+
+/// A helper process of ours (`jitterscope __noise-task|__noise-timer`), ended by its pid.
+struct Helper(Child);
+
+impl Helper {
+    fn spawn(sub: &str, cpu: Cpu, rate: u32) -> std::io::Result<Helper> {
+        let exe = std::env::current_exe()?;
+        Command::new(exe)
+            .args([sub, "--cpu", &cpu.to_string(), "--rate", &rate.to_string()])
+            .spawn()
+            .map(Helper)
+    }
+}
+
+impl Drop for Helper {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Injects `kind` on `cpu` at `rate` per second for `duration_ns`, until `stop()` says so.
+pub fn inject(
+    kind: NoiseKind,
+    cpu: Cpu,
+    rate: u32,
+    duration_ns: Nanos,
+    stop: &dyn Fn() -> bool,
+) -> Result<Vec<Injection>, NoiseError> {
+    let fail = |cause: String| NoiseError::Failed { kind, cause };
+    let period = 1_000_000_000 / u64::from(rate.max(1));
+    let end = monotonic_ns() + duration_ns;
+    let mut log = Vec::new();
+    let mut tuner = Tuner::new();
+    let mut helper = None;
+    let mut rng = None;
+    let mut freqs = None;
+    match kind {
+        NoiseKind::Kworker => {}
+        NoiseKind::Irq => {
+            let (irq, name) = steerable_irq().ok_or_else(|| {
+                NoiseError::Unavailable(
+                    "no steerable IRQ to inject: this machine has no virtio-rng device (its IRQ is the one reading /dev/hwrng raises)".into(),
+                )
+            })?;
+            tuner
+                .set(
+                    &format!("/proc/irq/{irq}/smp_affinity_list"),
+                    &cpu.to_string(),
+                )
+                .map_err(|e| fail(format!("steering IRQ {irq} {name}: {e}")))?;
+            rng = Some(
+                std::fs::File::open("/dev/hwrng")
+                    .map_err(|e| fail(format!("opening /dev/hwrng: {e}")))?,
+            );
+        }
+        NoiseKind::Task => {
+            helper =
+                Some(Helper::spawn("__noise-task", cpu, rate).map_err(|e| fail(e.to_string()))?);
+        }
+        NoiseKind::Timer => {
+            helper =
+                Some(Helper::spawn("__noise-timer", cpu, rate).map_err(|e| fail(e.to_string()))?);
+        }
+        NoiseKind::Freq => {
+            let dir = format!("/sys/devices/system/cpu/cpu{cpu}/cpufreq");
+            let read = |f: &str| {
+                std::fs::read_to_string(format!("{dir}/{f}")).map(|s| s.trim().to_string())
+            };
+            match (read("cpuinfo_min_freq"), read("cpuinfo_max_freq")) {
+                (Ok(min), Ok(max)) => freqs = Some((format!("{dir}/scaling_max_freq"), min, max)),
+                _ => {
+                    return Err(NoiseError::Unavailable(format!(
+                        "no cpufreq driver for CPU {cpu} ({dir} is missing): frequency noise cannot be injected here; the cpu_frequency probe is checked through BPF_PROG_TEST_RUN instead"
+                    )))
+                }
+            }
+        }
+    }
+    let mut low = true;
+    let mut next = monotonic_ns();
+    while monotonic_ns() < end && !stop() {
+        let now = monotonic_ns();
+        if now < next {
+            std::thread::sleep(std::time::Duration::from_nanos(
+                (next - now).min(50_000_000),
+            ));
+            continue;
+        }
+        next += period;
+        let start = monotonic_ns();
+        match kind {
+            NoiseKind::Kworker => std::fs::write("/proc/sys/vm/stat_refresh", "1")
+                .map_err(|e| fail(format!("writing /proc/sys/vm/stat_refresh: {e}")))?,
+            NoiseKind::Irq => {
+                let mut buf = [0u8; 32];
+                if let Some(f) = rng.as_mut() {
+                    let _ = f.read(&mut buf);
+                }
+            }
+            NoiseKind::Freq => {
+                if let Some((path, min, max)) = &freqs {
+                    tuner
+                        .set(path, if low { min } else { max })
+                        .map_err(|e| fail(e.to_string()))?;
+                    low = !low;
+                }
+            }
+            // The helper process does the work; the log records its life.
+            NoiseKind::Task | NoiseKind::Timer => {}
+        }
+        log.push(Injection {
+            kind,
+            cpu,
+            start_ns: start,
+            end_ns: monotonic_ns(),
+        });
+    }
+    drop(helper);
+    // Dropping the tuner restores IRQ affinity and frequency limits.
+    drop(tuner);
+    Ok(log)
+}
+
+/// `__noise-task`: pinned to `cpu`, named `js-noise-task`, busy for 1 ms `rate` times a second.
+pub fn run_task(cpu: Cpu, rate: u32) -> ! {
+    let _ = affinity::pin_current_thread(cpu);
+    set_name("js-noise-task");
+    let period = 1_000_000_000 / u64::from(rate.clamp(1, 900));
+    loop {
+        let t0 = monotonic_ns();
+        while monotonic_ns() - t0 < 1_000_000 {
+            std::hint::spin_loop();
+        }
+        let spent = monotonic_ns() - t0;
+        if period > spent {
+            std::thread::sleep(std::time::Duration::from_nanos(period - spent));
+        }
+    }
+}
+
+/// `__noise-timer`: pinned to `cpu`, named `js-noise-timer`, sleeping 1/rate at a time: every
+/// sleep arms an hrtimer that fires on that CPU.
+pub fn run_timer(cpu: Cpu, rate: u32) -> ! {
+    let _ = affinity::pin_current_thread(cpu);
+    set_name("js-noise-timer");
+    let period = std::time::Duration::from_nanos(1_000_000_000 / u64::from(rate.max(1)));
+    loop {
+        std::thread::sleep(period);
+    }
+}
+
+fn set_name(name: &str) {
+    let c = std::ffi::CString::new(name).unwrap_or_default();
+    // SAFETY: PR_SET_NAME copies at most 16 bytes from a valid NUL-terminated string.
+    unsafe { libc::prctl(libc::PR_SET_NAME, c.as_ptr() as libc::c_ulong, 0, 0, 0) };
+}
