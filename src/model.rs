@@ -56,6 +56,14 @@ impl Stall {
     }
 }
 
+/// `sleep[4121]` → `sleep`: a task's name without its pid (pids differ from run to run).
+pub fn without_pid(name: &str) -> &str {
+    match name.rfind('[') {
+        Some(i) if name.ends_with(']') => &name[..i],
+        _ => name,
+    }
+}
+
 /// Culprit classes; the strings are stable (they appear in the JSON run file).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -179,7 +179,7 @@ fn a_steered_irq_is_found_by_its_name() {
     if skip_bpf("a_steered_irq_is_found_by_its_name") || nproc() < 2 {
         return;
     }
-    let Some((irq, name)) = rng_irq() else {
+    let Some((irq, name)) = jitterscope::workshop::noise::steerable_irq() else {
         eprintln!("skipped: no steerable virtio-rng IRQ here (a_steered_irq_is_found_by_its_name)");
         return;
     };

@@ -153,7 +153,7 @@ fn a_steered_device_irq_is_recorded_with_its_number_and_name() {
     if skip_bpf("a_steered_device_irq_is_recorded_with_its_number_and_name") {
         return;
     }
-    let Some((irq, name)) = rng_irq() else {
+    let Some((irq, name)) = jitterscope::workshop::noise::steerable_irq() else {
         eprintln!("skipped: no virtio-rng IRQ on this machine to steer (a_steered_device_irq…)");
         return;
     };

@@ -47,10 +47,7 @@ pub const MAX_CULPRITS: usize = 4096;
 
 /// `sleep[4121]` → `sleep[*]`.
 fn fold_pid(name: &str) -> String {
-    match name.rfind('[') {
-        Some(i) if name.ends_with(']') => format!("{}[*]", &name[..i]),
-        _ => name.to_string(),
-    }
+    format!("{}[*]", crate::model::without_pid(name))
 }
 
 impl Ranking {

@@ -13,11 +13,11 @@ use super::units::fmt_ns;
 /// A culprit's identity across runs: pids differ from run to run, so `comm[pid]` compares as
 /// `comm`.
 fn identity(class: &str, name: &str, detail: &str) -> (String, String, String) {
-    let name = match name.rfind('[') {
-        Some(i) if name.ends_with(']') => &name[..i],
-        _ => name,
-    };
-    (class.to_string(), name.to_string(), detail.to_string())
+    (
+        class.to_string(),
+        crate::model::without_pid(name).to_string(),
+        detail.to_string(),
+    )
 }
 
 /// Stolen time per culprit identity in one run (unexplained included).

@@ -163,24 +163,6 @@ pub fn interrupts(row: &str, cpu: usize) -> u64 {
         .unwrap_or(0)
 }
 
-/// The virtio-rng IRQ line: `N: … virtioK-input` where virtioK is bound to virtio_rng.
-pub fn rng_irq() -> Option<(u32, String)> {
-    let dev = std::fs::read_dir("/sys/bus/virtio/drivers/virtio_rng")
-        .ok()?
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .find(|n| n.starts_with("virtio"))?;
-    let text = std::fs::read_to_string("/proc/interrupts").ok()?;
-    text.lines().find_map(|l| {
-        let name = l.split_whitespace().last()?;
-        if name.starts_with(&format!("{dev}-")) && !name.ends_with("-config") {
-            let irq = l.trim_start().split(':').next()?.parse().ok()?;
-            Some((irq, name.to_string()))
-        } else {
-            None
-        }
-    })
-}
-
 /// Compares `actual` with `tests/golden/<name>`; `UPDATE_GOLDEN=1` rewrites the file (check
 /// the new output by eye first).
 pub fn golden(name: &str, actual: &str) {
