@@ -58,6 +58,12 @@ pub enum Command {
         after_help = "Examples:\n  sudo jitterscope noise --cpu 1 --kind kworker --rate 100 --duration 10s\n  sudo jitterscope noise --cpu 1 --kind irq --rate 200 --log irq.jsonl"
     )]
     Noise(NoiseArgs),
+    /// Apply tuning steps for the measured CPUs and hold them (restored at the end, on Ctrl-C,
+    /// or by `restore` after a kill)
+    #[command(
+        after_help = "Examples:\n  sudo jitterscope tune --cpus 1,3 --irqs --kworkers --hold 10m\n  sudo jitterscope tune --cpus 3 --shield --stat-interval 10"
+    )]
+    Tune(TuneArgs),
     /// Put back every system setting a killed jitterscope left changed (from the restore journal)
     Restore,
     #[command(name = "__noise-task", hide = true)]
@@ -173,6 +179,31 @@ pub struct FloorArgs {
     /// Print the figures as JSON
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct TuneArgs {
+    /// The CPUs to clear (the measured ones)
+    #[arg(long, allow_hyphen_values = true)]
+    pub cpus: String,
+    /// Move every IRQ that allows it to the other CPUs
+    #[arg(long)]
+    pub irqs: bool,
+    /// Keep unbound workqueue work off these CPUs (the workqueue cpumask)
+    #[arg(long)]
+    pub kworkers: bool,
+    /// Set vm.stat_interval (seconds between vmstat_update runs)
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=3600))]
+    pub stat_interval: Option<u32>,
+    /// Move every movable task into a cpuset of the other CPUs (cset shield)
+    #[arg(long)]
+    pub shield: bool,
+    /// Set this cpufreq governor on these CPUs (e.g. performance)
+    #[arg(long)]
+    pub governor: Option<String>,
+    /// How long to hold the settings before restoring them
+    #[arg(long, default_value = "10m", allow_hyphen_values = true, value_parser = parse_run_duration)]
+    pub hold: Nanos,
 }
 
 #[derive(Debug, Clone, Args)]

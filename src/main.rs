@@ -9,7 +9,7 @@ use clap::{CommandFactory, Parser};
 
 use jitterscope::cli::{
     parse_cpu_list, parse_cpus, Cli, Command, FloorArgs, NoiseArgs, ProbeArgs, ReportArgs, RunArgs,
-    Threshold, UsageError,
+    Threshold, TuneArgs, UsageError,
 };
 use jitterscope::report::export;
 use jitterscope::report::files::OutputDir;
@@ -58,6 +58,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Some(Command::Probe(args)) => probe(args),
         Some(Command::Noise(args)) => noise(args),
+        Some(Command::Tune(args)) => tune(args),
         Some(Command::Restore) => match jitterscope::system::tuning::restore_from_journal() {
             Ok(changes) if changes.is_empty() => {
                 println!(
@@ -68,7 +69,7 @@ fn run(cli: Cli) -> Result<()> {
             }
             Ok(changes) => {
                 for c in &changes {
-                    println!("restored {} to {} (was {})", c.path, c.old, c.new);
+                    println!("{}", c.describe());
                 }
                 Ok(())
             }
@@ -310,10 +311,7 @@ fn noise(args: NoiseArgs) -> Result<()> {
     // A journal left by a killed run is undone first, so its old values are not lost.
     if let Ok(restored) = jitterscope::system::tuning::restore_from_journal() {
         for c in restored {
-            eprintln!(
-                "note: restored {} to {} (left changed by a killed run)",
-                c.path, c.old
-            );
+            eprintln!("note: {} (left changed by a killed run)", c.describe());
         }
     }
     println!(
@@ -340,5 +338,86 @@ fn noise(args: NoiseArgs) -> Result<()> {
         std::fs::write(path, lines).with_context(|| format!("cannot write {}", path.display()))?;
     }
     println!("{} injections", log.len());
+    Ok(())
+}
+
+fn tune(args: TuneArgs) -> Result<()> {
+    use jitterscope::system::{actions, tuning};
+    jitterscope::signals::install();
+    let topo = Topology::read();
+    let cpus = parse_cpu_list(&args.cpus, &topo, 1)?;
+    let others = topo.housekeeping(&cpus);
+    if others.is_empty() {
+        return Err(UsageError(format!(
+            "--cpus {}: every CPU would be cleared; leave at least one for the rest of the system (online: {})",
+            args.cpus,
+            jitterscope::system::cpus::format_list(&topo.online)
+        ))
+        .into());
+    }
+    if !(args.irqs
+        || args.kworkers
+        || args.shield
+        || args.stat_interval.is_some()
+        || args.governor.is_some())
+    {
+        return Err(UsageError(
+            "nothing to tune: give --irqs, --kworkers, --shield, --stat-interval or --governor"
+                .into(),
+        )
+        .into());
+    }
+    if let Ok(restored) = tuning::restore_from_journal() {
+        for c in restored {
+            eprintln!("note: {} (left changed by a killed run)", c.describe());
+        }
+    }
+    let mut t = tuning::Tuner::new();
+    let report = |o: actions::Outcome| {
+        for d in o.done {
+            println!("  {d}");
+        }
+        for r in o.refused {
+            println!("  not done: {r}");
+        }
+    };
+    if args.irqs {
+        println!("IRQs:");
+        report(actions::move_irqs(&mut t, &others));
+    }
+    if args.kworkers {
+        println!("{}", actions::workqueue_cpumask(&mut t, &others)?);
+    }
+    if let Some(secs) = args.stat_interval {
+        println!("{}", actions::stat_interval(&mut t, secs)?);
+    }
+    if let Some(g) = &args.governor {
+        println!("governor:");
+        report(actions::governor(&mut t, &cpus, g));
+    }
+    if args.shield {
+        println!("shield:");
+        report(
+            actions::shield(&mut t, &others)
+                .map_err(|e| anyhow::anyhow!("cannot shield CPU {}: {e}", args.cpus))?,
+        );
+    }
+    println!(
+        "holding {} changes for {} (Ctrl-C restores now; after a kill: jitterscope restore)",
+        t.changes().len(),
+        jitterscope::report::units::fmt_ns(args.hold)
+    );
+    let end = jitterscope::workload::clock::monotonic_ns() + args.hold;
+    while jitterscope::workload::clock::monotonic_ns() < end
+        && jitterscope::signals::received().is_none()
+    {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let n = t.changes().len();
+    let failed = t.restore();
+    for f in &failed {
+        eprintln!("WARNING: {f}");
+    }
+    println!("restored {} changes", n - failed.len().min(n));
     Ok(())
 }

@@ -131,7 +131,7 @@ fn the_tuner_journals_before_changing_and_restores_on_drop() {
             serde_json::from_str(&std::fs::read_to_string(&journal).unwrap()).unwrap();
         assert_eq!(
             journalled,
-            [Change {
+            [Change::Write {
                 path: SETTING.into(),
                 old: before.clone(),
                 new: new.into()

@@ -1,7 +1,7 @@
 //! What to do about each culprit, with the command for this machine's values.
 
 use crate::model::{Cpu, CulpritClass, Nanos};
-use crate::system::cpus::format_list;
+use crate::system::cpus::{cpumask_hex, format_list};
 
 /// The machine facts advice depends on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,21 +22,6 @@ impl Machine {
             .copied()
             .filter(|c| !self.measured.contains(c))
             .collect()
-    }
-
-    fn cpumask_hex(cpus: &[Cpu]) -> String {
-        let mut words = vec![0u32; cpus.iter().map(|&c| c as usize / 32 + 1).max().unwrap_or(1)];
-        for &c in cpus {
-            words[c as usize / 32] |= 1 << (c % 32);
-        }
-        words
-            .iter()
-            .rev()
-            .map(|w| format!("{w:08x}"))
-            .collect::<Vec<_>>()
-            .join(",")
-            .trim_start_matches('0')
-            .to_string()
     }
 }
 
@@ -92,7 +77,7 @@ pub fn advice(
             } else {
                 format!(
                     "keep unbound work off the measured CPUs: echo {} > /sys/devices/virtual/workqueue/cpumask",
-                    Machine::cpumask_hex(&hk)
+                    cpumask_hex(&hk)
                 )
             };
             let per_cpu = if bound {
@@ -144,16 +129,5 @@ pub fn advice(
                 "no kernel event: SMIs or hardware (check with turbostat's SMI column or perf stat -e msr/smi/); disable BIOS power management features".to_string()
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn masks_are_hex_like_the_kernel_prints_them() {
-        assert_eq!(Machine::cpumask_hex(&[0, 2]), "5");
-        assert_eq!(Machine::cpumask_hex(&[0, 33]), "2,00000001");
     }
 }

@@ -45,6 +45,23 @@ pub fn format_list(cpus: &[Cpu]) -> String {
     parts.join(",")
 }
 
+/// `0,2` → `5`: the kernel's hex cpumask.
+pub fn cpumask_hex(cpus: &[Cpu]) -> String {
+    let words = cpus.iter().map(|&c| c as usize / 32 + 1).max().unwrap_or(1);
+    let mut w = vec![0u32; words];
+    for &c in cpus {
+        w[c as usize / 32] |= 1 << (c % 32);
+    }
+    let s: Vec<String> = w.iter().rev().map(|x| format!("{x:08x}")).collect();
+    let joined = s.join(",");
+    let t = joined.trim_start_matches(['0', ',']);
+    if t.is_empty() {
+        "0".into()
+    } else {
+        t.into()
+    }
+}
+
 fn read_list(path: &str) -> Option<Vec<Cpu>> {
     parse_kernel_list(&std::fs::read_to_string(path).ok()?)
 }
@@ -94,5 +111,8 @@ mod tests {
         assert_eq!(parse_kernel_list("3-1"), None);
         assert_eq!(format_list(&[5, 0, 1, 2]), "0-2,5");
         assert_eq!(format_list(&[1, 3]), "1,3");
+        assert_eq!(cpumask_hex(&[0]), "1");
+        assert_eq!(cpumask_hex(&[0, 2]), "5");
+        assert_eq!(cpumask_hex(&[0, 33]), "2,00000001");
     }
 }

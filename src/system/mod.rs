@@ -1,5 +1,6 @@
 //! What the machine is and how it is set: CPUs, their state, the kernel.
 
+pub mod actions;
 pub mod cpus;
 pub mod tuning;
 

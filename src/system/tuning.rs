@@ -20,13 +20,33 @@ pub fn journal_path() -> PathBuf {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Change {
-    /// A sysfs/procfs file.
-    pub path: String,
-    /// What it held before (trimmed).
-    pub old: String,
-    /// What jitterscope wrote.
-    pub new: String,
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Change {
+    /// A sysfs/procfs file and what it held before (trimmed).
+    Write {
+        path: String,
+        old: String,
+        new: String,
+    },
+    /// A cgroup jitterscope created: on restore, the tasks in it (`tasks_file`) go back to
+    /// `back_to` and the directory is removed — right also after a SIGKILL, since the
+    /// membership is read at restore time.
+    Cgroup {
+        path: String,
+        tasks_file: String,
+        back_to: String,
+    },
+}
+
+impl Change {
+    pub fn describe(&self) -> String {
+        match self {
+            Change::Write { path, old, .. } => format!("restored {path} to {old}"),
+            Change::Cgroup { path, back_to, .. } => {
+                format!("moved the tasks of {path} back to {back_to} and removed it")
+            }
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +63,11 @@ pub enum TuningError {
         source: std::io::Error,
         hint: String,
     },
+    #[error("cannot create cgroup {path}: {source}")]
+    Cgroup {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("cannot write the restore journal {path}: {source}; nothing was changed")]
     Journal {
         path: String,
@@ -51,13 +76,17 @@ pub enum TuningError {
 }
 
 fn hint_for(path: &str, e: &std::io::Error) -> String {
-    match (e.raw_os_error(), path) {
-        (Some(libc::EIO), p) if p.starts_with("/proc/irq/") => {
-            "; this IRQ's affinity is managed by the kernel (isolcpus=managed_irq at boot moves it)"
-                .into()
-        }
-        (Some(libc::EACCES) | Some(libc::EPERM), _) => "; run jitterscope as root".into(),
-        _ => String::new(),
+    let refused = matches!(
+        e.raw_os_error(),
+        Some(libc::EIO | libc::EPERM | libc::EACCES)
+    );
+    if refused && path.starts_with("/proc/irq/") {
+        // Root gets EPERM/EIO for kernel-managed (multiqueue) IRQs too.
+        "; the kernel manages this IRQ's affinity (or this is not root): managed IRQs move only with isolcpus=managed_irq,<cpus> at boot".into()
+    } else if refused {
+        "; run jitterscope as root".into()
+    } else {
+        String::new()
     }
 }
 
@@ -110,6 +139,13 @@ impl Tuner {
         }
     }
 
+    fn journal(&self, pending: &[Change]) -> Result<(), TuningError> {
+        write_journal(&self.journal, pending).map_err(|source| TuningError::Journal {
+            path: self.journal.display().to_string(),
+            source,
+        })
+    }
+
     /// Writes `value` to `path`, journalling the old value first. Writing the value a setting
     /// already has is not journalled.
     pub fn set(&mut self, path: &str, value: &str) -> Result<(), TuningError> {
@@ -117,17 +153,14 @@ impl Tuner {
         if old == value.trim() {
             return Ok(());
         }
-        let change = Change {
+        let change = Change::Write {
             path: path.into(),
             old,
             new: value.trim().into(),
         };
         let mut pending = self.changes.clone();
         pending.push(change.clone());
-        write_journal(&self.journal, &pending).map_err(|source| TuningError::Journal {
-            path: self.journal.display().to_string(),
-            source,
-        })?;
+        self.journal(&pending)?;
         if let Err(source) = std::fs::write(path, value) {
             // Not made: take it out of the journal again.
             let _ = write_journal(&self.journal, &self.changes);
@@ -137,6 +170,32 @@ impl Tuner {
                 value: value.into(),
                 source,
                 hint,
+            });
+        }
+        self.changes.push(change);
+        Ok(())
+    }
+
+    /// Creates a cgroup directory whose tasks go back to `back_to` on restore.
+    pub fn create_cgroup(
+        &mut self,
+        path: &str,
+        tasks_file: &str,
+        back_to: &str,
+    ) -> Result<(), TuningError> {
+        let change = Change::Cgroup {
+            path: path.into(),
+            tasks_file: tasks_file.into(),
+            back_to: back_to.into(),
+        };
+        let mut pending = self.changes.clone();
+        pending.push(change.clone());
+        self.journal(&pending)?;
+        if let Err(source) = std::fs::create_dir(path) {
+            let _ = write_journal(&self.journal, &self.changes);
+            return Err(TuningError::Cgroup {
+                path: path.into(),
+                source,
             });
         }
         self.changes.push(change);
@@ -173,11 +232,33 @@ impl Drop for Tuner {
 fn restore_changes(changes: &[Change]) -> Vec<String> {
     let mut failed = Vec::new();
     for c in changes.iter().rev() {
-        if let Err(e) = std::fs::write(&c.path, &c.old) {
-            failed.push(format!(
-                "could not restore {} to {:?}: {e}; set it by hand: echo {} > {}",
-                c.path, c.old, c.old, c.path
-            ));
+        match c {
+            Change::Write { path, old, .. } => {
+                if let Err(e) = std::fs::write(path, old) {
+                    failed.push(format!(
+                        "could not restore {path} to {old:?}: {e}; set it by hand: echo {old} > {path}"
+                    ));
+                }
+            }
+            Change::Cgroup {
+                path,
+                tasks_file,
+                back_to,
+            } => {
+                let members =
+                    std::fs::read_to_string(format!("{path}/{tasks_file}")).unwrap_or_default();
+                for pid in members.lines().filter(|l| !l.trim().is_empty()) {
+                    // A task that exited meanwhile is fine (ESRCH).
+                    let _ = std::fs::write(back_to, pid.trim());
+                }
+                match std::fs::remove_dir(path) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => failed.push(format!(
+                        "could not remove cgroup {path}: {e}; move its tasks to {back_to} and rmdir it by hand"
+                    )),
+                }
+            }
         }
     }
     failed

@@ -1,0 +1,158 @@
+//! The classic tuning steps, each through the `Tuner` (journalled, restored): IRQ affinity
+//! away from the measured CPUs, the workqueue cpumask, `vm.stat_interval`, the CPU governor,
+//! and cpuset shielding (the `cset shield` technique: every movable task into a cpuset of
+//! housekeeping CPUs; cgroup v2 where it has the cpuset controller, v1 where only that is
+//! mounted).
+
+use crate::model::Cpu;
+use crate::system::cpus::{cpumask_hex, format_list};
+use crate::system::tuning::{Tuner, TuningError};
+
+/// What a step did, for the report: done, and what the kernel refused (with why).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub done: Vec<String>,
+    pub refused: Vec<String>,
+}
+
+/// Every IRQ that accepts it goes to `to`; kernel-managed ones refuse (EIO) and are listed.
+pub fn move_irqs(t: &mut Tuner, to: &[Cpu]) -> Outcome {
+    let mut out = Outcome::default();
+    let list = format_list(to);
+    let mut irqs: Vec<u32> = std::fs::read_dir("/proc/irq")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect();
+    irqs.sort_unstable();
+    for irq in irqs {
+        let path = format!("/proc/irq/{irq}/smp_affinity_list");
+        if !std::path::Path::new(&path).exists() {
+            continue;
+        }
+        match t.set(&path, &list) {
+            Ok(()) => out.done.push(format!("IRQ {irq} → CPU {list}")),
+            Err(e) => out.refused.push(format!("IRQ {irq}: {e}")),
+        }
+    }
+    out
+}
+
+pub const WORKQUEUE_CPUMASK: &str = "/sys/devices/virtual/workqueue/cpumask";
+
+/// Unbound workqueue work runs only on `cpus` (bound per-CPU work stays where it was queued).
+pub fn workqueue_cpumask(t: &mut Tuner, cpus: &[Cpu]) -> Result<String, TuningError> {
+    let mask = cpumask_hex(cpus);
+    t.set(WORKQUEUE_CPUMASK, &mask)?;
+    Ok(format!(
+        "unbound workqueues → CPU {} (mask {mask})",
+        format_list(cpus)
+    ))
+}
+
+pub const STAT_INTERVAL: &str = "/proc/sys/vm/stat_interval";
+
+/// vmstat_update every `secs` seconds instead of every second.
+pub fn stat_interval(t: &mut Tuner, secs: u32) -> Result<String, TuningError> {
+    t.set(STAT_INTERVAL, &secs.to_string())?;
+    Ok(format!("vm.stat_interval = {secs}"))
+}
+
+/// The `performance` governor on `cpus`, where cpufreq exists.
+pub fn governor(t: &mut Tuner, cpus: &[Cpu], name: &str) -> Outcome {
+    let mut out = Outcome::default();
+    for &c in cpus {
+        let path = format!("/sys/devices/system/cpu/cpu{c}/cpufreq/scaling_governor");
+        if !std::path::Path::new(&path).exists() {
+            out.refused.push(format!(
+                "CPU {c}: no cpufreq driver ({path} is missing): the frequency is the hypervisor's or firmware's to set"
+            ));
+            continue;
+        }
+        match t.set(&path, name) {
+            Ok(()) => out.done.push(format!("CPU {c} governor {name}")),
+            Err(e) => out.refused.push(e.to_string()),
+        }
+    }
+    out
+}
+
+/// Where cpusets live here: (root dir, tasks file, cgroup v2?).
+pub fn cpuset_root() -> Option<(String, &'static str, bool)> {
+    let v2 = "/sys/fs/cgroup";
+    if std::fs::read_to_string(format!("{v2}/cgroup.controllers"))
+        .is_ok_and(|c| c.split_whitespace().any(|x| x == "cpuset"))
+    {
+        return Some((v2.into(), "cgroup.procs", true));
+    }
+    let mounts = std::fs::read_to_string("/proc/mounts").ok()?;
+    mounts.lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.len() > 3 && f[2] == "cgroup" && f[3].split(',').any(|o| o == "cpuset"))
+            .then(|| (f[1].to_string(), "tasks", false))
+    })
+}
+
+pub const SHIELD_NAME: &str = "jitterscope-system";
+
+/// Moves every movable task except this process into a cpuset of `housekeeping` CPUs, so
+/// the measured CPUs run only the workload (and the per-CPU kernel threads that cannot move).
+pub fn shield(t: &mut Tuner, housekeeping: &[Cpu]) -> Result<Outcome, String> {
+    let (root, tasks, v2) = cpuset_root().ok_or(
+        "no cpuset controller is mounted (neither cgroup v2 with cpuset nor a v1 cpuset hierarchy)",
+    )?;
+    let err = |e: TuningError| e.to_string();
+    if v2 {
+        let ctl = format!("{root}/cgroup.subtree_control");
+        let current = std::fs::read_to_string(&ctl).unwrap_or_default();
+        if !current.split_whitespace().any(|c| c == "cpuset") {
+            std::fs::write(&ctl, "+cpuset")
+                .map_err(|e| format!("cannot enable cpuset in {ctl}: {e}"))?;
+        }
+    }
+    let dir = format!("{root}/{SHIELD_NAME}");
+    let back_to = format!("{root}/{tasks}");
+    t.create_cgroup(&dir, tasks, &back_to).map_err(err)?;
+    t.set(&format!("{dir}/cpuset.cpus"), &format_list(housekeeping))
+        .map_err(err)?;
+    let mems = std::fs::read_to_string(format!("{root}/cpuset.mems"))
+        .or_else(|_| std::fs::read_to_string(format!("{root}/cpuset.mems.effective")))
+        .unwrap_or_else(|_| "0".into());
+    if !v2 || !mems.trim().is_empty() {
+        let _ = t.set(&format!("{dir}/cpuset.mems"), mems.trim());
+    }
+    let me = std::process::id();
+    let own: Vec<String> = std::fs::read_dir("/proc/self/task")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    let members =
+        std::fs::read_to_string(&back_to).map_err(|e| format!("cannot read {back_to}: {e}"))?;
+    let (mut moved, mut stayed) = (0usize, 0usize);
+    for pid in members.lines().map(str::trim).filter(|p| !p.is_empty()) {
+        if pid == me.to_string() || own.iter().any(|o| o == pid) {
+            continue;
+        }
+        // Per-CPU kernel threads refuse (EINVAL): they are the ones nohz_full/isolcpus handle.
+        match std::fs::write(format!("{dir}/{tasks}"), pid) {
+            Ok(()) => moved += 1,
+            Err(_) => stayed += 1,
+        }
+    }
+    Ok(Outcome {
+        done: vec![format!(
+            "{moved} tasks shielded into {dir} (CPU {})",
+            format_list(housekeeping)
+        )],
+        refused: if stayed > 0 {
+            vec![format!(
+                "{stayed} tasks could not move (per-CPU kernel threads)"
+            )]
+        } else {
+            vec![]
+        },
+    })
+}

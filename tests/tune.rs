@@ -1,0 +1,138 @@
+//! Tuning actions are restored — at the end of `tune --hold`, on SIGTERM, and by
+//! `jitterscope restore` after SIGKILL — checked by reading every setting back.
+
+mod common;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use jitterscope::system::actions::{cpuset_root, SHIELD_NAME, STAT_INTERVAL, WORKQUEUE_CPUMASK};
+
+/// Everything `tune --irqs --kworkers --stat-interval --shield` may touch, as text.
+fn snapshot() -> Vec<(String, String)> {
+    let mut paths = vec![WORKQUEUE_CPUMASK.to_string(), STAT_INTERVAL.to_string()];
+    let mut irqs: Vec<u32> = std::fs::read_dir("/proc/irq")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect();
+    irqs.sort_unstable();
+    paths.extend(
+        irqs.iter()
+            .map(|i| format!("/proc/irq/{i}/smp_affinity_list")),
+    );
+    let mut out: Vec<(String, String)> = paths
+        .into_iter()
+        .filter_map(|p| {
+            Some((
+                p.clone(),
+                std::fs::read_to_string(&p).ok()?.trim().to_string(),
+            ))
+        })
+        .collect();
+    if let Some((root, _, _)) = cpuset_root() {
+        let shield = format!("{root}/{SHIELD_NAME}");
+        out.push((
+            shield.clone(),
+            std::path::Path::new(&shield).exists().to_string(),
+        ));
+    }
+    out
+}
+
+fn start(journal: &std::path::Path) -> Child {
+    let child = Command::new(env!("CARGO_BIN_EXE_jitterscope"))
+        .args([
+            "tune",
+            "--cpus",
+            "1",
+            "--irqs",
+            "--kworkers",
+            "--stat-interval",
+            "7",
+            "--shield",
+            "--hold",
+            "60s",
+        ])
+        .env("JITTERSCOPE_JOURNAL", journal)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while std::fs::read_to_string(STAT_INTERVAL).unwrap().trim() != "7"
+        && t.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Give the shield (the last step) time to finish.
+    std::thread::sleep(Duration::from_millis(500));
+    child
+}
+
+#[test]
+fn every_tuning_action_is_restored_on_sigterm_and_by_restore_after_sigkill() {
+    if skip_bpf("every_tuning_action_is_restored_on_sigterm_and_by_restore_after_sigkill")
+        || nproc() < 2
+    {
+        return;
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        panic!("this test changes system settings and needs root");
+    }
+    let _cpus = exclusive();
+    let before = snapshot();
+    assert_ne!(
+        std::fs::read_to_string(STAT_INTERVAL).unwrap().trim(),
+        "7",
+        "test assumes vm.stat_interval is not already 7"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("restore.json");
+
+    // Changed while held…
+    let mut child = start(&journal);
+    let during = snapshot();
+    assert_ne!(during, before, "nothing changed while tuning was held");
+    assert!(journal.exists());
+    // …and back after SIGTERM.
+    // SAFETY: signalling our own child by its pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success());
+    assert_eq!(snapshot(), before, "not restored after SIGTERM");
+    assert!(!journal.exists());
+
+    // SIGKILL leaves it changed; `restore` puts it back.
+    let mut child = start(&journal);
+    child.kill().unwrap();
+    let _ = child.wait();
+    assert_ne!(snapshot(), before);
+    let out = Command::new(env!("CARGO_BIN_EXE_jitterscope"))
+        .arg("restore")
+        .env("JITTERSCOPE_JOURNAL", &journal)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(snapshot(), before, "not restored by `jitterscope restore`");
+    assert!(!journal.exists());
+}
+
+#[test]
+fn tune_refuses_to_clear_every_cpu() {
+    let out = Command::new(env!("CARGO_BIN_EXE_jitterscope"))
+        .args(["tune", "--cpus", "0-1", "--irqs"])
+        .output()
+        .unwrap();
+    let all: Vec<String> = std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .map(|s| vec![s.trim().to_string()])
+        .unwrap_or_default();
+    if all.first().map(String::as_str) == Some("0-1") {
+        assert_eq!(out.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("every CPU would be cleared"));
+    }
+}
