@@ -58,6 +58,11 @@ pub enum Command {
         after_help = "Examples:\n  sudo jitterscope noise --cpu 1 --kind kworker --rate 100 --duration 10s\n  sudo jitterscope noise --cpu 1 --kind irq --rate 200 --log irq.jsonl"
     )]
     Noise(NoiseArgs),
+    /// The perf-workshop's tuning steps with injected noise, each measured and graded
+    #[command(
+        after_help = "Examples:\n  sudo jitterscope workshop --cpus 1,3\n  sudo jitterscope workshop --cpus 0,1 --step pinned --duration 5s"
+    )]
+    Workshop(WorkshopArgs),
     /// Apply tuning steps for the measured CPUs and hold them (restored at the end, on Ctrl-C,
     /// or by `restore` after a kill)
     #[command(
@@ -179,6 +184,22 @@ pub struct FloorArgs {
     /// Print the figures as JSON
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct WorkshopArgs {
+    /// Producer CPU, then the consumer CPU (the noise goes to the consumer's)
+    #[arg(long, allow_hyphen_values = true)]
+    pub cpus: String,
+    /// Run only this step (the fixes of the steps before it are applied too)
+    #[arg(long, value_enum)]
+    pub step: Option<crate::workshop::steps::Step>,
+    /// Recorded time per step
+    #[arg(long, default_value = "5s", allow_hyphen_values = true, value_parser = parse_run_duration)]
+    pub duration: Nanos,
+    /// Directory for the steps' run files
+    #[arg(long, default_value = "jitterscope-runs")]
+    pub output: PathBuf,
 }
 
 #[derive(Debug, Clone, Args)]

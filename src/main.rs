@@ -9,7 +9,7 @@ use clap::{CommandFactory, Parser};
 
 use jitterscope::cli::{
     parse_cpu_list, parse_cpus, Cli, Command, FloorArgs, NoiseArgs, ProbeArgs, ReportArgs, RunArgs,
-    Threshold, TuneArgs, UsageError,
+    Threshold, TuneArgs, UsageError, WorkshopArgs,
 };
 use jitterscope::report::export;
 use jitterscope::report::files::OutputDir;
@@ -59,6 +59,7 @@ fn run(cli: Cli) -> Result<()> {
         Some(Command::Probe(args)) => probe(args),
         Some(Command::Noise(args)) => noise(args),
         Some(Command::Tune(args)) => tune(args),
+        Some(Command::Workshop(args)) => workshop(args),
         Some(Command::Restore) => match jitterscope::system::tuning::restore_from_journal() {
             Ok(changes) if changes.is_empty() => {
                 println!(
@@ -419,5 +420,84 @@ fn tune(args: TuneArgs) -> Result<()> {
         eprintln!("WARNING: {f}");
     }
     println!("restored {} changes", n - failed.len().min(n));
+    Ok(())
+}
+
+fn workshop(args: WorkshopArgs) -> Result<()> {
+    use jitterscope::workshop::steps::{run_step, Step};
+    let topo = Topology::read();
+    let cpus = parse_cpus(&args.cpus, &topo)?;
+    if cpus.len() != 2 {
+        return Err(UsageError(format!(
+            "--cpus {}: the workshop uses one producer and one consumer CPU, e.g. --cpus 1,3",
+            args.cpus
+        ))
+        .into());
+    }
+    let output = OutputDir::prepare(&args.output).map_err(|e| UsageError(e.to_string()))?;
+    let others = topo.housekeeping(&cpus[1..]);
+    if let Ok(restored) = jitterscope::system::tuning::restore_from_journal() {
+        for c in restored {
+            eprintln!("note: {} (left changed by a killed run)", c.describe());
+        }
+    }
+    let mut workload = WorkloadConfig::new(cpus[0], vec![cpus[1]]);
+    workload.duration_ns = args.duration;
+    workload.warmup_ns = 500_000_000;
+    workload.stall_threshold_ns = auto_threshold();
+    let base = RunPlan {
+        workload,
+        label: "workshop".into(),
+        output,
+        stall_threshold_auto: true,
+        keep_stalls: 200,
+        progress: false,
+        tui: false,
+        colour: false,
+        probes: Some(8 << 20),
+    };
+    let steps: Vec<Step> = match args.step {
+        Some(s) => vec![s],
+        None => Step::ALL.to_vec(),
+    };
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    writeln!(
+        out,
+        "workshop: producer CPU {}, consumer CPU {}; noise on CPU {}: a competing task, stat_refresh kworkers{}; fixes go to CPU {}",
+        cpus[0],
+        cpus[1],
+        cpus[1],
+        if jitterscope::workshop::noise::steerable_irq().is_some() { ", the virtio-rng IRQ" } else { "" },
+        jitterscope::system::cpus::format_list(&others)
+    )?;
+    if topo.online.len() <= 2 {
+        writeln!(out, "note: with 2 CPUs the producer shares CPU {} with the rest of the system: shielding, IRQ and workqueue steering clear the consumer's CPU only", cpus[0])?;
+    }
+    let mut runs = Vec::new();
+    let (mut passed, mut total) = (0, 0);
+    for step in steps {
+        if step == Step::Governor
+            && !std::path::Path::new(&format!("/sys/devices/system/cpu/cpu{}/cpufreq", cpus[1]))
+                .exists()
+        {
+            writeln!(out, "\n=== GOVERNOR ===\n  skipped: no cpufreq driver on CPU {} (a VM, or a driver-less machine): the frequency is the host's or firmware's to set", cpus[1])?;
+            continue;
+        }
+        let (run, checks) = run_step(step, &base, &others, &mut out)?;
+        passed += checks.iter().filter(|c| c.passed).count();
+        total += checks.len();
+        runs.push((step.title().to_string(), run));
+    }
+    if runs.len() > 1 {
+        writeln!(out, "\n{}", jitterscope::report::compare::render(&runs))?;
+    }
+    writeln!(out, "\nworkshop: {passed} of {total} checks passed")?;
+    if passed < total {
+        return Err(anyhow::anyhow!(
+            "{} of {total} workshop checks failed (see above)",
+            total - passed
+        ));
+    }
     Ok(())
 }

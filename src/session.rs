@@ -168,6 +168,17 @@ impl Attribution {
     }
 }
 
+/// Puts the calling thread's CPU affinity back on drop.
+struct AffinityGuard(Option<Vec<Cpu>>);
+
+impl Drop for AffinityGuard {
+    fn drop(&mut self) {
+        if let Some(cpus) = &self.0 {
+            let _ = affinity::set_current_thread_cpus(cpus);
+        }
+    }
+}
+
 /// How far behind "now" stalls are decided: records reach user space within a couple of
 /// drain intervals.
 const DECISION_LAG_NS: Nanos = 500_000_000;
@@ -205,8 +216,10 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
         // Unpinned workload threads float over the whole process set, not the collector's.
         cfg.float_cpus = topo.allowed.clone();
     }
+    // The collector (this thread) stays off the measured (consumer) CPUs for the run and gets
+    // its own CPUs back afterwards (a workshop runs several sessions from this thread).
+    let _affinity = AffinityGuard(affinity::allowed_cpus().ok());
     if !housekeeping.is_empty() {
-        // The collector (this thread) stays off the measured (consumer) CPUs.
         affinity::set_current_thread_cpus(&housekeeping)
             .context("cannot move jitterscope's collector thread to the housekeeping CPUs")?;
     }

@@ -7,39 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-use jitterscope::system::actions::{cpuset_root, SHIELD_NAME, STAT_INTERVAL, WORKQUEUE_CPUMASK};
-
-/// Everything `tune --irqs --kworkers --stat-interval --shield` may touch, as text.
-fn snapshot() -> Vec<(String, String)> {
-    let mut paths = vec![WORKQUEUE_CPUMASK.to_string(), STAT_INTERVAL.to_string()];
-    let mut irqs: Vec<u32> = std::fs::read_dir("/proc/irq")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse().ok())
-        .collect();
-    irqs.sort_unstable();
-    paths.extend(
-        irqs.iter()
-            .map(|i| format!("/proc/irq/{i}/smp_affinity_list")),
-    );
-    let mut out: Vec<(String, String)> = paths
-        .into_iter()
-        .filter_map(|p| {
-            Some((
-                p.clone(),
-                std::fs::read_to_string(&p).ok()?.trim().to_string(),
-            ))
-        })
-        .collect();
-    if let Some((root, _, _)) = cpuset_root() {
-        let shield = format!("{root}/{SHIELD_NAME}");
-        out.push((
-            shield.clone(),
-            std::path::Path::new(&shield).exists().to_string(),
-        ));
-    }
-    out
-}
+use jitterscope::system::actions::STAT_INTERVAL;
 
 fn start(journal: &std::path::Path) -> Child {
     let child = Command::new(env!("CARGO_BIN_EXE_jitterscope"))

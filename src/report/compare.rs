@@ -20,12 +20,19 @@ fn identity(class: &str, name: &str, detail: &str) -> (String, String, String) {
     )
 }
 
-/// Stolen time per culprit identity in one run (unexplained included).
+/// A culprit counts as present in a run from this share of the run's stall time: the long
+/// tail of microsecond-sized visitors would otherwise fill the comparison with noise.
+pub const PRESENT_SHARE: f64 = 0.01;
+
+/// Stolen time per culprit identity in one run (unexplained included), for the culprits
+/// that took at least `PRESENT_SHARE` of the stall time.
 fn culprit_times(run: &RunFile) -> BTreeMap<(String, String, String), u64> {
     let mut m = BTreeMap::new();
     for c in &run.culprits {
         *m.entry(identity(&c.class, &c.name, &c.detail)).or_default() += c.total_ns;
     }
+    let floor = (run.stall_summary.total_ns as f64 * PRESENT_SHARE) as u64;
+    m.retain(|_, ns| *ns >= floor.max(1));
     m
 }
 
@@ -94,7 +101,11 @@ pub fn render(runs: &[(String, RunFile)]) -> String {
             let _ = writeln!(s, " {} |", h.transit.count);
         }
     }
-    let _ = writeln!(s, "\n## Culprits between runs\n");
+    let _ = writeln!(
+        s,
+        "\n## Culprits between runs (those with at least {:.0}% of a run's stall time)\n",
+        PRESENT_SHARE * 100.0
+    );
     let times: Vec<_> = runs.iter().map(|(_, r)| culprit_times(r)).collect();
     let mut any = false;
     for i in 1..runs.len() {

@@ -2,3 +2,4 @@
 //! has a culprit to find and then remove.
 
 pub mod noise;
+pub mod steps;

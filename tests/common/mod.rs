@@ -174,3 +174,38 @@ pub fn golden(name: &str, actual: &str) {
         .unwrap_or_else(|e| panic!("missing golden file {path}: {e} (UPDATE_GOLDEN=1 writes it)"));
     assert_eq!(actual, expected, "output differs from {path}");
 }
+
+/// Every system setting jitterscope's tuning may touch, as text, to compare before/after.
+pub fn snapshot() -> Vec<(String, String)> {
+    let mut paths = vec![
+        jitterscope::system::actions::WORKQUEUE_CPUMASK.to_string(),
+        jitterscope::system::actions::STAT_INTERVAL.to_string(),
+    ];
+    let mut irqs: Vec<u32> = std::fs::read_dir("/proc/irq")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect();
+    irqs.sort_unstable();
+    paths.extend(
+        irqs.iter()
+            .map(|i| format!("/proc/irq/{i}/smp_affinity_list")),
+    );
+    let mut out: Vec<(String, String)> = paths
+        .into_iter()
+        .filter_map(|p| {
+            Some((
+                p.clone(),
+                std::fs::read_to_string(&p).ok()?.trim().to_string(),
+            ))
+        })
+        .collect();
+    if let Some((root, _, _)) = jitterscope::system::actions::cpuset_root() {
+        let shield = format!("{root}/{}", jitterscope::system::actions::SHIELD_NAME);
+        out.push((
+            shield.clone(),
+            std::path::Path::new(&shield).exists().to_string(),
+        ));
+    }
+    out
+}

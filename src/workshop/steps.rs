@@ -1,0 +1,292 @@
+//! `jitterscope workshop`: the perf-workshop's tuning steps with the same injected noise in
+//! every step — BASELINE (unpinned), PINNED, SHIELDED, IRQS-MOVED, KWORKERS-MOVED, GOVERNOR —
+//! each measured, its culprits named, and graded: is the culprit the step should expose found,
+//! and is the one it should remove gone? Steps are cumulative, as in the tutorial; each is
+//! run with its own journalled tuning, restored before the next.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+
+use super::noise::{inject, steerable_irq, NoiseKind};
+use crate::model::Cpu;
+use crate::report::runfile::RunFile;
+use crate::report::units::fmt_ns;
+use crate::session::{self, RunPlan};
+use crate::system::actions;
+use crate::system::tuning::Tuner;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
+pub enum Step {
+    Baseline,
+    Pinned,
+    Shielded,
+    IrqsMoved,
+    KworkersMoved,
+    Governor,
+}
+
+impl Step {
+    pub const ALL: [Step; 6] = [
+        Step::Baseline,
+        Step::Pinned,
+        Step::Shielded,
+        Step::IrqsMoved,
+        Step::KworkersMoved,
+        Step::Governor,
+    ];
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Step::Baseline => "BASELINE",
+            Step::Pinned => "PINNED",
+            Step::Shielded => "SHIELDED",
+            Step::IrqsMoved => "IRQS-MOVED",
+            Step::KworkersMoved => "KWORKERS-MOVED",
+            Step::Governor => "GOVERNOR",
+        }
+    }
+}
+
+/// One check of a step's grade.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    pub passed: bool,
+    pub text: String,
+}
+
+/// Time a culprit stole on `cpu` in a run, matched by class and a name/detail predicate.
+fn stolen(run: &RunFile, cpu: Cpu, class: &str, pick: &dyn Fn(&str, &str) -> bool) -> u64 {
+    run.culprits
+        .iter()
+        .filter(|c| c.class == class && pick(&c.name, &c.detail))
+        .flat_map(|c| c.cpus.iter().filter(|x| x.cpu == cpu).map(|x| x.count))
+        .sum()
+}
+
+/// Grades a step's run on the consumer CPU `cpu`.
+pub fn grade(step: Step, run: &RunFile, cpu: Cpu, irq: Option<&(u32, String)>) -> Vec<Check> {
+    let task = |r: &RunFile| stolen(r, cpu, "task", &|n, _| n.starts_with("js-noise-task["));
+    let irq_ns = |r: &RunFile| {
+        irq.map_or(0, |(n, name)| {
+            let want = format!("{n} {name}");
+            stolen(r, cpu, "irq", &|c, _| c == want)
+        })
+    };
+    let kworker = |r: &RunFile| stolen(r, cpu, "kworker", &|_, d| d == "refresh_vm_stats");
+    let found = |what: &str, ns: u64| Check {
+        passed: ns > 0,
+        text: if ns > 0 {
+            format!(
+                "expected culprit {what} found on CPU {cpu} ({}) ✓",
+                fmt_ns(ns)
+            )
+        } else {
+            format!("expected culprit {what} NOT found on CPU {cpu} ✗")
+        },
+    };
+    let gone = |what: &str, ns: u64, why: &str| Check {
+        passed: ns == 0,
+        text: if ns == 0 {
+            format!("{what} is gone from CPU {cpu} ✓ ({why})")
+        } else {
+            format!(
+                "{what} still on CPU {cpu} ({}) ✗ — {why} should have removed it",
+                fmt_ns(ns)
+            )
+        },
+    };
+    let irq_name = irq.map_or("the device IRQ".to_string(), |(n, name)| {
+        format!("IRQ {n} {name}")
+    });
+    match step {
+        Step::Baseline | Step::Pinned => {
+            let mut v = vec![found("task js-noise-task", task(run))];
+            if irq.is_some() {
+                v.push(found(&irq_name, irq_ns(run)));
+            }
+            v.push(found("kworker refresh_vm_stats", kworker(run)));
+            v
+        }
+        Step::Shielded => {
+            let mut v = vec![gone(
+                "task js-noise-task",
+                task(run),
+                "the cpuset shield moved it",
+            )];
+            if irq.is_some() {
+                v.push(found(&irq_name, irq_ns(run)));
+            }
+            v
+        }
+        Step::IrqsMoved => {
+            let mut v = vec![gone(
+                "task js-noise-task",
+                task(run),
+                "the shield still holds",
+            )];
+            if irq.is_some() {
+                v.push(gone(&irq_name, irq_ns(run), "the IRQ affinity change"));
+            }
+            v
+        }
+        Step::KworkersMoved | Step::Governor => {
+            let k = kworker(run);
+            vec![Check {
+                // refresh_vm_stats is queued on every CPU by name (schedule_on_each_cpu):
+                // no cpumask moves it. The grade is that jitterscope says so, not that it left.
+                passed: k > 0,
+                text: if k > 0 {
+                    format!("kworker refresh_vm_stats still on CPU {cpu} ({}) ✓ — expected: it is per-CPU work queued on every CPU, which the workqueue cpumask cannot move; only stopping the writes to /proc/sys/vm/stat_refresh removes it", fmt_ns(k))
+                } else {
+                    format!("kworker refresh_vm_stats not seen on CPU {cpu} ✗ (the noise should still reach it)")
+                },
+            }]
+        }
+    }
+}
+
+/// Applies the tuning of every step up to and including `step` (cumulative).
+fn tune(
+    t: &mut Tuner,
+    step: Step,
+    consumers: &[Cpu],
+    others: &[Cpu],
+    out: &mut dyn Write,
+) -> Result<()> {
+    if step >= Step::Shielded {
+        let o = actions::shield(t, others).map_err(|e| anyhow::anyhow!("shielding: {e}"))?;
+        for d in o.done.iter().chain(&o.refused) {
+            writeln!(out, "  tuning: {d}")?;
+        }
+    }
+    if step >= Step::IrqsMoved {
+        let o = actions::move_irqs(t, others);
+        writeln!(
+            out,
+            "  tuning: {} IRQs moved to CPU {}",
+            o.done.len(),
+            crate::system::cpus::format_list(others)
+        )?;
+        for r in &o.refused {
+            writeln!(out, "  tuning: not moved: {r}")?;
+        }
+    }
+    if step >= Step::KworkersMoved {
+        writeln!(out, "  tuning: {}", actions::workqueue_cpumask(t, others)?)?;
+        writeln!(out, "  tuning: {}", actions::stat_interval(t, 10)?)?;
+    }
+    if step >= Step::Governor {
+        let o = actions::governor(t, consumers, "performance");
+        for d in o.done.iter().chain(&o.refused) {
+            writeln!(out, "  tuning: {d}")?;
+        }
+    }
+    Ok(())
+}
+
+/// Runs one step: noise on, tuning on, the measured run, noise off, tuning restored.
+pub fn run_step(
+    step: Step,
+    base: &RunPlan,
+    others: &[Cpu],
+    out: &mut dyn Write,
+) -> Result<(RunFile, Vec<Check>)> {
+    let consumer = base.workload.consumer_cpus[0];
+    writeln!(out, "\n=== {} ===", step.title())?;
+    let irq = steerable_irq();
+    // Noise first (the IRQ is steered to the consumer CPU by the noise's own tuner), then
+    // the step's tuning on top; they are undone in the opposite order.
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut kinds = vec![NoiseKind::Task, NoiseKind::Kworker];
+    if irq.is_some() {
+        kinds.push(NoiseKind::Irq);
+    }
+    let noise: Vec<_> = kinds
+        .into_iter()
+        .map(|kind| {
+            let stop = stop.clone();
+            let others = others.to_vec();
+            let rate = match kind {
+                NoiseKind::Task => 100,
+                NoiseKind::Kworker => 200,
+                _ => 100,
+            };
+            std::thread::spawn(move || {
+                // The injectors are jitterscope's own threads: off the consumer's CPU, or
+                // they would add noise of class `self` to the noise they inject.
+                let _ = crate::workload::affinity::set_current_thread_cpus(&others);
+                inject(kind, consumer, rate, u64::MAX / 2, &|| {
+                    stop.load(Ordering::Relaxed)
+                })
+            })
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let result = (|| {
+        let mut t = Tuner::new();
+        tune(&mut t, step, &base.workload.consumer_cpus, others, out)?;
+        let mut plan = base.clone();
+        plan.workload.pin = step != Step::Baseline;
+        plan.label = format!("{}-{}", base.label, step.title().to_lowercase());
+        plan.progress = false;
+        plan.tui = false;
+        let mut sink: Vec<u8> = Vec::new();
+        let outcome = session::run(plan, &mut sink).context("the step's run failed")?;
+        drop(t);
+        Ok::<_, anyhow::Error>(outcome.run)
+    })();
+    stop.store(true, Ordering::Relaxed);
+    for n in noise {
+        match n.join() {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => writeln!(out, "  noise: {e}")?,
+            Err(_) => writeln!(out, "  noise: an injector thread panicked")?,
+        }
+    }
+    let run = result?;
+    let h = &run.histograms[0].transit;
+    writeln!(
+        out,
+        "  transit p50 {}  p99 {}  p99.99 {}  max {}  ({} messages{})",
+        fmt_ns(h.percentile("50").unwrap_or(0)),
+        fmt_ns(h.percentile("99").unwrap_or(0)),
+        fmt_ns(h.percentile("99.99").unwrap_or(0)),
+        fmt_ns(h.max),
+        h.count,
+        if run.run.settings.pinned {
+            ""
+        } else {
+            ", unpinned"
+        }
+    )?;
+    for c in run
+        .culprits
+        .iter()
+        .filter(|c| c.cpus.iter().any(|x| x.cpu == consumer))
+        .take(5)
+    {
+        writeln!(
+            out,
+            "  culprit on CPU {consumer}: {} {}{}{} {}",
+            c.class,
+            c.name,
+            if c.detail.is_empty() { "" } else { " " },
+            c.detail,
+            fmt_ns(
+                c.cpus
+                    .iter()
+                    .filter(|x| x.cpu == consumer)
+                    .map(|x| x.count)
+                    .sum()
+            )
+        )?;
+    }
+    let checks = grade(step, &run, consumer, irq.as_ref());
+    for c in &checks {
+        writeln!(out, "  {}", c.text)?;
+    }
+    Ok((run, checks))
+}
