@@ -262,12 +262,16 @@ pub fn run_step(
             ", unpinned"
         }
     )?;
-    for c in run
-        .culprits
-        .iter()
-        .filter(|c| c.cpus.iter().any(|x| x.cpu == consumer))
-        .take(5)
-    {
+    let on_cpu = |c: &crate::report::runfile::CulpritEntry| -> u64 {
+        c.cpus
+            .iter()
+            .filter(|x| x.cpu == consumer)
+            .map(|x| x.count)
+            .sum()
+    };
+    let mut here: Vec<_> = run.culprits.iter().filter(|c| on_cpu(c) > 0).collect();
+    here.sort_by_key(|c| std::cmp::Reverse(on_cpu(c)));
+    for c in here.into_iter().take(5) {
         writeln!(
             out,
             "  culprit on CPU {consumer}: {} {}{}{} {}",
@@ -275,13 +279,7 @@ pub fn run_step(
             c.name,
             if c.detail.is_empty() { "" } else { " " },
             c.detail,
-            fmt_ns(
-                c.cpus
-                    .iter()
-                    .filter(|x| x.cpu == consumer)
-                    .map(|x| x.count)
-                    .sum()
-            )
+            fmt_ns(on_cpu(c))
         )?;
     }
     let checks = grade(step, &run, consumer, irq.as_ref());
