@@ -224,3 +224,83 @@ fn settings_come_back_on_sigterm_and_through_restore_after_sigkill() {
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("nothing to restore"));
 }
+
+/// Each kind, injected during a real run, is attributed to itself in the run file.
+#[test]
+fn each_noise_kind_is_attributed_by_name_in_a_run() {
+    if skip_bpf("each_noise_kind_is_attributed_by_name_in_a_run") || nproc() < 2 {
+        return;
+    }
+    let _cpus = exclusive();
+    let irq = steerable_irq();
+    let mut kinds = vec!["kworker", "task", "timer"];
+    if irq.is_some() {
+        kinds.push("irq");
+    }
+    for kind in kinds {
+        let dir = tempfile::tempdir().unwrap();
+        let run = Command::new(env!("CARGO_BIN_EXE_jitterscope"))
+            .args([
+                "--cpus",
+                "0,1",
+                "--duration",
+                "2s",
+                "--warmup",
+                "300ms",
+                "--no-tui",
+                "--output",
+            ])
+            .arg(dir.path())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        let noise = Command::new(env!("CARGO_BIN_EXE_jitterscope"))
+            .args([
+                "noise",
+                "--cpu",
+                "1",
+                "--kind",
+                kind,
+                "--rate",
+                "300",
+                "--duration",
+                "1500ms",
+            ])
+            .env("JITTERSCOPE_JOURNAL", dir.path().join("restore.json"))
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(noise.success());
+        assert!(run.wait_with_output().unwrap().status.success());
+        let file = std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| {
+                p.extension().is_some_and(|e| e == "json")
+                    && !p.to_string_lossy().ends_with(".trace.json")
+            })
+            .unwrap();
+        let r = jitterscope::report::runfile::RunFile::read(&file).unwrap();
+        let on_cpu1 = |c: &&jitterscope::report::runfile::CulpritEntry| {
+            c.cpus.iter().any(|x| x.cpu == CPU && x.count > 0)
+        };
+        let found = r.culprits.iter().filter(on_cpu1).any(|c| match kind {
+            "kworker" => c.class == "kworker" && c.detail == "refresh_vm_stats",
+            "task" => c.class == "task" && c.name.starts_with("js-noise-task["),
+            "timer" => c.class == "task" && c.name.starts_with("js-noise-timer["),
+            _ => {
+                let (n, name) = irq.as_ref().unwrap();
+                c.class == "irq" && c.name == format!("{n} {name}")
+            }
+        });
+        let names: Vec<String> = r
+            .culprits
+            .iter()
+            .filter(on_cpu1)
+            .map(|c| format!("{} {} {}", c.class, c.name, c.detail))
+            .collect();
+        assert!(found, "{kind} noise not attributed on CPU {CPU}: {names:?}");
+    }
+}
