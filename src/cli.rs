@@ -149,6 +149,10 @@ pub struct RunArgs {
     #[arg(long, default_value = "8M", value_parser = parse_size)]
     pub ringbuf_size: u64,
 
+    /// Inject known noise during the run: KIND@CPU:RATE (kworker, irq, task, timer, freq), repeatable
+    #[arg(long, value_name = "KIND@CPU:RATE", value_parser = crate::workshop::noise::parse_spec)]
+    pub inject: Vec<(crate::workshop::noise::NoiseKind, Cpu, u32)>,
+
     /// How many of the worst stalls the run file keeps
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub keep_stalls: u32,

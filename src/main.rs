@@ -167,7 +167,28 @@ fn run_workload(args: RunArgs) -> Result<()> {
     let plan = plan(&args)?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    session::run(plan, &mut out).context("the run failed")?;
+    // Injected noise runs for the whole run, from threads kept off the measured CPUs when
+    // the machine has others.
+    let noise = (!args.inject.is_empty()).then(|| {
+        let topo = Topology::read();
+        let mut cpus: Vec<u32> = vec![plan.workload.producer_cpu];
+        cpus.extend(&plan.workload.consumer_cpus);
+        let mut away = topo.housekeeping(&cpus);
+        if away.is_empty() {
+            away = vec![plan.workload.producer_cpu];
+        }
+        jitterscope::workshop::noise::NoiseSet::start(&args.inject, &away)
+    });
+    let result = session::run(plan, &mut out).context("the run failed");
+    if let Some(n) = noise {
+        for (kind, r) in n.stop() {
+            match r {
+                Ok(log) => writeln!(out, "injected {kind:?} noise: {} injections", log.len())?,
+                Err(e) => writeln!(out, "injected {kind:?} noise: {e}")?,
+            }
+        }
+    }
+    result?;
     out.flush()?;
     Ok(())
 }

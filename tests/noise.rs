@@ -304,3 +304,33 @@ fn each_noise_kind_is_attributed_by_name_in_a_run() {
         assert!(found, "{kind} noise not attributed on CPU {CPU}: {names:?}");
     }
 }
+
+#[test]
+fn inject_runs_noise_inside_a_run() {
+    if skip_bpf("inject_runs_noise_inside_a_run") || nproc() < 2 {
+        return;
+    }
+    let _cpus = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_jitterscope"))
+        .args([
+            "--cpus",
+            "0,1",
+            "--duration",
+            "1500ms",
+            "--warmup",
+            "200ms",
+            "--no-tui",
+        ])
+        .args(["--inject", "task@1:100", "--output"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains("injected Task noise: "), "{stdout}");
+    assert!(
+        stdout.contains("js-noise-task["),
+        "the injected task is not among the culprits:\n{stdout}"
+    );
+}

@@ -7,6 +7,9 @@
 
 use std::io::Read;
 use std::process::{Child, Command};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 
 use serde::Serialize;
 
@@ -220,4 +223,101 @@ fn set_name(name: &str) {
     let c = std::ffi::CString::new(name).unwrap_or_default();
     // SAFETY: PR_SET_NAME copies at most 16 bytes from a valid NUL-terminated string.
     unsafe { libc::prctl(libc::PR_SET_NAME, c.as_ptr() as libc::c_ulong, 0, 0, 0) };
+}
+
+/// Several injectors running at once, each on its own thread kept on `run_on` (off the CPUs
+/// they disturb: they are jitterscope's own threads). Stopped on `stop` or drop.
+pub struct NoiseSet {
+    stop: Arc<AtomicBool>,
+    threads: Vec<(NoiseKind, JoinHandle<InjectionLog>)>,
+}
+
+/// An injector's log, or why it could not run.
+pub type InjectionLog = Result<Vec<Injection>, NoiseError>;
+
+impl NoiseSet {
+    pub fn start(specs: &[(NoiseKind, Cpu, u32)], run_on: &[Cpu]) -> NoiseSet {
+        let stop = Arc::new(AtomicBool::new(false));
+        let threads = specs
+            .iter()
+            .map(|&(kind, cpu, rate)| {
+                let stop = stop.clone();
+                let run_on = run_on.to_vec();
+                let t = std::thread::spawn(move || {
+                    if !run_on.is_empty() {
+                        let _ = affinity::set_current_thread_cpus(&run_on);
+                    }
+                    inject(kind, cpu, rate, u64::MAX / 2, &|| {
+                        stop.load(Ordering::Relaxed)
+                    })
+                });
+                (kind, t)
+            })
+            .collect();
+        NoiseSet { stop, threads }
+    }
+
+    /// Stops every injector; per kind, its log or why it could not run.
+    pub fn stop(mut self) -> Vec<(NoiseKind, InjectionLog)> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.threads
+            .drain(..)
+            .map(|(kind, t)| {
+                let r = t.join().unwrap_or_else(|_| {
+                    Err(NoiseError::Failed {
+                        kind,
+                        cause: "the injector thread panicked".into(),
+                    })
+                });
+                (kind, r)
+            })
+            .collect()
+    }
+}
+
+impl Drop for NoiseSet {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for (_, t) in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// `kworker@3:100`: kind, CPU, injections per second.
+pub fn parse_spec(text: &str) -> Result<(NoiseKind, Cpu, u32), String> {
+    use clap::ValueEnum;
+    let bad = || {
+        format!("--inject {text}: write KIND@CPU:RATE, e.g. kworker@3:100 (kinds: kworker, irq, task, timer, freq)")
+    };
+    let (kind, rest) = text.split_once('@').ok_or_else(bad)?;
+    let (cpu, rate) = rest.split_once(':').ok_or_else(bad)?;
+    let kind = NoiseKind::from_str(kind, true).map_err(|_| bad())?;
+    let cpu: Cpu = cpu.parse().map_err(|_| bad())?;
+    let rate: u32 = rate.trim_end_matches("/s").parse().map_err(|_| bad())?;
+    if !(1..=10_000).contains(&rate) {
+        return Err(format!(
+            "--inject {text}: a rate of {rate} per second is outside 1 to 10000"
+        ));
+    }
+    Ok((kind, cpu, rate))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs() {
+        assert_eq!(
+            parse_spec("kworker@3:100"),
+            Ok((NoiseKind::Kworker, 3, 100))
+        );
+        assert_eq!(parse_spec("irq@1:50/s"), Ok((NoiseKind::Irq, 1, 50)));
+        assert!(parse_spec("kworker3:100")
+            .unwrap_err()
+            .contains("KIND@CPU:RATE"));
+        assert!(parse_spec("disk@1:5").is_err());
+        assert!(parse_spec("task@1:0").unwrap_err().contains("outside"));
+    }
 }

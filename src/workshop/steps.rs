@@ -5,12 +5,10 @@
 //! run with its own journalled tuning, restored before the next.
 
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 use anyhow::{Context, Result};
 
-use super::noise::{inject, steerable_irq, NoiseKind};
+use super::noise::{steerable_irq, NoiseKind, NoiseSet};
 use crate::model::Cpu;
 use crate::report::runfile::RunFile;
 use crate::report::units::fmt_ns;
@@ -199,31 +197,14 @@ pub fn run_step(
     let irq = steerable_irq();
     // Noise first (the IRQ is steered to the consumer CPU by the noise's own tuner), then
     // the step's tuning on top; they are undone in the opposite order.
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut kinds = vec![NoiseKind::Task, NoiseKind::Kworker];
+    let mut specs = vec![
+        (NoiseKind::Task, consumer, 100),
+        (NoiseKind::Kworker, consumer, 200),
+    ];
     if irq.is_some() {
-        kinds.push(NoiseKind::Irq);
+        specs.push((NoiseKind::Irq, consumer, 100));
     }
-    let noise: Vec<_> = kinds
-        .into_iter()
-        .map(|kind| {
-            let stop = stop.clone();
-            let others = others.to_vec();
-            let rate = match kind {
-                NoiseKind::Task => 100,
-                NoiseKind::Kworker => 200,
-                _ => 100,
-            };
-            std::thread::spawn(move || {
-                // The injectors are jitterscope's own threads: off the consumer's CPU, or
-                // they would add noise of class `self` to the noise they inject.
-                let _ = crate::workload::affinity::set_current_thread_cpus(&others);
-                inject(kind, consumer, rate, u64::MAX / 2, &|| {
-                    stop.load(Ordering::Relaxed)
-                })
-            })
-        })
-        .collect();
+    let noise = NoiseSet::start(&specs, others);
     std::thread::sleep(std::time::Duration::from_millis(300));
     let result = (|| {
         let mut t = Tuner::new();
@@ -238,12 +219,9 @@ pub fn run_step(
         drop(t);
         Ok::<_, anyhow::Error>(outcome.run)
     })();
-    stop.store(true, Ordering::Relaxed);
-    for n in noise {
-        match n.join() {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => writeln!(out, "  noise: {e}")?,
-            Err(_) => writeln!(out, "  noise: an injector thread panicked")?,
+    for (kind, r) in noise.stop() {
+        if let Err(e) = r {
+            writeln!(out, "  noise {kind:?}: {e}")?;
         }
     }
     let run = result?;
