@@ -528,6 +528,7 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
         sequence_errors: sum(&|c| c.sequence_errors.load(Relaxed)),
     };
     let ring_full = sum(&|c| c.ring_full.load(Relaxed));
+    let rotations_missed = sum(&|c| c.rotations_missed.load(Relaxed));
     let machine = Machine {
         online: topo.online.clone(),
         measured: measured.clone(),
@@ -637,6 +638,12 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
         writeln!(
             out,
             "note: the producer found the ring full {ring_full} times (a consumer fell a whole ring behind); those publishes were delayed, not lost"
+        )?;
+    }
+    if rotations_missed > 0 {
+        writeln!(
+            out,
+            "note: {rotations_missed} one-second interval histograms were handed over late (the collector lagged); those intervals are longer in the .hlog, nothing was lost"
         )?;
     }
     if let Some(e) = hlog_error {
