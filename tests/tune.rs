@@ -104,3 +104,52 @@ fn tune_refuses_to_clear_every_cpu() {
         assert!(String::from_utf8_lossy(&out.stderr).contains("every CPU would be cleared"));
     }
 }
+
+#[test]
+fn an_error_midway_restores_what_was_already_changed() {
+    if skip_bpf("an_error_midway_restores_what_was_already_changed") || nproc() < 2 {
+        return;
+    }
+    let Some((root, _, _)) = jitterscope::system::actions::cpuset_root() else {
+        eprintln!("skipped: no cpuset hierarchy here");
+        return;
+    };
+    let _cpus = exclusive();
+    // A leftover cgroup of the same name makes the shield step fail after the earlier steps
+    // have changed settings.
+    let blocker = format!("{root}/{}", jitterscope::system::actions::SHIELD_NAME);
+    std::fs::create_dir(&blocker).expect("create the blocking cgroup");
+    struct Rmdir(String);
+    impl Drop for Rmdir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir(&self.0);
+        }
+    }
+    let _rmdir = Rmdir(blocker);
+    let before = snapshot();
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_jitterscope"))
+        .args([
+            "tune",
+            "--cpus",
+            "1",
+            "--irqs",
+            "--stat-interval",
+            "7",
+            "--shield",
+            "--hold",
+            "30s",
+        ])
+        .env("JITTERSCOPE_JOURNAL", dir.path().join("restore.json"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("cannot shield CPU 1"), "{stderr}");
+    assert_eq!(
+        snapshot(),
+        before,
+        "settings changed before the error were not restored"
+    );
+    assert!(!dir.path().join("restore.json").exists());
+}
