@@ -31,8 +31,15 @@ cargo build --release --quiet
 js="$root/target/release/jitterscope"
 out=$(mktemp -d)
 storm_pid=
+# The storm runs in its own process group (perf bench forks a partner process): ending it
+# ends both, by the group id of the one we started.
+stop_storm() {
+  [ -n "$storm_pid" ] && kill -- "-$storm_pid" 2>/dev/null || true
+  [ -n "$storm_pid" ] && wait "$storm_pid" 2>/dev/null || true
+  storm_pid=
+}
 cleanup() {
-  [ -n "$storm_pid" ] && kill "$storm_pid" 2>/dev/null || true
+  stop_storm
   rm -rf "$out"
 }
 trap cleanup EXIT
@@ -46,13 +53,11 @@ for round in 1 2; do
   "$js" --cpus "$cpus" --duration "$duration" --warmup 2s --label "probes$round" --no-tui --output "$out" >/dev/null
 done
 "$js" probe --cpus "$consumer" --duration 5s --json >"$out/idle.json"
-taskset -c "$consumer" perf bench sched pipe -l 100000000 >/dev/null 2>&1 &
+setsid taskset -c "$consumer" perf bench sched pipe -l 100000000 >/dev/null 2>&1 &
 storm_pid=$!
 sleep 0.5
 "$js" probe --cpus "$consumer" --duration 5s --json >"$out/storm.json"
-kill "$storm_pid" 2>/dev/null || true
-wait "$storm_pid" 2>/dev/null || true
-storm_pid=
+stop_storm
 
 taskset -c "$consumer" "$js" bench-engine --records 5000000 >"$out/engine.json"
 
