@@ -47,9 +47,12 @@ trap cleanup EXIT
 run_file() { ls "$out/$1"-*.json | grep -v '\.trace\.json$'; }
 
 "$js" floor --cpus "$cpus" --rounds 2000000 --json >"$out/floor.json"
-# Alternate so that drifts of the host hit both sides alike.
+# Alternate so that drifts of the host hit both sides alike; measure the floor right before
+# each run too (a VM's vCPUs can land on other host cores between runs, which moves it).
 for round in 1 2; do
+  "$js" floor --cpus "$cpus" --rounds 1000000 --json >"$out/floor-plain$round.json"
   "$js" --cpus "$cpus" --duration "$duration" --warmup 2s --label "plain$round" --no-probes --no-tui --output "$out" >/dev/null
+  "$js" floor --cpus "$cpus" --rounds 1000000 --json >"$out/floor-probes$round.json"
   "$js" --cpus "$cpus" --duration "$duration" --warmup 2s --label "probes$round" --no-tui --output "$out" >/dev/null
 done
 "$js" probe --cpus "$consumer" --duration 5s --json >"$out/idle.json"
@@ -86,7 +89,8 @@ fp = floor["percentiles"]
 print(f"| transfer floor (ping-pong) | {fp['50']} | {fp['99']} | {fp['99.9']} | {fp['99.99']} | {floor['max']} | 1.00 | |")
 for i, r in enumerate(plain):
     t = r["histograms"][0]["transit"]
-    print(f"| transit, no probes #{i+1} | {t['percentiles']['50']} | {t['percentiles']['99']} | {t['percentiles']['99.9']} | {t['percentiles']['99.99']} | {t['max']} | {t['percentiles']['50'] / max(fp['50'], 1):.2f} (vs floor) | |")
+    f = json.load(open(f"{out}/floor-plain{i+1}.json"))["percentiles"]["50"]
+    print(f"| transit, no probes #{i+1} | {t['percentiles']['50']} | {t['percentiles']['99']} | {t['percentiles']['99.9']} | {t['percentiles']['99.99']} | {t['max']} | {t['percentiles']['50'] / max(f, 1):.2f} (vs floor {f} ns just before) | |")
 base = plain[0]["histograms"][0]["transit"]
 for i, r in enumerate(probes):
     t = r["histograms"][0]["transit"]
