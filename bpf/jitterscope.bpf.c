@@ -285,8 +285,10 @@ static __always_inline int handle_sched_switch(bool preempt, struct task_struct 
 	st->task_policy = next->policy;
 	st->task_flags = 0;
 	prev_pid = prev->pid;
+	/* `preempt` covers a thread preempted after it set a sleeping state. */
 	if (is_workload(prev_pid))
-		st->task_flags = prev_state == 0 ? JS_F_PREEMPTED_WORKLOAD : JS_F_BLOCKED_WORKLOAD;
+		st->task_flags = preempt || prev_state == 0 ? JS_F_PREEMPTED_WORKLOAD
+							    : JS_F_BLOCKED_WORKLOAD;
 	__builtin_memcpy(st->task_comm, next->comm, sizeof(st->task_comm));
 	return 0;
 }

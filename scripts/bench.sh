@@ -95,7 +95,8 @@ base = plain[0]["histograms"][0]["transit"]
 for i, r in enumerate(probes):
     t = r["histograms"][0]["transit"]
     b = plain[i]["histograms"][0]["transit"]
-    print(f"| transit, probes #{i+1} | {t['percentiles']['50']} | {t['percentiles']['99']} | {t['percentiles']['99.9']} | {t['percentiles']['99.99']} | {t['max']} | {t['percentiles']['50'] / max(b['percentiles']['50'], 1):.2f} (vs no probes #{i+1}) | {t['percentiles']['99.9'] / max(b['percentiles']['99.9'], 1):.2f} |")
+    f = json.load(open(f"{out}/floor-probes{i+1}.json"))["percentiles"]["50"]
+    print(f"| transit, probes #{i+1} | {t['percentiles']['50']} | {t['percentiles']['99']} | {t['percentiles']['99.9']} | {t['percentiles']['99.99']} | {t['max']} | {t['percentiles']['50'] / max(b['percentiles']['50'], 1):.2f} (vs no probes #{i+1}); {t['percentiles']['50'] / max(f, 1):.2f} (vs floor {f} ns just before) | {t['percentiles']['99.9'] / max(b['percentiles']['99.9'], 1):.2f} |")
 print()
 print("BPF cost per event (kernel run-time statistics, `jitterscope probe` on CPU of the consumer for 5 s):")
 print()

@@ -284,7 +284,14 @@ fn probe(args: ProbeArgs) -> Result<()> {
     let mut all: Vec<Record> = Vec::new();
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
+    // Attaching patches kernel text, which sends call-function IPIs to every CPU: those
+    // records (and anything else from before the census started) are not the CPUs' noise.
     let mut handle = |mut batch: Vec<Record>, out: &mut dyn Write| -> Result<()> {
+        batch.retain(|r| match r {
+            Record::Interruption(i) => i.start_ns >= start,
+            Record::Cause(c) => c.at_ns >= start,
+            Record::Lost { .. } => true,
+        });
         batch.sort_by_key(|r| match r {
             Record::Interruption(i) => i.start_ns,
             Record::Cause(c) => c.at_ns,
@@ -306,11 +313,18 @@ fn probe(args: ProbeArgs) -> Result<()> {
         }
     }
     let attach = session.attach_report().to_vec();
+    // Detaching patches kernel text too: what starts from here on is jitterscope's own.
+    let census_end = monotonic_ns();
     let summary = session.stop().context("cannot stop the probes")?;
-    while let Ok(b) = batches.try_recv() {
+    while let Ok(mut b) = batches.try_recv() {
+        b.retain(|r| match r {
+            Record::Interruption(i) => i.start_ns < census_end,
+            Record::Cause(c) => c.at_ns < census_end,
+            Record::Lost { .. } => true,
+        });
         handle(b, &mut out)?;
     }
-    let duration = monotonic_ns().min(end) - start;
+    let duration = census_end.min(end) - start;
     if args.json {
         writeln!(out, "{}", census::summary_json(&all, duration, &summary))?;
     } else {
