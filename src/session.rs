@@ -242,7 +242,6 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
     let stem = format!("{}-{}", file_stem(&plan.label), utc_stamp(start_unix));
     let (hlog_path, hlog_file) = plan.output.create_stream(&format!("{stem}.hlog"))?;
     let mut hlog = HlogWriter::new(
-        hlog_path.clone(),
         hlog_file,
         start_unix,
         &format!(

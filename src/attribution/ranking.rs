@@ -74,25 +74,6 @@ impl Ranking {
         }
     }
 
-    /// The culprit with the most stolen time so far, as `class name detail`.
-    pub fn top(&self) -> Option<String> {
-        self.by
-            .iter()
-            .max_by_key(|(_, t)| t.total)
-            .map(|((class, name, detail), t)| {
-                format!(
-                    "{class} {name}{}{} {}",
-                    if detail.is_empty() { "" } else { " " },
-                    detail,
-                    crate::report::units::fmt_ns(t.total)
-                )
-            })
-    }
-
-    pub fn stalls(&self) -> u64 {
-        self.stalls
-    }
-
     pub fn incomplete(&self) -> u64 {
         self.incomplete
     }

@@ -4,7 +4,6 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::PathBuf;
 use std::time::{Duration, UNIX_EPOCH};
 
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
@@ -12,21 +11,14 @@ use hdrhistogram::serialization::V2DeflateSerializer;
 use hdrhistogram::Histogram;
 
 pub struct HlogWriter {
-    path: PathBuf,
     out: BufWriter<File>,
     serializer: V2DeflateSerializer,
 }
 
 impl HlogWriter {
     /// Writes the log header. `start_unix_ns` is the base time interval stamps count from.
-    pub fn new(
-        path: PathBuf,
-        file: File,
-        start_unix_ns: u64,
-        comment: &str,
-    ) -> std::io::Result<Self> {
+    pub fn new(file: File, start_unix_ns: u64, comment: &str) -> std::io::Result<Self> {
         let mut w = HlogWriter {
-            path,
             out: BufWriter::new(file),
             serializer: V2DeflateSerializer::new(),
         };
@@ -39,10 +31,6 @@ impl HlogWriter {
             .begin_log_with(&mut w.out, &mut w.serializer)?;
         w.out.flush()?;
         Ok(w)
-    }
-
-    pub fn path(&self) -> &PathBuf {
-        &self.path
     }
 
     /// Appends one interval; `offset_ns` counts from the base time.

@@ -196,12 +196,6 @@ pub struct Lost {
     pub sequence_errors: u64,
 }
 
-impl Lost {
-    pub fn any(&self) -> bool {
-        self.ring_buffer_drops + self.workload_queue_drops + self.sequence_errors > 0
-    }
-}
-
 /// Why a run file could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum RunFileError {

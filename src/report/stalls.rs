@@ -80,10 +80,6 @@ impl StallBook {
         self.count
     }
 
-    pub fn longest_ns(&self) -> u64 {
-        self.longest_ns
-    }
-
     /// The kept verdicts, longest stall first.
     pub fn worst(&self) -> Vec<&Verdict> {
         let mut keys: Vec<(u64, u64)> = self.worst.iter().map(|Reverse(k)| *k).collect();

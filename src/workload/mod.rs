@@ -147,7 +147,6 @@ pub struct Workload {
     handles: Vec<JoinHandle<()>>,
     stall_sources: Vec<StallSource>,
     interval_sources: Vec<IntervalSource>,
-    start_ns: Nanos,
 }
 
 /// Interval histograms kept in flight per consumer; the collector returns them after use.
@@ -173,7 +172,6 @@ impl Workload {
             handles: Vec::new(),
             stall_sources: Vec::new(),
             interval_sources: Vec::new(),
-            start_ns: 0,
         };
 
         let mut spawn = |role: ThreadRole, cpu: Cpu, body: Box<dyn FnOnce(Spinner) + Send>| {
@@ -311,9 +309,7 @@ impl Workload {
 
     /// Starts the clock: the threads leave their start line, warm up, then record.
     pub fn release(&mut self) {
-        let now = monotonic_ns();
-        let record_from = now + self.config.warmup_ns;
-        self.start_ns = now;
+        let record_from = monotonic_ns() + self.config.warmup_ns;
         let c = &self.control;
         c.record_from_ns.store(record_from, Ordering::SeqCst);
         c.end_ns.store(
@@ -330,11 +326,6 @@ impl Workload {
     /// The workload's threads (tids for the probes), producer first.
     pub fn threads(&self) -> &[WorkloadThread] {
         &self.threads
-    }
-
-    /// CLOCK_MONOTONIC time the threads were released (warm-up starts here).
-    pub fn start_ns(&self) -> Nanos {
-        self.start_ns
     }
 
     /// CLOCK_MONOTONIC time recording starts (after warm-up).

@@ -92,10 +92,6 @@ impl<T> Sender<T> {
         s.tail.store(tail.wrapping_add(1), Ordering::Release);
         Ok(())
     }
-
-    pub fn capacity(&self) -> usize {
-        self.shared.mask + 1
-    }
 }
 
 impl<T> Receiver<T> {
