@@ -37,15 +37,7 @@ fn run_with(label: &str, secs: u32, inject: impl FnOnce()) -> RunFile {
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "jitterscope failed:\n{stdout}");
-    let json = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| {
-            p.extension().is_some_and(|e| e == "json")
-                && !p.to_string_lossy().ends_with(".trace.json")
-        })
-        .expect("run file");
-    read(&json)
+    read(&run_file_in(dir.path()))
 }
 
 fn read(p: &Path) -> RunFile {

@@ -273,16 +273,7 @@ fn each_noise_kind_is_attributed_by_name_in_a_run() {
             .unwrap();
         assert!(noise.success());
         assert!(run.wait_with_output().unwrap().status.success());
-        let file = std::fs::read_dir(dir.path())
-            .unwrap()
-            .flatten()
-            .map(|e| e.path())
-            .find(|p| {
-                p.extension().is_some_and(|e| e == "json")
-                    && !p.to_string_lossy().ends_with(".trace.json")
-            })
-            .unwrap();
-        let r = jitterscope::report::runfile::RunFile::read(&file).unwrap();
+        let r = jitterscope::report::runfile::RunFile::read(&run_file_in(dir.path())).unwrap();
         let on_cpu1 = |c: &&jitterscope::report::runfile::CulpritEntry| {
             c.cpus.iter().any(|x| x.cpu == CPU && x.count > 0)
         };

@@ -209,3 +209,16 @@ pub fn snapshot() -> Vec<(String, String)> {
     }
     out
 }
+
+/// The run file a run wrote into `dir` (not its `.trace.json`).
+pub fn run_file_in(dir: &std::path::Path) -> std::path::PathBuf {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.extension().is_some_and(|e| e == "json")
+                && !p.to_string_lossy().ends_with(".trace.json")
+        })
+        .unwrap_or_else(|| panic!("no run file in {}", dir.display()))
+}
