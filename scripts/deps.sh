@@ -3,10 +3,14 @@
 # System packages come from Debian's archive through apt-get; Rust is the toolchain already
 # on the machine (rustup), never installed here.
 set -euo pipefail
+# Standard output carries only what the caller evaluates (a PATH line); everything else,
+# apt-get included, goes to standard error.
+exec 3>&1 1>&2
 
 packages=(clang libelf-dev zlib1g-dev pkg-config make gcc)
-# taskset (pinning competing tasks) and tmux (the live view's real-terminal test).
-packages+=(util-linux tmux)
+# taskset and setpriv (pinning competing tasks, dropping privileges), tmux (the live view's
+# real-terminal test), stress-ng (switch and hrtimer storms), capsh (capability tests).
+packages+=(util-linux tmux stress-ng libcap2-bin)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -29,7 +33,7 @@ if ! command -v cargo >/dev/null 2>&1; then
   for d in "${CARGO_HOME:-}/bin" "$HOME/.cargo/bin" "/root/.cargo/bin" ${SUDO_USER:+"$(getent passwd "$SUDO_USER" | cut -d: -f6)/.cargo/bin"}; do
     if [ -x "$d/cargo" ]; then
       echo "deps: using cargo from $d" >&2
-      echo "export PATH=\"$d:\$PATH\""
+      echo "export PATH=\"$d:\$PATH\"" >&3
       exit 0
     fi
   done
