@@ -118,9 +118,17 @@ fn write_journal(path: &Path, changes: &[Change]) -> std::io::Result<()> {
     }
     let tmp = path.with_extension("tmp");
     let text = serde_json::to_string_pretty(changes).unwrap_or_default();
+    // A fresh private file, never through a symlink planted at the temporary name.
+    let _ = std::fs::remove_file(&tmp);
     {
         use std::io::Write;
-        let mut f = std::fs::File::create(&tmp)?;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&tmp)?;
         f.write_all(text.as_bytes())?;
         f.sync_all()?;
     }
@@ -245,23 +253,39 @@ fn restore_changes(changes: &[Change]) -> Vec<String> {
                 tasks_file,
                 back_to,
             } => {
-                let members =
-                    std::fs::read_to_string(format!("{path}/{tasks_file}")).unwrap_or_default();
-                for pid in members.lines().filter(|l| !l.trim().is_empty()) {
-                    // A task that exited meanwhile is fine (ESRCH).
-                    let _ = std::fs::write(back_to, pid.trim());
-                }
-                match std::fs::remove_dir(path) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => failed.push(format!(
+                if let Err(e) = empty_and_remove_cgroup(path, tasks_file, back_to) {
+                    failed.push(format!(
                         "could not remove cgroup {path}: {e}; move its tasks to {back_to} and rmdir it by hand"
-                    )),
+                    ));
                 }
             }
         }
     }
     failed
+}
+
+/// Moves every task of a cgroup back and removes it. Tasks fork while they are being moved
+/// (a shield holds most of the system) and an exiting task lingers in the list for a moment,
+/// so this repeats until the directory goes, for up to two seconds.
+fn empty_and_remove_cgroup(path: &str, tasks_file: &str, back_to: &str) -> std::io::Result<()> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        let members = match std::fs::read_to_string(format!("{path}/{tasks_file}")) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        for pid in members.lines().filter(|l| !l.trim().is_empty()) {
+            // A task that exited meanwhile is fine (ESRCH).
+            let _ = std::fs::write(back_to, pid.trim());
+        }
+        match std::fs::remove_dir(path) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) if std::time::Instant::now() >= deadline => return Err(e),
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(20)),
+        }
+    }
 }
 
 /// Undoes what a killed run left in the journal. Returns the restored changes (none when
