@@ -1,5 +1,9 @@
 //! `jitterscope`: parse, run, print `Error: …` with the whole cause chain. Exit codes:
-//! 0 success, 1 runtime failure, 2 usage error (also clap's own).
+//! 0 success, 1 runtime failure (also a run whose CPU was taken away or whose files could
+//! not be written), 2 usage error (also clap's own), 128+N when signal N (SIGHUP 1, SIGINT 2,
+//! SIGTERM 15) ended a run or workshop early — its files are written and marked
+//! `interrupted`. For `tune --hold`, `probe` and `noise` a signal is the ordinary way to end
+//! early: they exit 0.
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -12,7 +16,7 @@ use jitterscope::cli::{
     Threshold, TuneArgs, UsageError, WorkshopArgs,
 };
 use jitterscope::report::export;
-use jitterscope::report::files::OutputDir;
+use jitterscope::report::files::{write_file, OutputDir};
 use jitterscope::report::runfile::RunFile;
 use jitterscope::session::{self, RunPlan};
 use jitterscope::system::cpus::Topology;
@@ -20,13 +24,26 @@ use jitterscope::workload::clock::loop_period_ns;
 use jitterscope::workload::WorkloadConfig;
 
 fn main() -> ExitCode {
+    // First thing: a signal during start-up (probe loading, the loop-period measurement) is
+    // seen and handled like one later on, not by the default action.
+    jitterscope::signals::install();
     let cli = Cli::parse();
+    let ends_on_signal = matches!(
+        cli.command,
+        None | Some(Command::Run(_)) | Some(Command::Workshop(_))
+    );
     match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => match jitterscope::signals::received() {
+            Some(sig) if ends_on_signal => ExitCode::from(jitterscope::signals::exit_code(sig)),
+            _ => ExitCode::SUCCESS,
+        },
         Err(e) => {
             if let Some(u) = e.downcast_ref::<UsageError>() {
                 eprintln!("error: {u}");
                 ExitCode::from(2)
+            } else if let Some(i) = e.downcast_ref::<jitterscope::signals::Interrupted>() {
+                eprintln!("{i}");
+                ExitCode::from(jitterscope::signals::exit_code(i.0))
             } else {
                 eprintln!("Error: {e:#}");
                 ExitCode::from(1)
@@ -51,8 +68,7 @@ fn run(cli: Cli) -> Result<()> {
             }
             print!("{}", jitterscope::report::compare::render(&runs));
             if let Some(svg) = &args.svg {
-                std::fs::write(svg, jitterscope::report::compare::chart(&runs))
-                    .with_context(|| format!("cannot write {}", svg.display()))?;
+                write_file(svg, jitterscope::report::compare::chart(&runs).as_bytes())?;
             }
             Ok(())
         }
@@ -163,8 +179,21 @@ fn plan(args: &RunArgs) -> Result<RunPlan> {
     })
 }
 
+/// Puts back what a killed jitterscope left changed, before anything else starts.
+fn restore_leftovers() {
+    match jitterscope::system::tuning::restore_from_journal() {
+        Ok(restored) => {
+            for c in restored {
+                eprintln!("note: {} (left changed by a killed jitterscope)", c.describe());
+            }
+        }
+        Err(e) => eprintln!("WARNING: {e}"),
+    }
+}
+
 fn run_workload(args: RunArgs) -> Result<()> {
     let plan = plan(&args)?;
+    restore_leftovers();
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     // Injected noise runs for the whole run, from threads kept off the measured CPUs when
@@ -179,7 +208,7 @@ fn run_workload(args: RunArgs) -> Result<()> {
         }
         jitterscope::workshop::noise::NoiseSet::start(&args.inject, &away)
     });
-    let result = session::run(plan, &mut out).context("the run failed");
+    let result = session::run(plan, &mut out);
     if let Some(n) = noise {
         for (kind, r) in n.stop() {
             match r {
@@ -188,8 +217,21 @@ fn run_workload(args: RunArgs) -> Result<()> {
             }
         }
     }
-    result?;
-    out.flush()?;
+    let outcome = result.map_err(|e| {
+        if e.is::<jitterscope::signals::Interrupted>() {
+            e
+        } else {
+            e.context("the run failed")
+        }
+    })?;
+    let _ = out.flush();
+    if outcome.run.run.ended == "cpu_lost" {
+        return Err(anyhow::anyhow!(
+            "the run ended early: {}; {} holds what was measured until then (marked cpu_lost)",
+            outcome.run.run.end_reason,
+            outcome.json_path.display()
+        ));
+    }
     Ok(())
 }
 
@@ -240,8 +282,7 @@ fn report(run: &RunFile, args: &ReportArgs) -> Result<()> {
         exporter.render(run)
     };
     match &args.output {
-        Some(path) => std::fs::write(path, text)
-            .with_context(|| format!("cannot write {}", path.display()))?,
+        Some(path) => write_file(path, text.as_bytes())?,
         None => print!("{text}"),
     }
     Ok(())
@@ -250,7 +291,6 @@ fn report(run: &RunFile, args: &ReportArgs) -> Result<()> {
 fn probe(args: ProbeArgs) -> Result<()> {
     use jitterscope::probe::{census, decode::Record, ProbeConfig, ProbeSession};
     use jitterscope::workload::clock::monotonic_ns;
-    jitterscope::signals::install();
     let topo = Topology::read();
     let cpus = parse_cpu_list(&args.cpus, &topo, 1)?;
     let (ringbuf, rounded) = jitterscope::probe::ringbuf_size(args.ringbuf_size);
@@ -339,17 +379,12 @@ fn probe(args: ProbeArgs) -> Result<()> {
 
 fn noise(args: NoiseArgs) -> Result<()> {
     use jitterscope::workshop::noise::{inject, NoiseError};
-    jitterscope::signals::install();
     let cpu = parse_cpu_list(&args.cpu, &Topology::read(), 1)?;
     if cpu.len() != 1 {
         return Err(UsageError(format!("--cpu {}: give one CPU, e.g. --cpu 1", args.cpu)).into());
     }
     // A journal left by a killed run is undone first, so its old values are not lost.
-    if let Ok(restored) = jitterscope::system::tuning::restore_from_journal() {
-        for c in restored {
-            eprintln!("note: {} (left changed by a killed run)", c.describe());
-        }
-    }
+    restore_leftovers();
     println!(
         "injecting {:?} noise on CPU {} at {}/s for {} (Ctrl-C ends early)",
         args.kind,
@@ -371,7 +406,7 @@ fn noise(args: NoiseArgs) -> Result<()> {
             .iter()
             .map(|i| serde_json::to_string(i).unwrap_or_default() + "\n")
             .collect();
-        std::fs::write(path, lines).with_context(|| format!("cannot write {}", path.display()))?;
+        write_file(path, lines.as_bytes())?;
     }
     println!("{} injections", log.len());
     Ok(())
@@ -379,7 +414,6 @@ fn noise(args: NoiseArgs) -> Result<()> {
 
 fn tune(args: TuneArgs) -> Result<()> {
     use jitterscope::system::{actions, tuning};
-    jitterscope::signals::install();
     let topo = Topology::read();
     let cpus = parse_cpu_list(&args.cpus, &topo, 1)?;
     let others = topo.housekeeping(&cpus);
@@ -403,11 +437,7 @@ fn tune(args: TuneArgs) -> Result<()> {
         )
         .into());
     }
-    if let Ok(restored) = tuning::restore_from_journal() {
-        for c in restored {
-            eprintln!("note: {} (left changed by a killed run)", c.describe());
-        }
-    }
+    restore_leftovers();
     let mut t = tuning::Tuner::new();
     let report = |o: actions::Outcome| {
         for d in o.done {
@@ -471,11 +501,7 @@ fn workshop(args: WorkshopArgs) -> Result<()> {
     }
     let output = OutputDir::prepare(&args.output).map_err(|e| UsageError(e.to_string()))?;
     let others = topo.housekeeping(&cpus[1..]);
-    if let Ok(restored) = jitterscope::system::tuning::restore_from_journal() {
-        for c in restored {
-            eprintln!("note: {} (left changed by a killed run)", c.describe());
-        }
-    }
+    restore_leftovers();
     let mut workload = WorkloadConfig::new(cpus[0], vec![cpus[1]]);
     workload.duration_ns = args.duration;
     workload.warmup_ns = 500_000_000;
@@ -520,9 +546,14 @@ fn workshop(args: WorkshopArgs) -> Result<()> {
             continue;
         }
         let (run, checks) = run_step(step, &base, &others, &mut out)?;
+        let interrupted = run.run.ended != "completed";
         passed += checks.iter().filter(|c| c.passed).count();
         total += checks.len();
         runs.push((step.title().to_string(), run));
+        if interrupted {
+            writeln!(out, "\nworkshop: stopped after step {} (the run ended early); the steps after it did not run", step.title())?;
+            break;
+        }
     }
     if runs.len() > 1 {
         writeln!(out, "\n{}", jitterscope::report::compare::render(&runs))?;

@@ -80,10 +80,13 @@ pub enum CulpritClass {
     #[serde(rename = "self")]
     SelfNoise,
     Unexplained,
+    /// Time of a stall whose kernel records were lost (ring buffer full): its cause is
+    /// unknown, which is not the same as "no kernel event".
+    Lost,
 }
 
 impl CulpritClass {
-    pub const ALL: [CulpritClass; 11] = [
+    pub const ALL: [CulpritClass; 12] = [
         CulpritClass::Kworker,
         CulpritClass::Kthread,
         CulpritClass::Task,
@@ -95,6 +98,7 @@ impl CulpritClass {
         CulpritClass::FreqChange,
         CulpritClass::SelfNoise,
         CulpritClass::Unexplained,
+        CulpritClass::Lost,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -110,6 +114,7 @@ impl CulpritClass {
             CulpritClass::FreqChange => "freq_change",
             CulpritClass::SelfNoise => "self",
             CulpritClass::Unexplained => "unexplained",
+            CulpritClass::Lost => "lost",
         }
     }
 }

@@ -19,7 +19,7 @@ use crate::report::files::{file_stem, utc_stamp, OutputDir};
 use crate::report::hlog::HlogWriter;
 use crate::report::runfile::{
     ConsumerHistograms, CpuCount, CulpritEntry, Lost, ProbeInfo, ProgramCostEntry, RunFile,
-    RunInfo, Settings, SpikeEntry, StallCulprit, StallEntry, SCHEMA,
+    Overhead, RunInfo, Settings, SpikeEntry, StallCulprit, StallEntry, SCHEMA,
 };
 use crate::report::seed::Summary;
 use crate::report::stalls::StallBook;
@@ -27,7 +27,9 @@ use crate::report::text;
 use crate::report::units::fmt_ns;
 use crate::report::{export, hgrm};
 use crate::signals;
+use crate::system::claim::CpuClaim;
 use crate::system::cpus::{format_list, Topology};
+use crate::system::cputime;
 use crate::workload::clock::{monotonic_ns, unix_ns};
 use crate::workload::histograms::{new_histogram, IntervalHistograms};
 use crate::workload::{affinity, Output, Workload, WorkloadConfig};
@@ -168,6 +170,57 @@ impl Attribution {
     }
 }
 
+/// Standard output that may go away mid-run (the terminal closed with SIGHUP, a pipe whose
+/// reader quit): the run goes on and its files are still written; the first error is kept
+/// and reported on standard error at the end.
+struct Console<'a> {
+    out: &'a mut dyn Write,
+    error: Option<std::io::Error>,
+}
+
+impl Write for Console<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.error.is_none() {
+            if let Err(e) = self.out.write_all(buf) {
+                self.error = Some(e);
+            }
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.error.is_none() {
+            if let Err(e) = self.out.flush() {
+                self.error = Some(e);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// jitterscope's own CPU time beside the workload's, sampled from the collector.
+#[derive(Debug, Clone, Copy)]
+struct CpuSample {
+    at_ns: Nanos,
+    process_ns: u64,
+    workload_ns: u64,
+}
+
+impl CpuSample {
+    /// None once a workload thread has ended (its time is no longer readable).
+    fn take(workload: &Workload, now: Nanos) -> Option<CpuSample> {
+        let mut workload_ns = 0;
+        for t in workload.threads() {
+            workload_ns += cputime::thread_cpu_ns(t.tid)?;
+        }
+        Some(CpuSample {
+            at_ns: now,
+            process_ns: cputime::process_cpu_ns(),
+            workload_ns,
+        })
+    }
+}
+
 /// Puts the calling thread's CPU affinity back on drop.
 struct AffinityGuard(Option<Vec<Cpu>>);
 
@@ -194,10 +247,29 @@ fn is_virtual_machine() -> bool {
 
 pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
     signals::install();
+    let mut console = Console { out, error: None };
+    let result = run_on(plan, &mut console);
+    if let Some(e) = console.error {
+        eprintln!("note: standard output went away during the run ({e}); the report is in the run's files");
+    }
+    result
+}
+
+/// A signal before the workload was released: stop here, nothing measured, no files.
+fn check_startup() -> Result<()> {
+    match signals::received() {
+        Some(sig) => Err(signals::Interrupted(sig).into()),
+        None => Ok(()),
+    }
+}
+
+fn run_on(plan: RunPlan, out: &mut Console) -> Result<RunOutcome> {
+    check_startup()?;
     let mut cfg = plan.workload.clone();
     let measured: Vec<Cpu> = std::iter::once(cfg.producer_cpu)
         .chain(cfg.consumer_cpus.iter().copied())
         .collect();
+    let _claim = CpuClaim::acquire(&measured)?;
     let topo = Topology::read();
     let mut housekeeping = topo.housekeeping(&measured);
     let every_cpu_measured = housekeeping.is_empty();
@@ -237,6 +309,17 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
         }
         None => None,
     };
+    check_startup()?;
+    let mut workload = Workload::spawn(cfg.clone())?;
+    if let Some((session, _)) = &probe {
+        let tids: Vec<u32> = workload.threads().iter().map(|t| t.tid).collect();
+        session
+            .set_workload_tids(&tids)
+            .context("cannot tell the probes the workload's threads")?;
+    }
+    // The last moment a signal means "never mind": after it, a signal ends a run that has
+    // files to write.
+    check_startup()?;
     let start_unix = unix_ns() as u64;
     let base_mono = monotonic_ns();
     let stem = format!("{}-{}", file_stem(&plan.label), utc_stamp(start_unix));
@@ -252,14 +335,6 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
         ),
     )
     .with_context(|| format!("cannot write {}", hlog_path.display()))?;
-
-    let mut workload = Workload::spawn(cfg.clone())?;
-    if let Some((session, _)) = &probe {
-        let tids: Vec<u32> = workload.threads().iter().map(|t| t.tid).collect();
-        session
-            .set_workload_tids(&tids)
-            .context("cannot tell the probes the workload's threads")?;
-    }
     workload.release();
     let record_from = workload.record_from_ns();
     let end = workload.end_ns();
@@ -406,6 +481,11 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
     let mut next_progress = record_from + 1_000_000_000;
     let mut next_frame: Nanos = 0;
     let mut ended = "completed";
+    let mut end_reason = String::new();
+    // jitterscope's own CPU time: first sample once recording starts, last one while every
+    // workload thread still runs.
+    let mut cpu_first: Option<CpuSample> = None;
+    let mut cpu_last: Option<CpuSample> = None;
     while !workload.finished() {
         std::thread::sleep(Duration::from_millis(100));
         drain(
@@ -423,6 +503,13 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
         }
         let now = monotonic_ns();
         attr.decide(now.saturating_sub(DECISION_LAG_NS));
+        if now >= record_from {
+            let sample = CpuSample::take(&workload, now);
+            if cpu_first.is_none() {
+                cpu_first = sample;
+            }
+            cpu_last = sample.or(cpu_last);
+        }
         if let Some(sig) = signals::received() {
             drop(screen.take());
             writeln!(
@@ -432,6 +519,15 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
             )?;
             workload.request_stop();
             ended = "interrupted";
+            end_reason = format!("{} received", signals::name(sig));
+            break;
+        }
+        if let Some(why) = workload.lost_placement() {
+            drop(screen.take());
+            writeln!(out, "stopping early: {why}")?;
+            workload.request_stop();
+            ended = "cpu_lost";
+            end_reason = why;
             break;
         }
         let due_line = plan.progress && screen.is_none() && now >= next_progress && now < end;
@@ -457,7 +553,16 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
         if let Some(term) = screen.as_mut() {
             next_frame = now + refresh_ns;
             let mut quit = false;
-            for action in term.actions()? {
+            let actions = match term.actions() {
+                Ok(a) => a,
+                Err(e) => {
+                    // The terminal went away: carry on without the view.
+                    drop(screen.take());
+                    writeln!(out, "note: the live view stopped ({e}); plain output instead")?;
+                    continue;
+                }
+            };
+            for action in actions {
                 match action {
                     Action::Quit => quit = true,
                     Action::TogglePause => {
@@ -478,12 +583,17 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
                 }
                 None => &live,
             };
-            term.draw(shown)?;
+            if let Err(e) = term.draw(shown) {
+                drop(screen.take());
+                writeln!(out, "note: the live view stopped ({e}); plain output instead")?;
+                continue;
+            }
             if quit {
                 drop(screen.take());
                 writeln!(out, "stopped from the live view, writing what was measured")?;
                 workload.request_stop();
                 ended = "interrupted";
+                end_reason = "stopped from the live view".into();
                 break;
             }
         }
@@ -504,7 +614,14 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
     let probe_summary = match probe.take() {
         Some((session, rx)) => {
             let attach = session.attach_report().to_vec();
-            let summary = session.stop().context("cannot stop the kernel probes")?;
+            // What was measured is still written when the probes end badly.
+            let summary = session.stop().unwrap_or_else(|e| {
+                let _ = writeln!(
+                    out,
+                    "WARNING: the kernel probes did not stop cleanly ({e}); their counters are missing from the report"
+                );
+                crate::probe::ProbeSummary::default()
+            });
             while let Ok(batch) = rx.try_recv() {
                 attr.records(batch);
             }
@@ -534,6 +651,24 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
         virtual_machine: is_virtual_machine(),
     };
     let probes_on = probe_summary.is_some();
+    let (bpf_run_ns, bpf_events) = probe_summary.as_ref().map_or((0, 0), |(_, p)| {
+        (
+            p.costs.iter().map(|c| c.run_time_ns).sum(),
+            p.costs.iter().map(|c| c.run_count).sum(),
+        )
+    });
+    let overhead = match (cpu_first, cpu_last) {
+        (Some(a), Some(b)) if b.at_ns > a.at_ns => Some(Overhead {
+            window_ns: b.at_ns - a.at_ns,
+            tracer_cpu_ns: b
+                .process_ns
+                .saturating_sub(a.process_ns)
+                .saturating_sub(b.workload_ns.saturating_sub(a.workload_ns)),
+            bpf_run_ns,
+            bpf_events,
+        }),
+        _ => None,
+    };
 
     let run = RunFile {
         schema: SCHEMA.to_string(),
@@ -548,6 +683,7 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
             kernel: crate::system::kernel_release(),
             host: crate::system::host_name(),
             ended: ended.to_string(),
+            end_reason,
             settings: Settings {
                 pinned: cfg.pin,
                 interval_ns: cfg.interval_ns,
@@ -630,7 +766,38 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
                 .collect(),
             incomplete_stalls: attr.ranking.incomplete(),
         }),
+        overhead,
     };
+
+    // The files first: a report that cannot be printed (standard output gone) or a signal
+    // arriving now must not cost the run its files. A file that cannot be written (full
+    // disk) does not stop the report from being printed.
+    let mut file_error: Option<crate::report::files::OutputError> = None;
+    let mut keep = |r: Result<std::path::PathBuf, crate::report::files::OutputError>| match r {
+        Ok(p) => Some(p),
+        Err(e) => {
+            file_error.get_or_insert(e);
+            None
+        }
+    };
+    let mut hgrm_paths = Vec::new();
+    for (i, t) in totals.iter().enumerate() {
+        for (kind, h) in [("transit", &t.transit), ("inter_message", &t.inter_message)] {
+            let name = format!("{stem}.{}.{kind}.hgrm", consumer_key(i));
+            hgrm_paths.extend(keep(plan.output.write(
+                &name,
+                hgrm::percentile_distribution(h, 1000.0).as_bytes(),
+            )));
+        }
+    }
+    // The run file last: its presence says the others were written before it.
+    let mut written = Vec::new();
+    for e in export::run_files() {
+        written.extend(keep(
+            plan.output
+                .write(&format!("{stem}{}", e.suffix()), e.render(&run).as_bytes()),
+        ));
+    }
 
     write!(out, "\n{}", text::render(&run, plan.colour))?;
     if ring_full > 0 {
@@ -653,26 +820,14 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
         )?;
     }
 
-    let mut hgrm_paths = Vec::new();
-    for (i, t) in totals.iter().enumerate() {
-        for (kind, h) in [("transit", &t.transit), ("inter_message", &t.inter_message)] {
-            let name = format!("{stem}.{}.{kind}.hgrm", consumer_key(i));
-            hgrm_paths.push(
-                plan.output
-                    .write(&name, hgrm::percentile_distribution(h, 1000.0).as_bytes())?,
-            );
-        }
-    }
-    let mut written = Vec::new();
-    for e in export::run_files() {
-        written.push(
-            plan.output
-                .write(&format!("{stem}{}", e.suffix()), e.render(&run).as_bytes())?,
-        );
+    if let Some(e) = file_error {
+        return Err(anyhow::Error::new(e).context(
+            "the run's files are incomplete (the report above is what was measured)",
+        ));
     }
     let json_path = written.last().cloned().unwrap_or_default();
     writeln!(out, "\nrun file:     {}", json_path.display())?;
-    for p in &written[..written.len() - 1] {
+    for p in &written[..written.len().saturating_sub(1)] {
         writeln!(out, "              {}", p.display())?;
     }
     for p in &hgrm_paths {

@@ -1,12 +1,16 @@
 //! SIGINT, SIGTERM and SIGHUP end a run early but cleanly: the handler only sets a flag
-//! that the session polls, so the report and the run files are still written.
+//! that the session polls, so probes detach, workload threads stop and the report and the
+//! run files are still written (marked `interrupted`). Installed first thing in `main`, so a
+//! signal during start-up is seen too; signals that arrive while the files are being written
+//! do not cut the writing short (SIGKILL is the way to abandon it).
 
 use std::sync::atomic::{AtomicI32, Ordering};
 
 static RECEIVED: AtomicI32 = AtomicI32::new(0);
 
 extern "C" fn on_signal(sig: libc::c_int) {
-    RECEIVED.store(sig, Ordering::SeqCst);
+    // The first signal decides (the exit code is 128 + its number); later ones change nothing.
+    let _ = RECEIVED.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
 }
 
 /// Installs the handlers (idempotent).
@@ -38,3 +42,14 @@ pub fn name(sig: i32) -> &'static str {
         _ => "signal",
     }
 }
+
+/// The shell's convention for "ended by signal `sig`": 128 + its number (130 for SIGINT).
+pub fn exit_code(sig: i32) -> u8 {
+    (128 + sig).clamp(0, 255) as u8
+}
+
+/// A signal arrived before anything was measured: everything started was stopped again and
+/// no file was written.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: stopped during start-up, before anything was measured; no files were written", name(*.0))]
+pub struct Interrupted(pub i32);

@@ -244,6 +244,16 @@ fn lost_records_mark_the_stall_incomplete() {
     let v = e.finish();
     assert!(!v[0].incomplete);
     assert!(v[1].incomplete);
+    // A stall with lost records is not claimed to have had "no kernel event".
+    assert_eq!(
+        parts(&v[0]),
+        [(C::Unexplained, "no kernel event".into(), 4_000)]
+    );
+    assert_eq!(
+        parts(&v[1]),
+        [(C::Lost, "kernel records lost".into(), 1_500)]
+    );
+    assert_eq!(v[1].unexplained_ns(), 0);
 }
 
 #[test]

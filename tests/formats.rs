@@ -85,6 +85,7 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
             kernel: "6.18.0".into(),
             host: "bench".into(),
             ended: "completed".into(),
+            end_reason: String::new(),
             settings: Settings {
                 pinned: true,
                 interval_ns: 10_000,
@@ -253,6 +254,12 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
                 run_time_ns: 1_750_000,
             }],
             incomplete_stalls: 1,
+        }),
+        overhead: Some(Overhead {
+            window_ns: 30_000_000_000,
+            tracer_cpu_ns: 41_000_000,
+            bpf_run_ns: 1_750_000,
+            bpf_events: 10_000,
         }),
     }
 }

@@ -101,6 +101,8 @@ pub struct SpikeVerdict {
 
 pub const UNEXPLAINED_NAME: &str = "no kernel event";
 pub const UNEXPLAINED_DETAIL: &str = "hypervisor preemption, SMI or hardware";
+pub const LOST_NAME: &str = "kernel records lost";
+pub const LOST_DETAIL: &str = "the BPF ring buffer was full; cause unknown";
 
 fn level(c: CulpritClass) -> u8 {
     match c {
@@ -405,17 +407,28 @@ impl Engine {
             });
         }
         let rest = total.saturating_sub(explained);
+        let incomplete = c.lost.iter().any(|&(a, b)| a <= end && b >= start);
         if rest > 0 {
+            // With records lost in the window, "no kernel event" cannot be claimed: the
+            // remainder's cause is unknown.
+            let (class, name, detail) = if incomplete {
+                (CulpritClass::Lost, LOST_NAME, LOST_DETAIL)
+            } else {
+                (
+                    CulpritClass::Unexplained,
+                    UNEXPLAINED_NAME,
+                    UNEXPLAINED_DETAIL,
+                )
+            };
             culprits.push(Share {
-                class: CulpritClass::Unexplained,
-                name: UNEXPLAINED_NAME.into(),
-                detail: UNEXPLAINED_DETAIL.into(),
+                class,
+                name: name.into(),
+                detail: detail.into(),
                 via: String::new(),
                 ns: rest,
                 share: share(rest),
             });
         }
-        let incomplete = c.lost.iter().any(|&(a, b)| a <= end && b >= start);
         Verdict {
             stall: *s,
             culprits,
@@ -475,7 +488,7 @@ impl Engine {
         }
         culprits.sort_by_key(|c| {
             (
-                c.class == CulpritClass::Unexplained,
+                matches!(c.class, CulpritClass::Unexplained | CulpritClass::Lost),
                 std::cmp::Reverse(c.ns),
             )
         });

@@ -203,6 +203,7 @@ fn culprits(m: &LiveModel, rows: usize) -> Table<'static> {
             let style = match c.class.as_str() {
                 "self" => Style::default().fg(Color::Red),
                 "unexplained" => Style::default().fg(Color::DarkGray),
+                "lost" => Style::default().fg(Color::Red),
                 _ => Style::default(),
             };
             Row::new(vec![

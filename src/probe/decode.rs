@@ -152,7 +152,7 @@ pub fn decode(r: &js_record, syms: &mut Kallsyms) -> Option<Record> {
                         format!("{}→{} kHz", r.detail, r.id)
                     },
                 ),
-                CulpritClass::Unexplained => return None,
+                CulpritClass::Unexplained | CulpritClass::Lost => return None,
             };
             Some(Record::Interruption(Interruption {
                 cpu: r.cpu,

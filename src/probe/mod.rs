@@ -129,6 +129,8 @@ pub enum ProbeError {
     Permission { errno: String },
     #[error("cannot load BPF programs: this kernel has no BTF (/sys/kernel/btf/vmlinux is missing); jitterscope needs a kernel built with CONFIG_DEBUG_INFO_BTF=y (5.8 or newer)")]
     NoBtf,
+    #[error("cannot load BPF programs: the kernel is locked down ({mode}), which forbids BPF programs that read kernel memory; boot with lockdown=integrity or lockdown=none (Secure Boot may set it), or measure without attribution: --no-probes")]
+    Lockdown { mode: String },
     #[error("the kernel's verifier rejected a BPF program: {cause}\n{log}")]
     Verifier { cause: String, log: String },
     #[error("cannot attach tp_btf/{tracepoint}: {cause}; this tracepoint is required")]
@@ -181,14 +183,48 @@ fn last_log_lines(n: usize) -> String {
     log[start..].join("\n")
 }
 
+/// The kernel lockdown mode when it restricts BPF (`confidentiality`), from the text of
+/// /sys/kernel/security/lockdown (`none integrity [confidentiality]`).
+pub fn bpf_lockdown(text: &str) -> Option<String> {
+    let mode = text.split_whitespace().find(|w| w.starts_with('['))?;
+    let mode = mode.trim_matches(|c| c == '[' || c == ']');
+    (mode == "confidentiality").then(|| mode.to_string())
+}
+
+/// What must hold before loading is tried: the kernel's BTF.
+pub fn check_kernel(btf: &std::path::Path) -> Result<(), ProbeError> {
+    if btf.exists() {
+        Ok(())
+    } else {
+        Err(ProbeError::NoBtf)
+    }
+}
+
+/// The kernel refused with EPERM: lockdown when it is on (root cannot lift it), else
+/// missing privileges. `lockdown` is the content of /sys/kernel/security/lockdown.
+pub fn permission_error(lockdown: Option<&str>) -> ProbeError {
+    match lockdown.and_then(bpf_lockdown) {
+        Some(mode) => ProbeError::Lockdown { mode },
+        None => ProbeError::Permission {
+            errno: "EPERM".into(),
+        },
+    }
+}
+
+fn refused() -> ProbeError {
+    permission_error(
+        std::fs::read_to_string("/sys/kernel/security/lockdown")
+            .ok()
+            .as_deref(),
+    )
+}
+
 fn classify_load_error(e: &libbpf_rs::Error) -> ProbeError {
     let log = last_log_lines(25);
     // The verifier refuses with EACCES too: its log, not the errno, tells it from privilege.
     let verifier = log.contains("processed") || log.contains("R0") || log.contains("invalid");
     match e.kind() {
-        ErrorKind::PermissionDenied if !verifier => ProbeError::Permission {
-            errno: "EPERM".into(),
-        },
+        ErrorKind::PermissionDenied if !verifier => refused(),
         _ => {
             if verifier {
                 ProbeError::Verifier {
@@ -214,9 +250,7 @@ impl ProbeSession {
     /// Starts the drain thread, which loads and attaches the programs; returns once they are
     /// attached (or with the reason they could not be), plus the channel of record batches.
     pub fn start(cfg: ProbeConfig) -> Result<(ProbeSession, Receiver<ProbeBatch>), ProbeError> {
-        if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
-            return Err(ProbeError::NoBtf);
-        }
+        check_kernel(std::path::Path::new("/sys/kernel/btf/vmlinux"))?;
         let (cmd_tx, cmd_rx) = mpsc::channel();
         let (batch_tx, batch_rx) = mpsc::channel();
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);
@@ -370,9 +404,7 @@ fn load_and_attach<'obj>(
             }
             Err(e) if MANDATORY.contains(&tp.as_str()) => {
                 return Err(if e.kind() == ErrorKind::PermissionDenied {
-                    ProbeError::Permission {
-                        errno: "EPERM".into(),
-                    }
+                    refused()
                 } else {
                     ProbeError::Attach {
                         tracepoint: tp,
@@ -562,4 +594,41 @@ fn drain_thread(
         unsafe { libc::close(stats_fd) };
     }
     Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_btf_lockdown_and_privileges_are_told_apart() {
+        let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let missing = here.join("no-such-btf");
+        let e = check_kernel(&missing).unwrap_err().to_string();
+        assert!(e.contains("this kernel has no BTF"), "{e}");
+        assert!(e.contains("CONFIG_DEBUG_INFO_BTF=y"), "{e}");
+        assert!(check_kernel(here).is_ok());
+        let e = permission_error(Some("none integrity [confidentiality]\n")).to_string();
+        assert!(e.contains("locked down (confidentiality)"), "{e}");
+        assert!(e.contains("--no-probes"), "{e}");
+        // Integrity mode keeps BPF tracing; EPERM then means privileges.
+        for text in [
+            Some("none [integrity] confidentiality"),
+            Some("[none] integrity confidentiality"),
+            None,
+        ] {
+            let e = permission_error(text).to_string();
+            assert!(e.contains("CAP_BPF+CAP_PERFMON"), "{text:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn ring_buffer_sizes_round_up_to_a_power_of_two_page_multiple() {
+        assert_eq!(ringbuf_size(8 << 20), (8 << 20, false));
+        assert_eq!(ringbuf_size(5 << 20), (8 << 20, true));
+        assert_eq!(ringbuf_size(4096), (4096, false));
+        assert_eq!(ringbuf_size(6000), (8192, true));
+        assert_eq!(ringbuf_size(1), (4096, true));
+        assert_eq!(ringbuf_size(u64::MAX), (1 << 30, true));
+    }
 }

@@ -23,11 +23,27 @@ pub enum OutputError {
         path: String,
         source: std::io::Error,
     },
-    #[error("cannot write {path}: {source}")]
+    #[error("cannot write {path}: {source}{}", write_hint(.source))]
     Write {
         path: String,
         source: std::io::Error,
     },
+}
+
+/// The fix for a failed write, by its cause.
+fn write_hint(e: &std::io::Error) -> &'static str {
+    match e.raw_os_error() {
+        Some(libc::ENOSPC | libc::EDQUOT) => {
+            "; the file system is full — free some space or write somewhere else"
+        }
+        Some(libc::EACCES | libc::EPERM) => "; not allowed — choose a directory you can write to",
+        Some(libc::EROFS) => "; the file system is read-only — write somewhere else",
+        Some(libc::ELOOP) => {
+            "; a symbolic link is in the way, and jitterscope does not follow links it did not make — remove it or choose another name"
+        }
+        Some(libc::EEXIST) => "; a file of that name is in the way — remove it or choose another name",
+        _ => "",
+    }
 }
 
 /// The invoking user when run through sudo (`SUDO_UID`/`SUDO_GID`), whose files these are.
@@ -99,23 +115,7 @@ impl OutputDir {
     /// Writes a whole file atomically: a crash leaves either the old file or the new one.
     pub fn write(&self, name: &str, contents: &[u8]) -> Result<PathBuf, OutputError> {
         let dest = self.path(name);
-        let tmp = self.path(&format!(".{name}.tmp.{}", std::process::id()));
-        let err = |source| OutputError::Write {
-            path: dest.display().to_string(),
-            source,
-        };
-        let _ = std::fs::remove_file(&tmp);
-        let result = (|| {
-            let mut f = create_new(&tmp)?;
-            f.write_all(contents)?;
-            f.sync_data()?;
-            std::fs::rename(&tmp, &dest)
-        })();
-        if let Err(e) = result {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(err(e));
-        }
-        hand_to_invoking_user(&dest);
+        write_file(&dest, contents)?;
         Ok(dest)
     }
 
@@ -130,6 +130,36 @@ impl OutputDir {
         hand_to_invoking_user(&dest);
         Ok((dest, f))
     }
+}
+
+/// Writes a whole file anywhere (`report -o`, `compare --svg`): through a fresh private
+/// temporary file next to it (O_EXCL, O_NOFOLLOW, 0644) renamed over the destination, so a
+/// symlink planted at either name is never followed and a crash leaves the old file or the
+/// new one, never half of it. Handed to the invoking user under sudo.
+pub fn write_file(dest: &Path, contents: &[u8]) -> Result<(), OutputError> {
+    let err = |source| OutputError::Write {
+        path: dest.display().to_string(),
+        source,
+    };
+    let name = dest
+        .file_name()
+        .ok_or_else(|| err(std::io::Error::from_raw_os_error(libc::EISDIR)))?
+        .to_string_lossy()
+        .into_owned();
+    let tmp = dest.with_file_name(format!(".{name}.tmp.{}", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    let result = (|| {
+        let mut f = create_new(&tmp)?;
+        f.write_all(contents)?;
+        f.sync_data()?;
+        std::fs::rename(&tmp, dest)
+    })();
+    if let Err(e) = result {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(err(e));
+    }
+    hand_to_invoking_user(dest);
+    Ok(())
 }
 
 fn create_new(path: &Path) -> std::io::Result<File> {

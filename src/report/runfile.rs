@@ -36,6 +36,24 @@ pub struct RunFile {
     /// What the kernel probes attached and what they cost; absent without probes.
     #[serde(default)]
     pub probes: Option<ProbeInfo>,
+    /// What jitterscope itself cost while it recorded; absent in files of older versions.
+    #[serde(default)]
+    pub overhead: Option<Overhead>,
+}
+
+/// The tracer's own cost over the recorded window, beside the workload it measures.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Overhead {
+    /// The window the figures cover (the recorded part of the run).
+    pub window_ns: Nanos,
+    /// CPU time of jitterscope's own threads — collector, probe drain, live view — in that
+    /// window; the workload's spinning threads are not counted.
+    pub tracer_cpu_ns: u64,
+    /// Run time of the BPF programs (kernel statistics; 0 when they were unavailable or the
+    /// run had no probes).
+    pub bpf_run_ns: u64,
+    /// BPF program runs.
+    pub bpf_events: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -80,8 +98,12 @@ pub struct RunInfo {
     pub duration_ns: Nanos,
     pub kernel: String,
     pub host: String,
-    /// `completed`, or `interrupted` when a signal ended the run early.
+    /// `completed`; `interrupted` when a signal or the live view ended the run early;
+    /// `cpu_lost` when a workload thread was moved off its CPU (offlined, cpuset changed).
     pub ended: String,
+    /// Why the run ended early, in words (empty when it completed).
+    #[serde(default)]
+    pub end_reason: String,
     pub settings: Settings,
 }
 
@@ -319,6 +341,7 @@ mod tests {
                 kernel: "k".into(),
                 host: "h".into(),
                 ended: "completed".into(),
+                end_reason: String::new(),
                 settings: Settings {
                     pinned: true,
                     interval_ns: 10_000,
@@ -360,6 +383,7 @@ mod tests {
             spikes: vec![],
             lost: Lost::default(),
             probes: None,
+            overhead: None,
         }
     }
 

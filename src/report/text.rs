@@ -41,6 +41,7 @@ impl Paint {
     fn class(self, class: &str) -> String {
         let c = match class {
             "unexplained" => "2",
+            "lost" => "1;31",
             "self" => "1;31",
             "kworker" | "kthread" => "33",
             "irq" | "softirq" | "ipi" | "nmi" => "35",
@@ -73,6 +74,8 @@ pub fn causes_line(s: &StallEntry) -> String {
             };
             if c.class == "unexplained" {
                 format!("unexplained {}", fmt_ns(c.ns))
+            } else if c.class == "lost" {
+                format!("unknown (kernel records lost) {}", fmt_ns(c.ns))
             } else if c.class == "freq_change" && c.ns == 0 {
                 format!("{what} (frequency change)")
             } else if c.via.is_empty() {
@@ -128,6 +131,8 @@ pub fn spike_line(record_from_ns: u64, sp: &super::runfile::SpikeEntry) -> Strin
         .map(|c| {
             if c.class == "unexplained" {
                 format!("unexplained {}", fmt_ns(c.ns))
+            } else if c.class == "lost" {
+                format!("unknown (kernel records lost) {}", fmt_ns(c.ns))
             } else if c.detail.is_empty() {
                 format!("{} {} ({})", c.name, fmt_ns(c.ns), pct(c.share))
             } else {
@@ -157,6 +162,8 @@ pub fn spike_line(record_from_ns: u64, sp: &super::runfile::SpikeEntry) -> Strin
 fn culprit_name(c: &CulpritEntry) -> String {
     if c.class == "unexplained" {
         format!("unexplained ({})", c.name)
+    } else if c.class == "lost" {
+        format!("unknown ({})", c.name)
     } else if c.detail.is_empty() {
         c.name.clone()
     } else {
@@ -256,14 +263,23 @@ pub fn render(run: &RunFile, colour: bool) -> String {
     if let Some(pr) = &run.probes {
         let _ = writeln!(s, "{}", probe_cost_line(pr, run.run.duration_ns));
     }
+    if let Some(o) = &run.overhead {
+        let _ = writeln!(s, "{}", overhead_line(o));
+    }
     for w in warnings(run) {
         let _ = writeln!(s, "{}", p.warn(&format!("WARNING: {w}")));
     }
     if run.run.ended != "completed" {
         let _ = writeln!(
             s,
-            "note: the run was {} before its planned {}",
+            "note: the run ended early ({}{}) after {} of its planned {}; these figures are partial",
             run.run.ended,
+            if run.run.end_reason.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", run.run.end_reason)
+            },
+            fmt_ns(run.run.duration_ns),
             fmt_ns(run.run.settings.planned_duration_ns)
         );
     }
@@ -276,22 +292,28 @@ pub fn explained_line(run: &RunFile) -> Option<String> {
     if total == 0 || !run.run.settings.probes {
         return None;
     }
-    let unexplained: u64 = run
-        .culprits
-        .iter()
-        .filter(|c| c.class == "unexplained")
-        .map(|c| c.total_ns)
-        .sum();
-    let named = total.saturating_sub(unexplained);
+    let of_class = |class: &str| -> u64 {
+        run.culprits
+            .iter()
+            .filter(|c| c.class == class)
+            .map(|c| c.total_ns)
+            .sum()
+    };
+    let (unexplained, lost) = (of_class("unexplained"), of_class("lost"));
+    let named = total.saturating_sub(unexplained).saturating_sub(lost);
     let incomplete = run.probes.as_ref().map_or(0, |p| p.incomplete_stalls);
+    let pct = |ns: u64| 100.0 * ns as f64 / total as f64;
     Some(format!(
         "{:.1}% of all stall time ({} of {}) has a named kernel cause; {:.1}% is unexplained (no kernel event){}",
-        100.0 * named as f64 / total as f64,
+        pct(named),
         fmt_ns(named),
         fmt_ns(total),
-        100.0 * unexplained as f64 / total as f64,
+        pct(unexplained),
         if incomplete > 0 {
-            format!("; {incomplete} stalls incomplete (records lost)")
+            format!(
+                "; {:.1}% is unknown: {incomplete} stalls are incomplete (kernel records lost)",
+                pct(lost)
+            )
         } else {
             String::new()
         }
@@ -354,14 +376,45 @@ pub fn probe_cost_line(p: &super::runfile::ProbeInfo, duration_ns: u64) -> Strin
     line
 }
 
+/// `jitterscope itself: 41.0ms CPU (0.14% of one CPU) beside the workload, BPF 1.75ms (0.006%)`
+pub fn overhead_line(o: &super::runfile::Overhead) -> String {
+    let pct = |ns: u64| {
+        if o.window_ns > 0 {
+            100.0 * ns as f64 / o.window_ns as f64
+        } else {
+            0.0
+        }
+    };
+    format!(
+        "jitterscope itself: {} CPU ({:.3}% of one CPU) in its own threads beside the workload, {} in BPF programs ({:.3}%)",
+        fmt_ns(o.tracer_cpu_ns),
+        pct(o.tracer_cpu_ns),
+        fmt_ns(o.bpf_run_ns),
+        pct(o.bpf_run_ns)
+    )
+}
+
 /// Lost-data warnings, shared by every format.
 pub fn warnings(run: &RunFile) -> Vec<String> {
     let l = &run.lost;
     let mut w = Vec::new();
     if l.ring_buffer_drops > 0 {
+        let per_cpu: Vec<String> = run
+            .probes
+            .iter()
+            .flat_map(|p| &p.drops)
+            .filter(|d| d.count > 0)
+            .map(|d| format!("CPU {}: {}", d.cpu, d.count))
+            .collect();
+        let incomplete = run.probes.as_ref().map_or(0, |p| p.incomplete_stalls);
         w.push(format!(
-            "{} kernel records were lost (BPF ring buffer full); stalls in those windows are marked incomplete — raise --ringbuf-size",
-            l.ring_buffer_drops
+            "{} kernel records were lost (BPF ring buffer full{}); {incomplete} stalls in those windows are marked incomplete, their verdicts may miss a culprit — raise --ringbuf-size",
+            l.ring_buffer_drops,
+            if per_cpu.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", per_cpu.join(", "))
+            }
         ));
     }
     if l.workload_queue_drops > 0 {
@@ -491,6 +544,9 @@ pub fn render_markdown(run: &RunFile) -> String {
         }
     } else {
         s.push_str("\nStalls are not attributed: this run had no kernel probes.\n");
+    }
+    if let Some(o) = &run.overhead {
+        let _ = writeln!(s, "\n{}", overhead_line(o));
     }
     let w = warnings(run);
     if !w.is_empty() {

@@ -1,7 +1,9 @@
 //! What the machine is and how it is set: CPUs, their state, the kernel.
 
 pub mod actions;
+pub mod claim;
 pub mod cpus;
+pub mod cputime;
 pub mod tuning;
 
 /// `uname -r`.

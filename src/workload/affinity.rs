@@ -34,6 +34,26 @@ pub fn allowed_cpus() -> std::io::Result<Vec<Cpu>> {
     }
 }
 
+/// The CPUs thread `tid` may run on (any thread of any process we may inspect).
+pub fn thread_cpus(tid: u32) -> std::io::Result<Vec<Cpu>> {
+    // SAFETY: as above, for another thread id.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(
+            tid as libc::pid_t,
+            std::mem::size_of::<libc::cpu_set_t>(),
+            &mut set,
+        ) != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok((0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .map(|c| c as Cpu)
+            .collect())
+    }
+}
+
 /// Restricts the calling thread to `cpus` (used to keep helper threads off measured CPUs).
 pub fn set_current_thread_cpus(cpus: &[Cpu]) -> std::io::Result<()> {
     // SAFETY: as above.

@@ -348,6 +348,44 @@ impl Workload {
         self.control.stop.store(true, Ordering::Relaxed);
     }
 
+    /// Checks that every pinned thread is still pinned to its CPU. The kernel moves a thread
+    /// without asking when its CPU goes offline or leaves the cpuset; the measurement is then
+    /// void, and the explanation says what happened. Called off the measured CPUs, a
+    /// syscall per thread.
+    pub fn lost_placement(&self) -> Option<String> {
+        if self.finished() {
+            return None;
+        }
+        for t in &self.threads {
+            let Some(cpu) = t.cpu else { continue };
+            let now = match affinity::thread_cpus(t.tid) {
+                Ok(now) => now,
+                // The thread has just ended (ESRCH): nothing to check.
+                Err(_) => continue,
+            };
+            if now == [cpu] {
+                continue;
+            }
+            let online = std::fs::read_to_string(format!(
+                "/sys/devices/system/cpu/cpu{cpu}/online"
+            ))
+            .map(|s| s.trim() != "0")
+            .unwrap_or(true);
+            let why = if online {
+                format!("CPU {cpu} was taken out of this process's cpuset (or someone changed the thread's affinity)")
+            } else {
+                format!("CPU {cpu} went offline")
+            };
+            return Some(format!(
+                "{} (tid {}) was moved off CPU {cpu}: {why}; it may now run on CPU {}, so the measurement stopped here",
+                t.name,
+                t.tid,
+                crate::system::cpus::format_list(&now)
+            ));
+        }
+        None
+    }
+
     pub fn counters(&self) -> &[(ThreadRole, Arc<ThreadCounters>)] {
         &self.counters
     }
