@@ -2,17 +2,33 @@
 # Benchmarks, printed as Markdown tables so figures can be quoted side by side. One run
 # measures, on the same CPUs:
 #   1. the cross-core transfer floor (cache-line ping-pong between the two CPUs);
-#   2. the workload's transit latency without probes and with probes attached (ratio);
+#   2. the tracers side by side on the same workload (`jitterscope --no-probes`): no tracing,
+#      jitterscope's own probes, `perf record` of the same tracepoints on the same CPUs (the
+#      seed's method) and bpftrace with equivalent probes. Per row: transit percentiles with
+#      ratios to the no-tracing row of the same round, the floor measured just before, the
+#      tracer's CPU time, its BPF time and its output size. Two rounds, in opposite orders;
 #   3. the BPF cost per event of each program, at the machine's idle rate and under a
 #      sched_switch storm (perf bench sched pipe pinned to the measured consumer CPU);
 #   4. the attribution engine's throughput and peak memory on one core.
 # Usage: sudo scripts/bench.sh [--cpus 0,1] [--duration 10s]
 # Not a test: nothing here passes or fails on speed.
+# Installs linux-perf, bpftrace and bpftool when missing. Mounts tracefs if it is not mounted
+# (perf and bpftrace need it) and sets kernel.bpf_stats_enabled=1 (bpftrace's BPF run time);
+# both are put back on exit, failure and Ctrl-C included.
 set -euo pipefail
+
+# Before anything can mount it (perf mounts tracefs by itself when it finds it missing).
+tracefs=/sys/kernel/tracing
+tracefs_was_mounted=0
+mountpoint -q "$tracefs" && tracefs_was_mounted=1
+debugfs_was_mounted=0
+mountpoint -q /sys/kernel/debug && debugfs_was_mounted=1
+
 source "$(dirname "$0")/env.sh"
 
 cpus=0,1
 duration=10s
+warmup=2s
 while [ $# -gt 0 ]; do
   case "$1" in
     --cpus) cpus=$2; shift 2 ;;
@@ -22,15 +38,26 @@ while [ $# -gt 0 ]; do
 done
 consumer=${cpus##*,}
 
-if ! command -v perf >/dev/null 2>&1; then
-  echo "bench: installing linux-perf (for the sched_switch storm)" >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq linux-perf >/dev/null
+# The tracers compared, and bpftool for bpftrace's BPF run time. Debian's packages.
+need=()
+command -v perf >/dev/null 2>&1 || need+=(linux-perf)
+command -v bpftrace >/dev/null 2>&1 || need+=(bpftrace)
+command -v bpftool >/dev/null 2>&1 || need+=(bpftool)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "bench: installing ${need[*]} (the tracers compared)" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >&2
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
 cargo build --release --quiet
-js="$root/target/release/jitterscope"
+js="${CARGO_TARGET_DIR:-$root/target}/release/jitterscope"
 out=$(mktemp -d)
 storm_pid=
+tracer_pid=
+mounted_tracefs=0
+old_bpf_stats=
+
 # The storm runs in its own process group (perf bench forks a partner process): ending it
 # ends both, by the group id of the one we started.
 stop_storm() {
@@ -38,65 +65,439 @@ stop_storm() {
   [ -n "$storm_pid" ] && wait "$storm_pid" 2>/dev/null || true
   storm_pid=
 }
+# perf and bpftrace write their output and exit on SIGINT; TERM, then KILL, if they hang.
+stop_tracer() {
+  [ -n "$tracer_pid" ] || return 0
+  local sig
+  for sig in INT INT TERM KILL; do
+    kill -"$sig" "$tracer_pid" 2>/dev/null || break
+    for _ in $(seq 50); do kill -0 "$tracer_pid" 2>/dev/null || break 2; sleep 0.2; done
+  done
+  wait "$tracer_pid" 2>/dev/null || true
+  tracer_pid=
+}
+# jitterscope ends on SIGINT by itself and exits 0 from floor, probe and bench-engine: bash
+# then skips its INT trap (it assumes the child dealt with the signal) and a Ctrl-C would only
+# end one step. Waiting with the `wait` builtin instead lets the trap run at once.
+child=
+js_run() {
+  local rc=0
+  "$@" &
+  child=$!
+  wait "$child" || rc=$?
+  child=
+  return $rc
+}
 cleanup() {
+  set +e
+  [ -n "$child" ] && { kill -INT "$child" 2>/dev/null; wait "$child" 2>/dev/null; }
+  stop_tracer
   stop_storm
-  rm -rf "$out"
+  [ -n "$old_bpf_stats" ] && sysctl -q -w kernel.bpf_stats_enabled="$old_bpf_stats"
+  [ "$mounted_tracefs" = 1 ] && umount "$tracefs"
+  [ "$debugfs_was_mounted" = 0 ] && mountpoint -q /sys/kernel/debug && umount /sys/kernel/debug
+  [ -n "${BENCH_KEEP:-}" ] && echo "bench: kept $out" >&2 || rm -rf "$out"
 }
 trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
-run_file() { ls "$out/$1"-*.json | grep -v '\.trace\.json$'; }
+if [ "$tracefs_was_mounted" = 0 ]; then
+  mount -t tracefs nodev "$tracefs"
+  mounted_tracefs=1
+fi
+old_bpf_stats=$(sysctl -n kernel.bpf_stats_enabled)
+sysctl -q -w kernel.bpf_stats_enabled=1
 
-"$js" floor --cpus "$cpus" --rounds 2000000 --json >"$out/floor.json"
-# Alternate so that drifts of the host hit both sides alike; measure the floor right before
-# each run too (a VM's vCPUs can land on other host cores between runs, which moves it).
-for round in 1 2; do
-  "$js" floor --cpus "$cpus" --rounds 1000000 --json >"$out/floor-plain$round.json"
-  "$js" --cpus "$cpus" --duration "$duration" --warmup 2s --label "plain$round" --no-probes --no-tui --output "$out" >/dev/null
-  "$js" floor --cpus "$cpus" --rounds 1000000 --json >"$out/floor-probes$round.json"
-  "$js" --cpus "$cpus" --duration "$duration" --warmup 2s --label "probes$round" --no-tui --output "$out" >/dev/null
+# The tracepoints jitterscope's core probes use, those this kernel has.
+perf_events=()
+bt_probes=()
+for tp in sched:sched_switch irq:irq_handler_entry irq:irq_handler_exit irq:softirq_entry \
+  irq:softirq_exit irq_vectors:local_timer_entry irq_vectors:local_timer_exit \
+  workqueue:workqueue_execute_start workqueue:workqueue_execute_end power:cpu_frequency; do
+  if [ -d "$tracefs/events/${tp%%:*}/${tp#*:}" ]; then
+    perf_events+=(-e "$tp")
+    bt_probes+=("$tp")
+  fi
 done
-"$js" probe --cpus "$consumer" --duration 5s --json >"$out/idle.json"
+
+# bpftrace: the same tracepoints on the same CPUs, each event printed with its time, CPU,
+# pid, comm and the fields that name it — like the records perf writes, but as text.
+cpu_filter=$(echo "$cpus" | sed 's/,/ || cpu == /g; s/^/cpu == /')
+bt_script="$out/probes.bt"
+for tp in "${bt_probes[@]}"; do
+  case "${tp#*:}" in
+    sched_switch) fmt=' %s[%d] -> %s[%d]' args=', args->prev_comm, args->prev_pid, args->next_comm, args->next_pid' ;;
+    irq_handler_entry) fmt=' irq %d %s' args=', args->irq, str(args->name)' ;;
+    irq_handler_exit) fmt=' irq %d ret %d' args=', args->irq, args->ret' ;;
+    softirq_entry | softirq_exit) fmt=' vec %d' args=', args->vec' ;;
+    local_timer_*) fmt=' vector %d' args=', args->vector' ;;
+    workqueue_execute_start) fmt=' work %llx function %llx' args=', args->work, args->function' ;;
+    workqueue_execute_end) fmt=' work %llx' args=', args->work' ;;
+    cpu_frequency) fmt=' state %u cpu %u' args=', args->state, args->cpu_id' ;;
+    *) fmt='' args='' ;;
+  esac
+  printf 'tracepoint:%s /%s/ { printf("%%llu %%d %%d %%s %s%s\\n", nsecs, cpu, pid, comm%s); }\n' \
+    "$tp" "$cpu_filter" "${tp#*:}" "$fmt" "$args" >>"$bt_script"
+done
+
+run_file() { ls "$1"/*.json | grep -v '\.trace\.json$'; }
+
+# Sets the variable named $2 to the CPU time of live process $1, all its threads, in ns
+# (scheduler run time: user and system, exact where /proc/PID/stat counts 10 ms ticks).
+cpu_ns() {
+  local total=0 t a
+  for t in /proc/"$1"/task/*/schedstat; do
+    read -r a _ 2>/dev/null <"$t" || continue
+    total=$((total + a))
+  done
+  printf -v "$2" '%d' "$total"
+}
+# Sets the variable named $1 to the CPU of this shell's reaped children, in clock ticks.
+reaped_ticks() {
+  local line f
+  read -r line <"/proc/$$/stat"
+  read -ra f <<<"${line##*) }"
+  printf -v "$1" '%d' $((f[13] + f[14]))
+}
+
+# A failed run is reported in its row (error.txt), not fatal: the other rows still count.
+workload() {
+  local dir=$1 rc=0
+  shift
+  js_run "$js" --cpus "$cpus" --duration "$duration" --warmup "$warmup" --label "$(basename "$dir")" \
+    --no-tui --output "$dir/files" "$@" >"$dir/workload.log" 2>&1 || rc=$?
+  # 128+N: a signal (Ctrl-C) ended the run. jitterscope handled it and exited, so bash does not
+  # run its own INT trap (it assumes the child dealt with it): end the bench here.
+  [ $rc -gt 128 ] && exit $rc
+  if [ $rc != 0 ]; then
+    { echo "jitterscope exited with status $rc:"; tail -n 3 "$dir/workload.log"; } >>"$dir/error.txt"
+    echo "bench: $(basename "$dir"): the workload failed (status $rc), see $dir/workload.log:" >&2
+    tail -n 3 "$dir/workload.log" >&2
+  fi
+}
+
+# Starts a tracer, waits until it traces, runs the workload under it, stops it by its pid.
+# Leaves in $dir: meta (key=value), the tracer's log, its output, bpftool snapshots; error.txt
+# instead when the tracer could not run.
+traced_row() {
+  local name=$1 dir=$2 ready=0 t1 t2 w1 w2 c1 c2 output
+  case $name in
+    perf)
+      output="$dir/perf.data"
+      perf record -C "$cpus" "${perf_events[@]}" -o "$output" >"$dir/tracer.log" 2>&1 &
+      ;;
+    bpftrace)
+      output="$dir/bpftrace.out"
+      bpftool prog show --json >"$dir/bpf-base.json"
+      bpftrace -o "$output" "$bt_script" >"$dir/tracer.log" 2>&1 &
+      ;;
+  esac
+  tracer_pid=$!
+  for _ in $(seq 600); do
+    kill -0 "$tracer_pid" 2>/dev/null || break
+    case $name in
+      perf) [ -s "$output" ] && ready=1 ;;
+      bpftrace) grep -q '^Attaching' "$output" 2>/dev/null && ready=1 ;;
+    esac
+    [ $ready = 1 ] && break
+    sleep 0.1
+  done
+  if [ $ready = 0 ]; then
+    stop_tracer
+    { echo "$name did not start tracing:"; tail -n 5 "$dir/tracer.log"; } >"$dir/error.txt"
+    echo "bench: $(basename "$dir"): $(cat "$dir/error.txt")" >&2
+    return 0
+  fi
+  sleep 1 # attaching ends after the file is created or the "Attaching" line is printed
+  [ "$name" = bpftrace ] && bpftool prog show --json >"$dir/bpf-before.json"
+  cpu_ns "$tracer_pid" t1
+  w1=$EPOCHREALTIME
+  workload "$dir" --no-probes
+  w2=$EPOCHREALTIME
+  cpu_ns "$tracer_pid" t2
+  [ "$name" = bpftrace ] && bpftool prog show --json >"$dir/bpf-after.json"
+  # Nothing else is reaped between these two reads: the difference is the tracer's whole life.
+  reaped_ticks c1
+  kill -INT "$tracer_pid"
+  wait "$tracer_pid" || true # 130 (SIGINT) from perf
+  tracer_pid=
+  reaped_ticks c2
+  {
+    echo "cpu_ns_during=$((t2 - t1))"
+    echo "wall_during=$w1 $w2"
+    echo "cpu_ticks_life=$((c2 - c1))"
+    echo "clk_tck=$(getconf CLK_TCK)"
+    echo "output_bytes=$(stat -c %s "$output")"
+  } >"$dir/meta"
+}
+
+# One row: the floor just before, then the workload under the row's tracer. On this shared
+# machine another jitterscope may hold the CPUs (one run per CPU): the row waits and starts over.
+row() {
+  local name=$1 dir="$out/$1-$2" rc
+  for _ in $(seq 60); do
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    echo "bench: round $2, $name" >&2
+    rc=0
+    js_run "$js" floor --cpus "$cpus" --rounds 1000000 --json >"$dir/floor.json" 2>"$dir/floor.log" || rc=$?
+    [ $rc -gt 128 ] && exit $rc
+    [ $rc = 0 ] || { echo "bench: $name-$2: floor failed:" >&2; cat "$dir/floor.log" >&2; }
+    case $name in
+      none) workload "$dir" --no-probes ;;
+      jitterscope) workload "$dir" ;;
+      perf | bpftrace) traced_row "$name" "$dir" ;;
+    esac
+    grep -qs 'already measured by another jitterscope' "$dir/error.txt" "$dir/floor.log" || return 0
+    echo "bench: $name-$2: CPUs $cpus are measured by another jitterscope; starting the row again in 10 s" >&2
+    sleep 10
+  done
+}
+
+# Other work on the machine moves every row: the load average is printed with the figures.
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
+js_run "$js" floor --cpus "$cpus" --rounds 2000000 --json >"$out/floor.json"
+# Two rounds in opposite orders, so that drifts of the host hit every row alike; the floor is
+# measured right before each row (a VM's vCPUs can land on other host cores between runs,
+# which moves it).
+order1=(none jitterscope perf bpftrace)
+order2=(bpftrace perf jitterscope none)
+for name in "${order1[@]}"; do row "$name" 1; done
+for name in "${order2[@]}"; do row "$name" 2; done
+
+# `jitterscope probe` holds its CPU too: wait for another jitterscope to end, as the rows do.
+probe() {
+  for _ in $(seq 60); do
+    js_run "$js" probe --cpus "$consumer" --duration 5s --json >"$out/$1.json" 2>"$out/$1.log" && return 0
+    grep -q 'already measured by another jitterscope' "$out/$1.log" || { cat "$out/$1.log" >&2; return 1; }
+    echo "bench: probe: CPU $consumer is measured by another jitterscope; trying again in 10 s" >&2
+    sleep 10
+  done
+  return 1
+}
+probe idle
 setsid taskset -c "$consumer" perf bench sched pipe -l 100000000 >/dev/null 2>&1 &
 storm_pid=$!
 sleep 0.5
-"$js" probe --cpus "$consumer" --duration 5s --json >"$out/storm.json"
+probe storm
 stop_storm
 
-taskset -c "$consumer" "$js" bench-engine --records 5000000 >"$out/engine.json"
+js_run taskset -c "$consumer" "$js" bench-engine --records 5000000 >"$out/engine.json"
 
-python3 - "$out" "$cpus" "$duration" "$(run_file plain1)" "$(run_file plain2)" "$(run_file probes1)" "$(run_file probes2)" <<'PY'
-import json, os, platform, sys
-out, cpus, duration = sys.argv[1:4]
-plain = [json.load(open(p)) for p in sys.argv[4:6]]
-probes = [json.load(open(p)) for p in sys.argv[6:8]]
+python3 - "$out" "$cpus" "$duration" "$warmup" "${order1[*]}" "${order2[*]}" "${bt_probes[*]}" "$load_start" <<'PY'
+import glob, json, math, os, platform, re, sys
+out, cpus, duration, warmup = sys.argv[1:5]
+orders = [sys.argv[5].split(), sys.argv[6].split()]
+tracepoints = sys.argv[7].split()
+load_start = sys.argv[8]
+load_end = " ".join(open("/proc/loadavg").read().split()[:3])
 floor = json.load(open(f"{out}/floor.json"))
 idle = json.load(open(f"{out}/idle.json"))
 storm = json.load(open(f"{out}/storm.json"))
 model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 print(f"### jitterscope bench — {platform.node()}, {model}, {os.cpu_count()} CPUs, kernel {platform.release()}")
 print()
-print(f"CPUs {cpus}; workload runs of {duration} (2 without probes, 2 with, alternating); floor = cache-line ping-pong, one way")
+print(f"CPUs {cpus}; every row runs `jitterscope --cpus {cpus} --duration {duration} --warmup {warmup} --no-tui` "
+      "(`--no-probes` except in the jitterscope row); floor = cache-line ping-pong, one way, measured once here and again just before each row; "
+      f"load average (1, 5, 15 min) {load_start} at the start, {load_end} at the end")
 print()
-keys = ["50", "99", "99.9", "99.99"]
-def row(name, h, ratio_to=None):
-    p = h["percentiles"]
-    cells = [str(p[k]) for k in keys] + [str(h["max"])]
-    r = "" if ratio_to is None else " | " + " | ".join(f"{p[k] / max(ratio_to['percentiles'][k], 1):.2f}" for k in ["50", "99.9"])
-    return f"| {name} | " + " | ".join(cells) + (r if ratio_to else " | | ")  + " |"
-print("| measure | p50 ns | p99 ns | p99.9 ns | p99.99 ns | max ns | p50 ratio | p99.9 ratio |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|")
+KEYS = ["50", "99", "99.99"]
 fp = floor["percentiles"]
-print(f"| transfer floor (ping-pong) | {fp['50']} | {fp['99']} | {fp['99.9']} | {fp['99.99']} | {floor['max']} | 1.00 | |")
-for i, r in enumerate(plain):
-    t = r["histograms"][0]["transit"]
-    f = json.load(open(f"{out}/floor-plain{i+1}.json"))["percentiles"]["50"]
-    print(f"| transit, no probes #{i+1} | {t['percentiles']['50']} | {t['percentiles']['99']} | {t['percentiles']['99.9']} | {t['percentiles']['99.99']} | {t['max']} | {t['percentiles']['50'] / max(f, 1):.2f} (vs floor {f} ns just before) | |")
-base = plain[0]["histograms"][0]["transit"]
-for i, r in enumerate(probes):
-    t = r["histograms"][0]["transit"]
-    b = plain[i]["histograms"][0]["transit"]
-    f = json.load(open(f"{out}/floor-probes{i+1}.json"))["percentiles"]["50"]
-    print(f"| transit, probes #{i+1} | {t['percentiles']['50']} | {t['percentiles']['99']} | {t['percentiles']['99.9']} | {t['percentiles']['99.99']} | {t['max']} | {t['percentiles']['50'] / max(b['percentiles']['50'], 1):.2f} (vs no probes #{i+1}); {t['percentiles']['50'] / max(f, 1):.2f} (vs floor {f} ns just before) | {t['percentiles']['99.9'] / max(b['percentiles']['99.9'], 1):.2f} |")
+print("| measure | p50 ns | p99 ns | p99.9 ns | p99.99 ns | max ns |")
+print("|---|---:|---:|---:|---:|---:|")
+print(f"| transfer floor (ping-pong) | {fp['50']} | {fp['99']} | {fp['99.9']} | {fp['99.99']} | {floor['max']} |")
+
+def run_file(d):
+    files = [p for p in glob.glob(f"{d}/files/*.json") if not p.endswith(".trace.json")]
+    return json.load(open(files[0])) if files else None
+
+def meta(d):
+    try:
+        return dict(l.rstrip("\n").split("=", 1) for l in open(f"{d}/meta"))
+    except FileNotFoundError:
+        return None
+
+def progs(path):
+    try:
+        return {p["id"]: p for p in json.load(open(path))}
+    except (FileNotFoundError, ValueError):
+        return {}
+
+def transit(run):
+    t = run["histograms"][0]["transit"]
+    v = {k: t["percentiles"][k] for k in KEYS}
+    v["max"] = t["max"]
+    return v
+
+def size(n):
+    for unit in ["B", "KiB", "MiB", "GiB"]:
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+
+# One record per (round, tracer).
+rows = {}
+for rnd, order in enumerate(orders, 1):
+    for name in order:
+        d = f"{out}/{name}-{rnd}"
+        try:
+            fl = json.load(open(f"{d}/floor.json"))["percentiles"]["50"]
+        except (OSError, ValueError, KeyError):
+            fl = "–"
+        r = {"name": name, "round": rnd, "floor": fl}
+        if os.path.exists(f"{d}/error.txt"):
+            r["error"] = " ".join(open(f"{d}/error.txt").read().split())
+            rows[rnd, name] = r
+            continue
+        run = run_file(d)
+        if run is None:
+            r["error"] = "no run file; workload log: " + " ".join(open(f"{d}/workload.log").read().split()[-30:])
+            rows[rnd, name] = r
+            continue
+        r["transit"] = transit(run)
+        m = meta(d)
+        if name in ("jitterscope", "none"):
+            o = run.get("overhead")
+            if o:
+                r["cpu_ms"] = o["tracer_cpu_ns"] / 1e6
+                r["window_s"] = o["window_ns"] / 1e9
+                r["bpf_ms"] = o["bpf_run_ns"] / 1e6
+                r["events"] = o["bpf_events"]
+            r["lost"] = run["lost"]["ring_buffer_drops"]
+            r["output"] = sum(os.path.getsize(p) for p in glob.glob(f"{d}/files/*"))
+        elif m:
+            tck = int(m["clk_tck"])
+            w1, w2 = map(float, m["wall_during"].split())
+            r["cpu_ms"] = int(m["cpu_ns_during"]) / 1e6
+            r["window_s"] = w2 - w1
+            r["life_ms"] = int(m["cpu_ticks_life"]) * 1000 / tck
+            r["output"] = int(m["output_bytes"])
+            log = open(f"{d}/tracer.log", errors="replace").read()
+            if name == "perf":
+                s = re.search(r"\((\d+) samples\)", log)
+                r["events"] = int(s.group(1)) if s else None
+                lost = re.findall(r"lost (\d+) chunks", log) + re.findall(r"(\d+) (?:samples|events) lost", log, re.I)
+                r["lost"] = sum(map(int, lost))
+            else:
+                text = open(f"{d}/bpftrace.out", errors="replace").read().splitlines()
+                lost = [int(x) for l in text for x in re.findall(r"^Lost (\d+) events", l)]
+                r["lost"] = sum(lost)
+                r["events"] = sum(1 for l in text if l[:1].isdigit())
+                base, before, after = (progs(f"{d}/bpf-{k}.json") for k in ("base", "before", "after"))
+                mine = [i for i in after if i not in base]
+                # bpftool leaves out run_time_ns and run_cnt while they are 0.
+                if mine and any("run_time_ns" in after[i] for i in mine):
+                    r["bpf_ms"] = sum(after[i].get("run_time_ns", 0) - before.get(i, {}).get("run_time_ns", 0) for i in mine) / 1e6
+                    r["bpf_runs"] = sum(after[i].get("run_cnt", 0) - before.get(i, {}).get("run_cnt", 0) for i in mine)
+        rows[rnd, name] = r
+
+tracers = ["jitterscope", "perf", "bpftrace"]
+print()
+print("Tracers on the same workload. Ratios are to the no-tracing row of the same round (1.00 = no visible cost).")
+print()
+print("| round | tracer | floor before, ns | p50 ns | p99 ns | p99.99 ns | max ns | p50 × | p99 × | p99.99 × | max × |")
+print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+ratios = {}
+for rnd, order in enumerate(orders, 1):
+    base = rows[rnd, "none"].get("transit")
+    for name in order:
+        r = rows[rnd, name]
+        label = "no tracing" if name == "none" else name
+        if "transit" not in r:
+            print(f"| {rnd} | {label} | {r['floor']} | did not run: {r.get('error', '?')} | | | | | | | |")
+            continue
+        t = r["transit"]
+        cells = [str(t[k]) for k in KEYS + ["max"]]
+        if base:
+            q = [t[k] / max(base[k], 1) for k in KEYS + ["max"]]
+            ratios[rnd, name] = q
+            rc = [f"{x:.2f}" for x in q]
+        else:
+            rc = ["–"] * 4
+        print(f"| {rnd} | {label} | {r['floor']} | " + " | ".join(cells) + " | " + " | ".join(rc) + " |")
+print()
+print("Order: round 1 " + " → ".join(orders[0]) + "; round 2 " + " → ".join(orders[1]) + ".")
+
+print()
+print("What each tracer cost. Tracer CPU = user+sys time of the tracer's own process(es) while the workload ran "
+      "(jitterscope: its threads except the workload's, over the recorded window, from the run file's `overhead`); "
+      "BPF = kernel run time of its BPF programs (`kernel.bpf_stats_enabled`), paid on the traced CPUs.")
+print()
+print("| round | tracer | events | lost | tracer CPU ms | % of one CPU | over s | whole life CPU ms | BPF ms | BPF ns/run | output |")
+print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+def f(v, fmt):
+    return "–" if v is None else format(v, fmt)
+for rnd in (1, 2):
+    for name in ["none"] + tracers:
+        r = rows[rnd, name]
+        if "error" in r:
+            print(f"| {rnd} | {name} | did not run: {r['error']} | | | | | | | | |")
+            continue
+        if name == "none":
+            # The workload's collector thread runs in every row, probes or not; in the jitterscope
+            # row it is part of the tracer CPU, so its figure without probes is shown for reference.
+            if r.get("cpu_ms") is not None:
+                r["pct"] = r["cpu_ms"] / 10 / r["window_s"]
+                print(f"| {rnd} | no tracing: jitterscope's collector alone | | | {r['cpu_ms']:.0f} | {r['pct']:.2f} | {r['window_s']:.1f} | | | | |")
+            continue
+        pct = r["cpu_ms"] / 10 / r["window_s"] if r.get("cpu_ms") is not None and r.get("window_s") else None
+        r["pct"] = pct
+        runs = r.get("events") if name == "jitterscope" else r.get("bpf_runs")
+        nsper = r["bpf_ms"] * 1e6 / runs if r.get("bpf_ms") is not None and runs else None
+        r["ns_per_run"] = nsper
+        print(f"| {rnd} | {name} | {f(r.get('events'), 'd')} | {f(r.get('lost'), 'd')} | {f(r.get('cpu_ms'), '.0f')} | "
+              f"{f(pct, '.2f')} | {f(r.get('window_s'), '.1f')} | {f(r.get('life_ms'), '.0f')} | {f(r.get('bpf_ms'), '.1f')} | "
+              f"{f(nsper, '.0f')} | {size(r['output']) if 'output' in r else '–'} |")
+print()
+print("Notes:")
+print(f"- perf: `perf record -C {cpus}` with " + ", ".join(f"`{t}`" for t in tracepoints) + " into perf.data (raw tracepoint "
+      "records with time, CPU, pid); events = its sample count. Its in-kernel cost per event is paid on the traced CPUs and "
+      "shows only in the ratios: perf runs no BPF, so the BPF columns are empty.")
+print(f"- bpftrace: the same tracepoints, each filtered to CPUs {cpus} in the program, each event `printf`ed with time, CPU, pid, "
+      "comm and the fields that name it (prev/next task, IRQ number and name, vector, work function address) into a text file; "
+      "events = lines printed, lost = its `Lost N events`. BPF runs count every CPU's events, the filtered ones included; "
+      "whole-life CPU includes compiling the script.")
+print("- jitterscope: events = BPF program runs; lost = failed ring-buffer reserves; its BPF time covers the whole probe "
+      "session (warm-up included), its tracer CPU only the recorded window; output = every file of the run "
+      "(run file, .md, .svg, .trace.json, .hgrm, .hlog).")
+
+# Verdicts, computed: distance from 1 = mean |ln(ratio)| over p50, p99, p99.99 and max of both rounds.
+score = {}
+for name in tracers:
+    qs = [x for rnd in (1, 2) for x in ratios.get((rnd, name), [])]
+    if len(qs) == 8:
+        score[name] = sum(abs(math.log(max(x, 1e-9))) for x in qs) / len(qs)
+cpu = {}
+for name in tracers:
+    ps = [rows[rnd, name].get("pct") for rnd in (1, 2)]
+    if all(p is not None for p in ps):
+        cpu[name] = sum(ps) / 2
+missing = [n for n in tracers if n not in score]
+print()
+if score:
+    best = min(score, key=score.get)
+    print(f"**Closest to no tracing:** {best} (mean |ln ratio| over p50/p99/p99.99/max of both rounds: "
+          + ", ".join(f"{n} {s:.3f}" for n, s in sorted(score.items(), key=lambda x: x[1])) + ")"
+          + (f"; not compared: {', '.join(missing)}" if missing else "") + ".")
+if cpu:
+    low = min(cpu, key=cpu.get)
+    print(f"**Lowest tracer CPU:** {low} (mean % of one CPU over both rounds: "
+          + ", ".join(f"{n} {p:.2f}%" for n, p in sorted(cpu.items(), key=lambda x: x[1])) + ").")
+    # The collector runs in the perf and bpftrace rows too but is not counted there: net of it,
+    # jitterscope's figure is what its probes add.
+    coll = [rows[rnd, "none"].get("pct") for rnd in (1, 2)]
+    if "jitterscope" in cpu and all(c is not None for c in coll):
+        net = dict(cpu)
+        net["jitterscope"] = max(cpu["jitterscope"] - sum(coll) / 2, 0.0)
+        low = min(net, key=net.get)
+        print(f"**Lowest tracer CPU, net of the collector that every row runs** (jitterscope minus its no-tracing figure): {low} ("
+              + ", ".join(f"{n} {p:.2f}%" for n, p in sorted(net.items(), key=lambda x: x[1])) + ").")
+bpf = {n: [rows[rnd, n].get("ns_per_run") for rnd in (1, 2)] for n in ("jitterscope", "bpftrace")}
+bpf = {n: sum(v) / 2 for n, v in bpf.items() if all(x is not None for x in v)}
+if bpf:
+    print("**BPF ns per program run:** " + ", ".join(f"{n} {v:.0f}" for n, v in sorted(bpf.items(), key=lambda x: x[1])) + ".")
+
 print()
 print("BPF cost per event (kernel run-time statistics, `jitterscope probe` on CPU of the consumer for 5 s):")
 print()
@@ -108,8 +509,8 @@ for prog in sorted(set(ic) | set(sc), key=lambda p: -(sc.get(p, {}).get("run_cou
     a, b = ic.get(prog, {}), sc.get(prog, {})
     if not a.get("run_count") and not b.get("run_count"):
         continue
-    f = lambda c: f"{c['ns_per_event']:.0f}" if c.get("ns_per_event") else "–"
-    print(f"| {prog} | {a.get('run_count', 0)} | {f(a)} | {b.get('run_count', 0)} | {f(b)} |")
+    g = lambda c: f"{c['ns_per_event']:.0f}" if c.get("ns_per_event") else "–"
+    print(f"| {prog} | {a.get('run_count', 0)} | {g(a)} | {b.get('run_count', 0)} | {g(b)} |")
 eng = json.load(open(f"{out}/engine.json"))
 print()
 print("Attribution engine, one core (`jitterscope bench-engine`: ticks, IRQs, softirqs, kworker runs, a stall per 4 records):")
@@ -118,7 +519,9 @@ print("| records | stalls | seconds | records/s | peak records held | peak RSS |
 print("|---:|---:|---:|---:|---:|---:|")
 print(f"| {eng['records']} | {eng['stalls']} | {eng['seconds']:.2f} | {eng['records_per_second'] / 1e6:.2f} M | {eng['peak_retained']} | {eng['peak_rss_kib'] / 1024:.1f} MiB |")
 drops = sum(d["count"] for d in storm["drops"])
+probe_runs = [run_file(f"{out}/jitterscope-{rnd}") for rnd in (1, 2)]
 print()
 print(f"storm: {storm['classes'].get('task', {}).get('count', 0)} task episodes in 5 s, {drops} records dropped; probes on the workload run: "
-      + ", ".join(f"{r['run']['label']}: {sum(d['count'] for d in r['probes']['drops'])} drops, incomplete stalls {r['probes']['incomplete_stalls']}" for r in probes))
+      + ", ".join(f"{r['run']['label']}: {sum(d['count'] for d in r['probes']['drops'])} drops, incomplete stalls {r['probes']['incomplete_stalls']}"
+                  for r in probe_runs if r and r.get("probes")))
 PY
