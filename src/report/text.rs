@@ -408,12 +408,12 @@ pub fn warnings(run: &RunFile) -> Vec<String> {
             .collect();
         let incomplete = run.probes.as_ref().map_or(0, |p| p.incomplete_stalls);
         w.push(format!(
-            "{} kernel records were lost (BPF ring buffer full{}); {incomplete} stalls in those windows are marked incomplete, their verdicts may miss a culprit — raise --ringbuf-size",
+            "{} kernel records were lost because the BPF ring buffer was full{}; {incomplete} stalls in those windows are marked incomplete (their unknown time is class `lost`) — raise --ringbuf-size",
             l.ring_buffer_drops,
             if per_cpu.is_empty() {
                 String::new()
             } else {
-                format!(": {}", per_cpu.join(", "))
+                format!(" ({})", per_cpu.join(", "))
             }
         ));
     }
