@@ -765,6 +765,8 @@ fn run_on(plan: RunPlan, out: &mut Console) -> Result<RunOutcome> {
                 })
                 .collect(),
             incomplete_stalls: attr.ranking.incomplete(),
+            stats_enabled: p.stats_enabled,
+            symbols: p.symbols,
         }),
         overhead,
     };

@@ -68,6 +68,18 @@ pub struct ProbeInfo {
     pub costs: Vec<ProgramCostEntry>,
     /// Stalls whose window overlapped lost records.
     pub incomplete_stalls: u64,
+    /// False when the kernel refused BPF run-time statistics (they need CAP_SYS_ADMIN): the
+    /// costs are then unknown, not zero.
+    #[serde(default = "yes")]
+    pub stats_enabled: bool,
+    /// False when /proc/kallsyms hid its addresses (no CAP_SYSLOG): work functions are shown
+    /// as addresses.
+    #[serde(default = "yes")]
+    pub symbols: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -264,7 +264,7 @@ pub fn render(run: &RunFile, colour: bool) -> String {
         let _ = writeln!(s, "{}", probe_cost_line(pr, run.run.duration_ns));
     }
     if let Some(o) = &run.overhead {
-        let _ = writeln!(s, "{}", overhead_line(o));
+        let _ = writeln!(s, "{}", overhead_line(run, o));
     }
     for w in warnings(run) {
         let _ = writeln!(s, "{}", p.warn(&format!("WARNING: {w}")));
@@ -355,15 +355,19 @@ pub fn probe_cost_line(p: &super::runfile::ProbeInfo, duration_ns: u64) -> Strin
             )
         })
         .collect();
-    let mut line = format!(
-        "\nprobes: {events} records, {} of BPF run time ({:.3}% of one CPU)",
-        fmt_ns(bpf_ns),
-        if duration_ns > 0 {
-            100.0 * bpf_ns as f64 / duration_ns as f64
-        } else {
-            0.0
-        }
-    );
+    let mut line = if p.stats_enabled {
+        format!(
+            "\nprobes: {events} records, {} of BPF run time ({:.3}% of one CPU)",
+            fmt_ns(bpf_ns),
+            if duration_ns > 0 {
+                100.0 * bpf_ns as f64 / duration_ns as f64
+            } else {
+                0.0
+            }
+        )
+    } else {
+        format!("\nprobes: {events} records; BPF run time unknown (the kernel's run-time statistics need CAP_SYS_ADMIN)")
+    };
     if !per.is_empty() {
         line.push_str(&format!("; {}", per.join(", ")));
     }
@@ -373,11 +377,15 @@ pub fn probe_cost_line(p: &super::runfile::ProbeInfo, duration_ns: u64) -> Strin
             p.unavailable.join(", ")
         ));
     }
+    if !p.symbols {
+        line.push_str("\nnote: work functions are shown as addresses: /proc/kallsyms hides them without CAP_SYSLOG (add that capability, or run as root, to name them)");
+    }
     line
 }
 
-/// `jitterscope itself: 41.0ms CPU (0.14% of one CPU) beside the workload, BPF 1.75ms (0.006%)`
-pub fn overhead_line(o: &super::runfile::Overhead) -> String {
+/// `jitterscope itself: 41.0ms CPU (0.137% of one CPU) in its own threads beside the
+/// workload, 1.75ms in BPF programs (0.006%)`
+pub fn overhead_line(run: &RunFile, o: &super::runfile::Overhead) -> String {
     let pct = |ns: u64| {
         if o.window_ns > 0 {
             100.0 * ns as f64 / o.window_ns as f64
@@ -385,12 +393,19 @@ pub fn overhead_line(o: &super::runfile::Overhead) -> String {
             0.0
         }
     };
+    let bpf = match &run.probes {
+        None => "no BPF programs".to_string(),
+        Some(p) if !p.stats_enabled => "BPF program time unknown (no statistics)".to_string(),
+        Some(_) => format!(
+            "{} in BPF programs ({:.3}%)",
+            fmt_ns(o.bpf_run_ns),
+            pct(o.bpf_run_ns)
+        ),
+    };
     format!(
-        "jitterscope itself: {} CPU ({:.3}% of one CPU) in its own threads beside the workload, {} in BPF programs ({:.3}%)",
+        "jitterscope itself: {} CPU ({:.3}% of one CPU) in its own threads beside the workload, {bpf}",
         fmt_ns(o.tracer_cpu_ns),
         pct(o.tracer_cpu_ns),
-        fmt_ns(o.bpf_run_ns),
-        pct(o.bpf_run_ns)
     )
 }
 
@@ -546,7 +561,7 @@ pub fn render_markdown(run: &RunFile) -> String {
         s.push_str("\nStalls are not attributed: this run had no kernel probes.\n");
     }
     if let Some(o) = &run.overhead {
-        let _ = writeln!(s, "\n{}", overhead_line(o));
+        let _ = writeln!(s, "\n{}", overhead_line(run, o));
     }
     let w = warnings(run);
     if !w.is_empty() {
