@@ -146,7 +146,7 @@ pub struct RunArgs {
     pub no_probes: bool,
 
     /// BPF ring-buffer size (power of two, e.g. 8M); raise it if records are lost
-    #[arg(long, default_value = "8M", value_parser = parse_size)]
+    #[arg(long, default_value = "8M", allow_hyphen_values = true, value_parser = parse_size)]
     pub ringbuf_size: u64,
 
     /// Inject known noise during the run: KIND@CPU:RATE (kworker, irq, task, timer, freq), repeatable
@@ -167,7 +167,7 @@ pub struct ProbeArgs {
     #[arg(long, default_value = "10s", allow_hyphen_values = true, value_parser = parse_run_duration)]
     pub duration: Nanos,
     /// BPF ring-buffer size (power of two, e.g. 4M)
-    #[arg(long, default_value = "8M", value_parser = parse_size)]
+    #[arg(long, default_value = "8M", allow_hyphen_values = true, value_parser = parse_size)]
     pub ringbuf_size: u64,
     /// Print only the summary, not every interruption
     #[arg(long)]
@@ -392,6 +392,9 @@ fn parse_threshold(text: &str) -> Result<Threshold, String> {
 /// Parses a byte size: `65536`, `64K`, `8M`, `1G` (binary units).
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim();
+    if t.starts_with('-') {
+        return Err("negative; give a size such as 8M".into());
+    }
     let (num, mult) = match t.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
         None => (t, 1u64),
         Some((i, _)) => {
