@@ -454,11 +454,12 @@ impl Engine {
             culprits,
             explained_share: share(explained),
             incomplete,
-            timeline: overlapping.into_iter().cloned().collect(),
+            timeline: timeline_of(&overlapping, start, end),
         }
     }
 
-    /// "queued by comm[pid] on CPU n" for a kworker whose work function was queued shortly
+    
+/// "queued by comm[pid] on CPU n" for a kworker whose work function was queued shortly
     /// before it ran; "sent by …" for an IPI.
     fn spike_verdict(&self, spike: Spike, producer_cpu: Cpu, consumer_cpu: Cpu) -> SpikeVerdict {
         let (a, b) = (spike.publish_ns, spike.receive_ns);
@@ -570,3 +571,21 @@ impl Engine {
             .unwrap_or_default()
     }
 }
+
+/// The records a timeline keeps: all of them up to `MAX_TIMELINE`, else the ones that
+/// overlap the stall most — a long stall on a busy CPU can span thousands of task switches,
+/// and the worst-N list must stay small whatever the load.
+fn timeline_of(overlapping: &[&Interruption], start: Nanos, end: Nanos) -> Vec<Interruption> {
+    if overlapping.len() <= MAX_TIMELINE {
+        return overlapping.iter().map(|r| (*r).clone()).collect();
+    }
+    let overlap = |r: &Interruption| r.end_ns.min(end).saturating_sub(r.start_ns.max(start));
+    let mut by_size: Vec<&Interruption> = overlapping.to_vec();
+    by_size.sort_by_key(|r| std::cmp::Reverse(overlap(r)));
+    by_size.truncate(MAX_TIMELINE);
+    by_size.sort_by_key(|r| (r.start_ns, r.end_ns));
+    by_size.into_iter().cloned().collect()
+}
+
+/// Records kept in one stall's timeline (see `timeline_of`).
+pub const MAX_TIMELINE: usize = 256;
