@@ -1059,7 +1059,13 @@ fn fuzz_seeds_are_current() {
     old["stalls"] = serde_json::json!([]);
     old["culprits"] = serde_json::json!([]);
     let old = serde_json::to_string_pretty(&old).unwrap();
+    // Every figure at its type's maximum and every list doubled: sums that overflow and CPU
+    // numbers that overflow derived ids are a mutation or two away.
+    let mut extreme: serde_json::Value = serde_json::from_str(&valid).unwrap();
+    maximise(&mut extreme, "");
+    let extreme = serde_json::to_string_pretty(&extreme).unwrap();
     let seeds = [
+        ("valid_extreme.json", extreme),
         ("valid.json", valid.clone()),
         ("valid_no_probes.json", old),
         ("truncated.json", valid[..valid.len() / 2].to_string()),
@@ -1086,5 +1092,39 @@ fn fuzz_seeds_are_current() {
         );
         let read = RunFile::from_json(name, text);
         assert_eq!(read.is_ok(), name.starts_with("valid"), "{name}: {read:?}");
+    }
+}
+
+/// Sets every number to its field's maximum (u32 for CPUs and pids, u64 or f64 otherwise) and
+/// repeats the first element of every array of objects.
+fn maximise(v: &mut serde_json::Value, key: &str) {
+    use serde_json::Value;
+    match v {
+        Value::Number(n) => {
+            *v = if [
+                "cpu",
+                "producer_cpu",
+                "consumer_cpu",
+                "cpus",
+                "consumer_cpus",
+                "pid",
+            ]
+            .contains(&key)
+            {
+                u32::MAX.into()
+            } else if n.is_f64() {
+                f64::MAX.into()
+            } else {
+                u64::MAX.into()
+            }
+        }
+        Value::Array(a) => {
+            if let Some(first) = a.first().filter(|x| x.is_object()).cloned() {
+                a.push(first);
+            }
+            a.iter_mut().for_each(|x| maximise(x, key));
+        }
+        Value::Object(o) => o.iter_mut().for_each(|(k, x)| maximise(x, k)),
+        _ => {}
     }
 }
