@@ -458,8 +458,7 @@ impl Engine {
         }
     }
 
-    
-/// "queued by comm[pid] on CPU n" for a kworker whose work function was queued shortly
+    /// "queued by comm[pid] on CPU n" for a kworker whose work function was queued shortly
     /// before it ran; "sent by …" for an IPI.
     fn spike_verdict(&self, spike: Spike, producer_cpu: Cpu, consumer_cpu: Cpu) -> SpikeVerdict {
         let (a, b) = (spike.publish_ns, spike.receive_ns);

@@ -292,12 +292,12 @@ pub fn explained_line(run: &RunFile) -> Option<String> {
     if total == 0 || !run.run.settings.probes {
         return None;
     }
+    // Saturating: a run file's figures are not trusted to add up without overflow.
     let of_class = |class: &str| -> u64 {
         run.culprits
             .iter()
             .filter(|c| c.class == class)
-            .map(|c| c.total_ns)
-            .sum()
+            .fold(0u64, |sum, c| sum.saturating_add(c.total_ns))
     };
     let (unexplained, lost) = (of_class("unexplained"), of_class("lost"));
     let named = total.saturating_sub(unexplained).saturating_sub(lost);
@@ -340,8 +340,14 @@ fn advice_list(run: &RunFile) -> Vec<(String, String)> {
 
 /// `probes: 41230 records, 2.31ms of BPF run time (0.023% of one CPU); sched_switch 175ns/event …`
 pub fn probe_cost_line(p: &super::runfile::ProbeInfo, duration_ns: u64) -> String {
-    let events: u64 = p.events.iter().map(|e| e.count).sum();
-    let bpf_ns: u64 = p.costs.iter().map(|c| c.run_time_ns).sum();
+    let events = p
+        .events
+        .iter()
+        .fold(0u64, |sum, e| sum.saturating_add(e.count));
+    let bpf_ns = p
+        .costs
+        .iter()
+        .fold(0u64, |sum, c| sum.saturating_add(c.run_time_ns));
     let mut busiest: Vec<_> = p.costs.iter().filter(|c| c.run_count > 0).collect();
     busiest.sort_by_key(|c| std::cmp::Reverse(c.run_time_ns));
     let per: Vec<String> = busiest
@@ -571,4 +577,71 @@ pub fn render_markdown(run: &RunFile) -> String {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::runfile::{CpuCount, ProbeInfo, ProgramCostEntry};
+
+    fn culprit(class: &str, total_ns: u64) -> CulpritEntry {
+        CulpritEntry {
+            class: class.into(),
+            name: "x".into(),
+            detail: String::new(),
+            count: 1,
+            total_ns,
+            max_ns: total_ns,
+            share: 0.5,
+            advice: String::new(),
+            cpus: vec![],
+        }
+    }
+
+    #[test]
+    fn explained_line_saturates_instead_of_wrapping() {
+        // Two halves of u64::MAX + 1 wrap to 0: all stall time would read as explained.
+        let mut run = crate::report::runfile::tests::sample();
+        run.stall_summary.total_ns = u64::MAX;
+        let half = u64::MAX / 2 + 1;
+        run.culprits = vec![culprit("unexplained", half), culprit("unexplained", half)];
+        let line = explained_line(&run).unwrap();
+        assert!(line.starts_with("0.0% of all stall time"), "{line}");
+        assert!(line.contains("100.0% is unexplained"), "{line}");
+    }
+
+    #[test]
+    fn probe_cost_line_saturates_instead_of_wrapping() {
+        let p = ProbeInfo {
+            events: vec![
+                CpuCount {
+                    cpu: 1,
+                    count: u64::MAX,
+                },
+                CpuCount { cpu: 3, count: 1 },
+            ],
+            costs: vec![
+                ProgramCostEntry {
+                    program: "a".into(),
+                    run_count: 1,
+                    run_time_ns: u64::MAX,
+                },
+                ProgramCostEntry {
+                    program: "b".into(),
+                    run_count: 1,
+                    run_time_ns: 1,
+                },
+            ],
+            ..ProbeInfo::default()
+        };
+        let line = probe_cost_line(&p, 1);
+        assert!(
+            line.contains(&format!(
+                "probes: {} records, {} of BPF",
+                u64::MAX,
+                fmt_ns(u64::MAX)
+            )),
+            "{line}"
+        );
+    }
 }
