@@ -2,8 +2,18 @@
 # Installs what is missing, builds, and runs every check: formatting, clippy (warnings are
 # errors), the build, and all tests — BPF tests included, which need root. Outside CI,
 # JITTERSCOPE_SKIP_BPF=1 skips the BPF tests, each named as skipped.
+#
+# --extended also runs the long checks that CI does not: the run-file fuzzer for a bounded
+# time (FUZZ_SECONDS, default 300) and the soak (SOAK_DURATION, default 30m).
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
+
+extended=
+case "${1:-}" in
+  "") ;;
+  --extended) extended=1 ;;
+  *) echo "usage: $0 [--extended]" >&2; exit 2 ;;
+esac
 
 if [ "${CI:-}" = "true" ] && [ -n "${JITTERSCOPE_SKIP_BPF:-}" ]; then
   echo "test.sh: JITTERSCOPE_SKIP_BPF is ignored in CI: BPF tests always run there" >&2
@@ -19,5 +29,12 @@ step "cargo build (release, warnings are errors)"
 RUSTFLAGS="${RUSTFLAGS:-} -D warnings" cargo build --release --quiet
 step "cargo test"
 RUSTFLAGS="${RUSTFLAGS:-} -D warnings" cargo test --release -- --test-threads="$(nproc)"
+
+if [ -n "$extended" ]; then
+  step "fuzz the run-file reader for ${FUZZ_SECONDS:-300} s"
+  bash "$root/scripts/fuzz.sh" "${FUZZ_SECONDS:-300}"
+  step "soak for ${SOAK_DURATION:-30m}"
+  bash "$root/scripts/soak.sh" --duration "${SOAK_DURATION:-30m}"
+fi
 echo
 echo "test.sh: all checks passed"

@@ -146,7 +146,7 @@ pub struct RunArgs {
     pub no_probes: bool,
 
     /// BPF ring-buffer size (power of two, e.g. 8M); raise it if records are lost
-    #[arg(long, default_value = "8M", value_parser = parse_size)]
+    #[arg(long, default_value = "8M", allow_hyphen_values = true, value_parser = parse_size)]
     pub ringbuf_size: u64,
 
     /// Inject known noise during the run: KIND@CPU:RATE (kworker, irq, task, timer, freq), repeatable
@@ -167,7 +167,7 @@ pub struct ProbeArgs {
     #[arg(long, default_value = "10s", allow_hyphen_values = true, value_parser = parse_run_duration)]
     pub duration: Nanos,
     /// BPF ring-buffer size (power of two, e.g. 4M)
-    #[arg(long, default_value = "8M", value_parser = parse_size)]
+    #[arg(long, default_value = "8M", allow_hyphen_values = true, value_parser = parse_size)]
     pub ringbuf_size: u64,
     /// Print only the summary, not every interruption
     #[arg(long)]
@@ -330,7 +330,7 @@ pub fn parse_duration(text: &str) -> Result<Nanos, String> {
     };
     let ns = value * scale;
     if !ns.is_finite() || ns > 1e18 {
-        return Err("too large".into());
+        return Err("too large (over 10^18 ns, about 31 years); give e.g. 30s".into());
     }
     Ok(ns.round() as Nanos)
 }
@@ -392,6 +392,9 @@ fn parse_threshold(text: &str) -> Result<Threshold, String> {
 /// Parses a byte size: `65536`, `64K`, `8M`, `1G` (binary units).
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim();
+    if t.starts_with('-') {
+        return Err("negative; give a positive size, e.g. 8M".into());
+    }
     let (num, mult) = match t.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
         None => (t, 1u64),
         Some((i, _)) => {
@@ -413,10 +416,13 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
             (&t[..i], m)
         }
     };
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("'{t}' is not a size; give e.g. 4M"))?;
-    let bytes = n.checked_mul(mult).ok_or("too large")?;
+    let n: u64 = match num.parse() {
+        Ok(n) => n,
+        // All digits but past u64: refused below as above the limit, like an overflowing product.
+        Err(e) if *e.kind() == std::num::IntErrorKind::PosOverflow => u64::MAX,
+        Err(_) => return Err(format!("'{t}' is not a size; give e.g. 4M")),
+    };
+    let bytes = n.saturating_mul(mult);
     if bytes < 4096 {
         return Err("below one page (4K)".into());
     }
@@ -436,6 +442,12 @@ pub fn parse_cpus(text: &str, topo: &Topology) -> Result<Vec<Cpu>, UsageError> {
 pub fn parse_cpu_list(text: &str, topo: &Topology, min: usize) -> Result<Vec<Cpu>, UsageError> {
     let err = |why: String| UsageError(format!("--cpus {text}: {why}"));
     let example = "e.g. --cpus 1,3 (producer on CPU 1, consumer on CPU 3)";
+    let absent = |c: Cpu| {
+        format!(
+            "CPU {c} does not exist; this machine has CPUs {}",
+            format_list(&topo.present)
+        )
+    };
     if text.trim().is_empty() {
         return Err(UsageError(format!(
             "--cpus '': no CPUs given; give the producer's CPU then one or more consumer CPUs, {example}"
@@ -472,6 +484,11 @@ pub fn parse_cpu_list(text: &str, topo: &Topology, min: usize) -> Result<Vec<Cpu
                 if a > b {
                     return Err(err(format!("range '{part}' runs backwards; write {b}-{a}")));
                 }
+                // Checked before expanding: `0-4294967295` would otherwise build a list of
+                // four billion CPUs before any check ran.
+                if !topo.present.contains(&b) {
+                    return Err(err(absent(b)));
+                }
                 cpus.extend(a..=b);
             }
             None => cpus.push(number(part)?),
@@ -491,10 +508,7 @@ pub fn parse_cpu_list(text: &str, topo: &Topology, min: usize) -> Result<Vec<Cpu
     }
     for &c in &cpus {
         if !topo.present.contains(&c) {
-            return Err(err(format!(
-                "CPU {c} does not exist; this machine has CPUs {}",
-                format_list(&topo.present)
-            )));
+            return Err(err(absent(c)));
         }
         if !topo.online.contains(&c) {
             return Err(err(format!(
@@ -548,6 +562,19 @@ mod tests {
         assert_eq!(parse_size("64KiB"), Ok(64 << 10));
         assert!(parse_size("1").unwrap_err().contains("below one page"));
         assert!(parse_size("3X").unwrap_err().contains("unknown unit"));
+        assert!(parse_size("17179869184G").unwrap_err().contains("above 1G"));
+        assert!(parse_size("99999999999999999999")
+            .unwrap_err()
+            .contains("above 1G"));
+        assert!(parse_duration("1e400s")
+            .unwrap_err()
+            .contains("unknown unit"));
+        assert!(parse_duration("999999999999h")
+            .unwrap_err()
+            .contains("too large"));
+        assert!(parse_duration("999999999999h")
+            .unwrap_err()
+            .contains("e.g."));
     }
 
     #[test]
@@ -560,6 +587,7 @@ mod tests {
         assert!(e("").contains("no CPUs given"));
         assert!(e("1").contains("one CPU is not enough"));
         assert!(e("1,1").contains("CPU 1 is given twice"));
+        assert!(e("0-4294967295").contains("CPU 4294967295 does not exist"));
         assert!(e("a,b").contains("'a' is not a CPU number"));
         assert!(e("1,99").contains("CPU 99 does not exist; this machine has CPUs 0-7"));
         assert!(e("1,4").contains("CPU 4 is offline (online: 0-3,5-7)"));

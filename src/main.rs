@@ -184,7 +184,10 @@ fn restore_leftovers() {
     match jitterscope::system::tuning::restore_from_journal() {
         Ok(restored) => {
             for c in restored {
-                eprintln!("note: {} (left changed by a killed jitterscope)", c.describe());
+                eprintln!(
+                    "note: {} (left changed by a killed jitterscope)",
+                    c.describe()
+                );
             }
         }
         Err(e) => eprintln!("WARNING: {e}"),

@@ -18,8 +18,8 @@ use crate::probe::{AttachState, ProbeConfig, ProbeSession};
 use crate::report::files::{file_stem, utc_stamp, OutputDir};
 use crate::report::hlog::HlogWriter;
 use crate::report::runfile::{
-    ConsumerHistograms, CpuCount, CulpritEntry, Lost, ProbeInfo, ProgramCostEntry, RunFile,
-    Overhead, RunInfo, Settings, SpikeEntry, StallCulprit, StallEntry, SCHEMA,
+    ConsumerHistograms, CpuCount, CulpritEntry, Lost, Overhead, ProbeInfo, ProgramCostEntry,
+    RunFile, RunInfo, Settings, SpikeEntry, StallCulprit, StallEntry, SCHEMA,
 };
 use crate::report::seed::Summary;
 use crate::report::stalls::StallBook;
@@ -558,7 +558,10 @@ fn run_on(plan: RunPlan, out: &mut Console) -> Result<RunOutcome> {
                 Err(e) => {
                     // The terminal went away: carry on without the view.
                     drop(screen.take());
-                    writeln!(out, "note: the live view stopped ({e}); plain output instead")?;
+                    writeln!(
+                        out,
+                        "note: the live view stopped ({e}); plain output instead"
+                    )?;
                     continue;
                 }
             };
@@ -585,7 +588,10 @@ fn run_on(plan: RunPlan, out: &mut Console) -> Result<RunOutcome> {
             };
             if let Err(e) = term.draw(shown) {
                 drop(screen.take());
-                writeln!(out, "note: the live view stopped ({e}); plain output instead")?;
+                writeln!(
+                    out,
+                    "note: the live view stopped ({e}); plain output instead"
+                )?;
                 continue;
             }
             if quit {
@@ -765,6 +771,8 @@ fn run_on(plan: RunPlan, out: &mut Console) -> Result<RunOutcome> {
                 })
                 .collect(),
             incomplete_stalls: attr.ranking.incomplete(),
+            stats_enabled: p.stats_enabled,
+            symbols: p.symbols,
         }),
         overhead,
     };
@@ -784,10 +792,10 @@ fn run_on(plan: RunPlan, out: &mut Console) -> Result<RunOutcome> {
     for (i, t) in totals.iter().enumerate() {
         for (kind, h) in [("transit", &t.transit), ("inter_message", &t.inter_message)] {
             let name = format!("{stem}.{}.{kind}.hgrm", consumer_key(i));
-            hgrm_paths.extend(keep(plan.output.write(
-                &name,
-                hgrm::percentile_distribution(h, 1000.0).as_bytes(),
-            )));
+            hgrm_paths.extend(keep(
+                plan.output
+                    .write(&name, hgrm::percentile_distribution(h, 1000.0).as_bytes()),
+            ));
         }
     }
     // The run file last: its presence says the others were written before it.
@@ -821,9 +829,8 @@ fn run_on(plan: RunPlan, out: &mut Console) -> Result<RunOutcome> {
     }
 
     if let Some(e) = file_error {
-        return Err(anyhow::Error::new(e).context(
-            "the run's files are incomplete (the report above is what was measured)",
-        ));
+        return Err(anyhow::Error::new(e)
+            .context("the run's files are incomplete (the report above is what was measured)"));
     }
     let json_path = written.last().cloned().unwrap_or_default();
     writeln!(out, "\nrun file:     {}", json_path.display())?;

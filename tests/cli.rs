@@ -1,6 +1,8 @@
 //! The command line as users meet it: validation messages and exit codes, help, completions,
 //! a real short run writing its files, and `report` on good and bad run files.
 
+mod common;
+
 use std::sync::Mutex;
 
 use assert_cmd::Command;
@@ -303,6 +305,7 @@ fn without_privileges_the_probes_fail_clearly_and_leave_no_files() {
         eprintln!("skipped: needs root and setpriv to drop privileges");
         return;
     }
+    let _cpus = CPUS.lock().unwrap_or_else(|e| e.into_inner());
     let d = tempfile::tempdir().unwrap();
     let dir = d.path().join("runs");
     std::fs::create_dir(&dir).unwrap();
@@ -329,4 +332,251 @@ fn without_privileges_the_probes_fail_clearly_and_leave_no_files() {
         0,
         "files left behind"
     );
+}
+
+#[test]
+fn cpus_outside_the_process_cpuset_name_the_allowed_ones() {
+    if nproc() < 2
+        || std::process::Command::new("taskset")
+            .arg("-V")
+            .output()
+            .is_err()
+    {
+        eprintln!("skipped: needs 2 CPUs and taskset");
+        return;
+    }
+    let out = std::process::Command::new("taskset")
+        .args(["-c", "0", env!("CARGO_BIN_EXE_jitterscope")])
+        .args(["--cpus", "0,1", "--no-probes"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--cpus 0,1: CPU 1 is not in this process's allowed CPUs (0)"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn sizes_and_other_values_are_checked_with_the_fix() {
+    usage_error(
+        &["--cpus", "0,1", "--ringbuf-size", "8X"],
+        "unknown unit 'X'; give e.g. 4M",
+    );
+    usage_error(
+        &["--cpus", "0,1", "--ringbuf-size", "100"],
+        "below one page",
+    );
+    usage_error(&["--cpus", "0,1", "--ringbuf-size", "2G"], "above 1G");
+    usage_error(
+        &["--cpus", "0,1", "--ringbuf-size", "-4M"],
+        "--ringbuf-size <RINGBUF_SIZE>': negative",
+    );
+    usage_error(&["--cpus", "0,1", "--warmup", "2 weeks"], "unknown unit");
+    usage_error(
+        &["--cpus", "0,1", "--spike-threshold", "0s"],
+        "zero is not a usable spike threshold",
+    );
+    usage_error(&["--cpus", "0,1", "--keep-stalls", "0"], "--keep-stalls");
+    usage_error(&["--cpus", "0,1", "--inject", "kworker@1"], "--inject");
+    usage_error(&["floor", "--cpus", "0"], "one CPU is not enough");
+}
+
+#[test]
+fn a_ring_buffer_size_that_is_not_a_power_of_two_is_rounded_up_and_said() {
+    if nproc() < 2 {
+        return;
+    }
+    let _cpus = CPUS.lock().unwrap_or_else(|e| e.into_inner());
+    let d = tempfile::tempdir().unwrap();
+    // Rounding is decided before the probes load, so an unprivileged check suffices: the
+    // note comes whatever happens next.
+    let out = js()
+        .args([
+            "--cpus",
+            "0,1",
+            "--ringbuf-size",
+            "5M",
+            "--duration",
+            "200ms",
+        ])
+        .args(["--warmup", "0s", "--no-tui", "--output"])
+        .arg(d.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("note: --ringbuf-size 5242880 rounded up to 8388608"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn report_and_compare_refuse_huge_and_bad_files_with_bounded_memory() {
+    let d = tempfile::tempdir().unwrap();
+    // A sparse file over the limit: refused from its size, never read into memory.
+    let huge = d.path().join("huge.json");
+    let f = std::fs::File::create(&huge).unwrap();
+    f.set_len(jitterscope::report::runfile::MAX_RUN_FILE_BYTES + 1)
+        .unwrap();
+    let out = js().arg("report").arg(&huge).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("byte limit for a run file"), "{stderr}");
+    // compare names the bad file among good ones.
+    let good = d.path().join("good.json");
+    std::fs::write(&good, sample_run_json()).unwrap();
+    let bad = d.path().join("bad.json");
+    std::fs::write(&bad, "{\"schema\": \"jitterscope.run/1\", \"run\": ").unwrap();
+    for args in [
+        vec![good.clone(), bad.clone()],
+        vec![good.clone(), huge.clone()],
+        vec![good.clone(), d.path().join("missing.json")],
+    ] {
+        let out = js().arg("compare").args(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(args[1].to_str().unwrap()),
+            "{args:?}: {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+    js().args(["compare"])
+        .arg(&good)
+        .arg(&good)
+        .assert()
+        .success();
+    // A directory given as a run file.
+    let out = js().arg("report").arg(d.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read run file"));
+}
+
+/// A small valid run file, from the library's own writer.
+fn sample_run_json() -> String {
+    use jitterscope::report::runfile::*;
+    use jitterscope::report::seed::Summary;
+    let h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 1_000_000, 3).unwrap();
+    RunFile {
+        schema: SCHEMA.into(),
+        run: RunInfo {
+            label: "sample".into(),
+            cpus: vec![0, 1],
+            producer_cpu: 0,
+            consumer_cpus: vec![1],
+            start_unix_ns: 1,
+            record_from_ns: 0,
+            duration_ns: 1_000_000_000,
+            kernel: "k".into(),
+            host: "h".into(),
+            ended: "completed".into(),
+            end_reason: String::new(),
+            settings: Settings {
+                pinned: true,
+                interval_ns: 10_000,
+                warmup_ns: 0,
+                planned_duration_ns: 1_000_000_000,
+                stall_threshold_ns: 1_000,
+                spike_threshold_ns: 10_000,
+                stall_threshold_auto: false,
+                probes: false,
+            },
+        },
+        histograms: vec![ConsumerHistograms {
+            consumer: "accumulator".into(),
+            cpu: 1,
+            transit: Summary::of(&h),
+            inter_message: Summary::of(&h),
+        }],
+        stall_summary: StallSummary::default(),
+        stalls: vec![],
+        culprits: vec![],
+        spike_count: 0,
+        spikes: vec![],
+        lost: Lost::default(),
+        probes: None,
+        overhead: None,
+    }
+    .to_json()
+}
+
+#[test]
+fn report_output_never_follows_a_planted_symlink() {
+    let d = tempfile::tempdir().unwrap();
+    let run = d.path().join("run.json");
+    std::fs::write(&run, sample_run_json()).unwrap();
+    let victim = d.path().join("victim");
+    std::fs::write(&victim, b"keep").unwrap();
+    let link = d.path().join("report.md");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    js().arg("report")
+        .arg(&run)
+        .args(["--format", "markdown", "-o"])
+        .arg(&link)
+        .assert()
+        .success();
+    // The link was replaced by the report; what it pointed at is untouched.
+    assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
+    let meta = std::fs::symlink_metadata(&link).unwrap();
+    assert!(meta.file_type().is_file());
+    assert!(std::fs::read_to_string(&link)
+        .unwrap()
+        .starts_with("# jitterscope run"));
+    // An output path in a directory that does not exist: one clear error.
+    let out = js()
+        .arg("report")
+        .arg(&run)
+        .args(["-o"])
+        .arg(d.path().join("no/such/dir/r.txt"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("cannot write"), "{stderr}");
+}
+
+/// jitterscope works with CAP_BPF + CAP_PERFMON (+ CAP_SYS_NICE for pinning) instead of full
+/// root: every other capability dropped, as an unprivileged user.
+#[test]
+fn bpf_perfmon_and_sys_nice_are_enough_without_root() {
+    use std::process::Command as Std;
+    if common::skip_bpf("bpf_perfmon_and_sys_nice_are_enough_without_root") || nproc() < 2 {
+        return;
+    }
+    if unsafe { libc::geteuid() } != 0 || Std::new("setpriv").arg("--version").output().is_err() {
+        panic!("this test needs root and setpriv (scripts/deps.sh installs util-linux)");
+    }
+    let _cpus = CPUS.lock().unwrap_or_else(|e| e.into_inner());
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("runs");
+    std::fs::create_dir(&dir).unwrap();
+    std::os::unix::fs::chown(&dir, Some(65534), Some(65534)).unwrap();
+    let caps = "+bpf,+perfmon,+sys_nice";
+    let out = Std::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(format!("--inh-caps=-all,{caps}"))
+        .arg(format!("--ambient-caps=-all,{caps}"))
+        .arg("--bounding-set=-all,+bpf,+perfmon,+sys_nice")
+        .arg(env!("CARGO_BIN_EXE_jitterscope"))
+        .args(["--cpus", "0,1", "--duration", "1s", "--warmup", "200ms"])
+        .args(["--no-tui", "--output"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("kernel probes attached"), "{stdout}");
+    // What these capabilities do not give is said, not shown as zero.
+    assert!(
+        stdout
+            .contains("BPF run time unknown (the kernel's run-time statistics need CAP_SYS_ADMIN)"),
+        "{stdout}"
+    );
+    let run = RunFile::read(&common::run_file_in(&dir)).unwrap();
+    let probes = run.probes.unwrap();
+    assert!(probes.events.iter().map(|e| e.count).sum::<u64>() > 0);
+    assert!(!probes.stats_enabled);
 }

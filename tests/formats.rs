@@ -254,6 +254,8 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
                 run_time_ns: 1_750_000,
             }],
             incomplete_stalls: 1,
+            stats_enabled: true,
+            symbols: true,
         }),
         overhead: Some(Overhead {
             window_ns: 30_000_000_000,

@@ -236,6 +236,108 @@ fn under_tmux_the_live_view_names_the_injected_kworker_and_restores_the_terminal
     );
 }
 
+/// SIGTERM while the live view is up: the terminal comes back (no alternate screen, cooked
+/// mode), the report is printed, the files are written, and the exit code is 128 + 15.
+#[test]
+fn sigterm_during_the_live_view_restores_the_terminal_and_writes_the_files() {
+    if skip_bpf("sigterm_during_the_live_view_restores_the_terminal_and_writes_the_files")
+        || nproc() < 2
+    {
+        return;
+    }
+    if Command::new("tmux").arg("-V").output().is_err() {
+        panic!("tmux is needed for this test (scripts/deps.sh installs it)");
+    }
+    let _cpus = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let cmd = format!(
+        "{} --cpus 0,1 --duration 60s --warmup 200ms --output {}; echo EXITED $?; stty -a; sleep 60",
+        env!("CARGO_BIN_EXE_jitterscope"),
+        runs.display()
+    );
+    let tmux = Tmux(dir.path().join("tmux.sock"));
+    let out = tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "js",
+        "-x",
+        "150",
+        "-y",
+        "45",
+        &cmd,
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let shell: u32 = String::from_utf8_lossy(
+        &tmux
+            .run(&["display-message", "-p", "-t", "js", "#{pane_pid}"])
+            .stdout,
+    )
+    .trim()
+    .parse()
+    .unwrap();
+    let alternate = || {
+        String::from_utf8_lossy(
+            &tmux
+                .run(&["display-message", "-p", "-t", "js", "#{alternate_on}"])
+                .stdout,
+        )
+        .trim()
+        .to_string()
+    };
+    let mut js_pid = None;
+    for _ in 0..100 {
+        std::thread::sleep(Duration::from_millis(100));
+        let children = std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children"))
+            .unwrap_or_default();
+        js_pid = children
+            .split_whitespace()
+            .next()
+            .and_then(|p| p.parse::<i32>().ok());
+        if js_pid.is_some() && alternate() == "1" {
+            break;
+        }
+    }
+    let js_pid = js_pid.expect("jitterscope never started under tmux");
+    assert_eq!(alternate(), "1", "the live view never took the screen");
+    std::thread::sleep(Duration::from_millis(800));
+    // SAFETY: signalling the jitterscope this test started, by its pid.
+    unsafe { libc::kill(js_pid, libc::SIGTERM) };
+    let mut end = String::new();
+    for _ in 0..100 {
+        std::thread::sleep(Duration::from_millis(200));
+        end = String::from_utf8_lossy(
+            &tmux
+                .run(&["capture-pane", "-p", "-S", "-300", "-t", "js"])
+                .stdout,
+        )
+        .to_string();
+        if end.contains("EXITED") && end.contains("speed") {
+            break;
+        }
+    }
+    assert!(end.contains("EXITED 143"), "{end}");
+    assert!(end.contains("SIGTERM: stopping early"), "{end}");
+    assert!(
+        end.contains("== Accumulator Message Transit Latency (ns) =="),
+        "{end}"
+    );
+    assert_eq!(
+        alternate(),
+        "0",
+        "the terminal was left in the alternate screen"
+    );
+    // Cooked mode again: canonical input and echo on (raw mode clears both).
+    let stty = end.split("EXITED").nth(1).unwrap_or("");
+    assert!(
+        stty.contains(" icanon") && stty.contains(" echo ") && !stty.contains("-icanon"),
+        "the terminal was left in raw mode:\n{stty}"
+    );
+    let run = jitterscope::report::runfile::RunFile::read(&run_file_in(&runs)).unwrap();
+    assert_eq!(run.run.ended, "interrupted");
+}
+
 /// A private tmux server (its own socket), killed when the test ends, also on failure.
 struct Tmux(std::path::PathBuf);
 

@@ -295,59 +295,79 @@ impl Engine {
             .collect();
         overlapping.sort_by_key(|r| (r.start_ns, r.end_ns));
 
-        // A reschedule IPI immediately followed by a task-level run was that run's wake-up.
+        // A reschedule IPI immediately followed by a task-level run was that run's wake-up
+        // (`overlapping` is sorted by start: the first such run from the IPI's end on).
         let woke: Vec<Option<usize>> = overlapping
             .iter()
             .map(|r| {
                 if r.class != CulpritClass::Ipi || r.name != "reschedule" {
                     return None;
                 }
-                overlapping.iter().position(|t| {
-                    level(t.class) == 1
-                        && t.start_ns >= r.end_ns
-                        && t.start_ns - r.end_ns <= self.cfg.edge_ns
-                })
+                let from = overlapping.partition_point(|t| t.start_ns < r.end_ns);
+                overlapping[from..]
+                    .iter()
+                    .take_while(|t| t.start_ns - r.end_ns <= self.cfg.edge_ns)
+                    .position(|t| level(t.class) == 1)
+                    .map(|i| from + i)
             })
             .collect();
+        let mut woken = vec![false; overlapping.len()];
+        for &t in woke.iter().flatten() {
+            woken[t] = true;
+        }
 
-        // Sweep the elementary segments between all boundaries inside the stall.
+        // Sweep the elementary segments between all boundaries inside the stall. The covering
+        // record of each segment is the top of a heap ordered like the rule (deepest level,
+        // then latest start, then latest in sort order); records that ended before the
+        // segment are dropped lazily from the top. O(k log k) in the records overlapping.
         let mut cuts: Vec<Nanos> = vec![start, end];
-        for r in &overlapping {
-            cuts.push(r.start_ns.clamp(start, end));
-            cuts.push(r.end_ns.clamp(start, end));
+        // Where an uncovered piece touching a record's end or start is credited.
+        let mut ends_at: HashMap<Nanos, usize> = HashMap::new();
+        let mut starts_at: HashMap<Nanos, usize> = HashMap::new();
+        for (i, r) in overlapping.iter().enumerate() {
+            let (rs, re) = (r.start_ns.clamp(start, end), r.end_ns.clamp(start, end));
+            cuts.push(rs);
+            cuts.push(re);
+            ends_at.entry(re).or_insert(i);
+            starts_at.entry(rs).or_insert(i);
         }
         cuts.sort_unstable();
         cuts.dedup();
+        let mut active: std::collections::BinaryHeap<(u8, Nanos, usize)> =
+            std::collections::BinaryHeap::new();
+        let mut next = 0;
         let mut by_culprit: Vec<(usize, Nanos)> = Vec::new();
+        let mut culprit_at: HashMap<(CulpritClass, &str, &str), usize> = HashMap::new();
         for w in cuts.windows(2) {
             let (a, b) = (w[0], w[1]);
-            let winner = overlapping
-                .iter()
-                .enumerate()
-                .filter(|(_, r)| r.start_ns <= a && r.end_ns >= b)
-                .max_by_key(|(_, r)| (level(r.class), r.start_ns));
-            let winner = winner.map(|(i, _)| i).or_else(|| {
+            while next < overlapping.len() && overlapping[next].start_ns <= a {
+                let r = overlapping[next];
+                active.push((level(r.class), r.start_ns, next));
+                next += 1;
+            }
+            while active
+                .peek()
+                .is_some_and(|&(_, _, i)| overlapping[i].end_ns < b)
+            {
+                active.pop();
+            }
+            let winner = active.peek().map(|&(_, _, i)| i).or_else(|| {
                 // Uncovered: a short piece touching a record is its entry or exit path.
                 if b - a > self.cfg.edge_ns {
                     return None;
                 }
-                overlapping
-                    .iter()
-                    .position(|r| r.end_ns.clamp(start, end) == a)
-                    .or_else(|| {
-                        overlapping
-                            .iter()
-                            .position(|r| r.start_ns.clamp(start, end) == b)
-                    })
+                ends_at.get(&a).or_else(|| starts_at.get(&b)).copied()
             });
             let winner = winner.map(|i| woke[i].unwrap_or(i));
             if let Some(idx) = winner {
-                match by_culprit.iter_mut().find(|(i, _)| {
-                    let (x, y) = (overlapping[*i], overlapping[idx]);
-                    x.class == y.class && x.name == y.name && x.detail == y.detail
-                }) {
-                    Some(e) => e.1 += b - a,
-                    None => by_culprit.push((idx, b - a)),
+                let r = overlapping[idx];
+                let key = (r.class, r.name.as_str(), r.detail.as_str());
+                match culprit_at.get(&key) {
+                    Some(&at) => by_culprit[at].1 += b - a,
+                    None => {
+                        culprit_at.insert(key, by_culprit.len());
+                        by_culprit.push((idx, b - a));
+                    }
                 }
             }
         }
@@ -363,7 +383,7 @@ impl Engine {
             .map(|&(idx, ns)| {
                 let r = overlapping[idx];
                 let mut via = self.via(c, r);
-                if woke.iter().flatten().any(|&t| t == idx) {
+                if woken[idx] {
                     if !via.is_empty() {
                         via.push_str("; ");
                     }
@@ -434,7 +454,7 @@ impl Engine {
             culprits,
             explained_share: share(explained),
             incomplete,
-            timeline: overlapping.into_iter().cloned().collect(),
+            timeline: timeline_of(&overlapping, start, end),
         }
     }
 
@@ -449,18 +469,24 @@ impl Engine {
         if producer_cpu == consumer_cpu {
             cpus.truncate(1);
         }
+        let overlaps = |st: &Stall| st.start_ns < b && st.end_ns > a && st.end_ns > st.start_ns;
         for (side, cpu) in cpus {
-            let decided = self.recent.get(&cpu).into_iter().flatten().cloned();
+            // Decided stalls are held in end order: skip those that ended before the spike.
+            // Undecided ones get a verdict only when they overlap it.
+            let recent = self.recent.get(&cpu);
+            let from = recent.map_or(0, |r| r.partition_point(|v| v.stall.end_ns <= a));
+            let decided = recent
+                .into_iter()
+                .flat_map(|r| r.range(from..))
+                .filter(|v| overlaps(&v.stall))
+                .cloned();
             let undecided = self
                 .pending
                 .values()
-                .filter(|s| s.cpu == cpu)
+                .filter(|s| s.cpu == cpu && overlaps(s))
                 .map(|s| self.verdict(s));
             for v in decided.chain(undecided) {
                 let (s, e) = (v.stall.start_ns, v.stall.end_ns);
-                if s >= b || e <= a || e <= s {
-                    continue;
-                }
                 let overlap = e.min(b) - s.max(a);
                 stalled[side] += overlap;
                 let f = overlap as f64 / (e - s) as f64;
@@ -544,3 +570,21 @@ impl Engine {
             .unwrap_or_default()
     }
 }
+
+/// The records a timeline keeps: all of them up to `MAX_TIMELINE`, else the ones that
+/// overlap the stall most — a long stall on a busy CPU can span thousands of task switches,
+/// and the worst-N list must stay small whatever the load.
+fn timeline_of(overlapping: &[&Interruption], start: Nanos, end: Nanos) -> Vec<Interruption> {
+    if overlapping.len() <= MAX_TIMELINE {
+        return overlapping.iter().map(|r| (*r).clone()).collect();
+    }
+    let overlap = |r: &Interruption| r.end_ns.min(end).saturating_sub(r.start_ns.max(start));
+    let mut by_size: Vec<&Interruption> = overlapping.to_vec();
+    by_size.sort_by_key(|r| std::cmp::Reverse(overlap(r)));
+    by_size.truncate(MAX_TIMELINE);
+    by_size.sort_by_key(|r| (r.start_ns, r.end_ns));
+    by_size.into_iter().cloned().collect()
+}
+
+/// Records kept in one stall's timeline (see `timeline_of`).
+pub const MAX_TIMELINE: usize = 256;

@@ -42,8 +42,9 @@ pub struct Ranking {
 }
 
 /// Distinct culprits kept before short-lived tasks are folded by command name, so a long run
-/// full of fork/exec (a shell loop) keeps constant memory.
-pub const MAX_CULPRITS: usize = 4096;
+/// full of fork/exec (a shell loop, a build) keeps constant memory — reached within a minute
+/// on a busy machine, after which memory stays flat — and the run file stays small.
+pub const MAX_CULPRITS: usize = 1024;
 
 /// `sleep[4121]` → `sleep[*]`.
 fn fold_pid(name: &str) -> String {

@@ -36,6 +36,11 @@ impl Kallsyms {
         }
     }
 
+    /// True when /proc/kallsyms showed no addresses (no CAP_SYSLOG): names print as hex.
+    pub fn is_empty(&self) -> bool {
+        self.syms.is_empty()
+    }
+
     /// `vmstat_update`, `vmstat_update+0x12` inside a function, or the address in hex.
     pub fn name(&mut self, addr: u64) -> String {
         if addr == 0 {

@@ -113,8 +113,11 @@ pub struct ProbeSummary {
     /// Records submitted per measured CPU.
     pub events: Vec<(Cpu, u64)>,
     pub costs: Vec<ProgramCost>,
-    /// False when the kernel refused run-time statistics.
+    /// False when the kernel refused run-time statistics (they need CAP_SYS_ADMIN).
     pub stats_enabled: bool,
+    /// False when /proc/kallsyms hid its addresses (no CAP_SYSLOG): work functions and
+    /// IPI callbacks are then shown as addresses.
+    pub symbols: bool,
 }
 
 impl ProbeSummary {
@@ -574,6 +577,7 @@ fn drain_thread(
 
     let mut summary = ProbeSummary {
         stats_enabled: stats_fd >= 0,
+        symbols: !syms.is_empty(),
         ..Default::default()
     };
     if let Some(bss) = skel.maps.bss_data.as_deref() {

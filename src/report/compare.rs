@@ -29,7 +29,8 @@ pub const PRESENT_SHARE: f64 = 0.01;
 fn culprit_times(run: &RunFile) -> BTreeMap<(String, String, String), u64> {
     let mut m = BTreeMap::new();
     for c in &run.culprits {
-        *m.entry(identity(&c.class, &c.name, &c.detail)).or_default() += c.total_ns;
+        let ns: &mut u64 = m.entry(identity(&c.class, &c.name, &c.detail)).or_default();
+        *ns = ns.saturating_add(c.total_ns);
     }
     let floor = (run.stall_summary.total_ns as f64 * PRESENT_SHARE) as u64;
     m.retain(|_, ns| *ns >= floor.max(1));
@@ -166,4 +167,39 @@ pub fn chart(runs: &[(String, RunFile)]) -> String {
         })
         .collect();
     percentile_chart("transit latency by percentile", &series)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::runfile::CulpritEntry;
+
+    fn culprit(name: &str, total_ns: u64) -> CulpritEntry {
+        CulpritEntry {
+            class: "task".into(),
+            name: name.into(),
+            detail: String::new(),
+            count: 1,
+            total_ns,
+            max_ns: total_ns,
+            share: 0.5,
+            advice: String::new(),
+            cpus: vec![],
+        }
+    }
+
+    #[test]
+    fn culprit_times_saturate_instead_of_wrapping() {
+        // `spin[1]` and `spin[2]` are one identity; their times wrapped to 0 and the
+        // culprit read as gone from the second run.
+        let mut a = crate::report::runfile::tests::sample();
+        a.stall_summary.total_ns = 100;
+        a.culprits = vec![culprit("spin[1]", 100)];
+        let mut b = a.clone();
+        let half = u64::MAX / 2 + 1;
+        b.culprits = vec![culprit("spin[1]", half), culprit("spin[2]", half)];
+        assert_eq!(culprit_times(&b).values().collect::<Vec<_>>(), [&u64::MAX]);
+        let text = render(&[("a".into(), a), ("b".into(), b)]);
+        assert!(text.contains("the same culprits in every run"), "{text}");
+    }
 }

@@ -8,6 +8,12 @@ use serde_json::{json, Value};
 use super::runfile::RunFile;
 use super::text::causes_line;
 
+/// Each CPU's three tracks: stalls, kernel, late messages. In u64 so that no CPU number a
+/// run file holds overflows it.
+fn track_id(cpu: u32, track: u64) -> u64 {
+    u64::from(cpu) * 3 + track
+}
+
 fn us(ns: u64, base: u64) -> f64 {
     ns.saturating_sub(base) as f64 / 1e3
 }
@@ -28,9 +34,9 @@ pub fn render(run: &RunFile) -> String {
         "args": {"name": format!("jitterscope '{}'", run.run.label)}}));
     for &cpu in &cpus {
         for (tid, what) in [
-            (cpu * 3, "workload stalls"),
-            (cpu * 3 + 1, "kernel"),
-            (cpu * 3 + 2, "late messages"),
+            (track_id(cpu, 0), "workload stalls"),
+            (track_id(cpu, 1), "kernel"),
+            (track_id(cpu, 2), "late messages"),
         ] {
             events.push(
                 json!({"ph": "M", "pid": 1, "tid": tid, "name": "thread_name",
@@ -46,7 +52,7 @@ pub fn render(run: &RunFile) -> String {
     let mut seen = std::collections::HashSet::new();
     for s in &run.stalls {
         events.push(json!({
-            "ph": "X", "pid": 1, "tid": s.cpu * 3,
+            "ph": "X", "pid": 1, "tid": track_id(s.cpu, 0),
             "name": format!("{} stalled", s.thread),
             "ts": us(s.start_ns, base), "dur": s.duration_ns as f64 / 1e3,
             "args": {"causes": causes_line(s), "explained_share": s.explained_share,
@@ -62,11 +68,13 @@ pub fn render(run: &RunFile) -> String {
                 format!("{} {}", i.name, i.detail)
             };
             if i.end_ns == i.start_ns {
-                events.push(json!({"ph": "i", "s": "t", "pid": 1, "tid": i.cpu * 3 + 1,
+                events.push(
+                    json!({"ph": "i", "s": "t", "pid": 1, "tid": track_id(i.cpu, 1),
                     "name": name, "ts": us(i.start_ns, base),
-                    "args": {"class": i.class.as_str()}}));
+                    "args": {"class": i.class.as_str()}}),
+                );
             } else {
-                events.push(json!({"ph": "X", "pid": 1, "tid": i.cpu * 3 + 1,
+                events.push(json!({"ph": "X", "pid": 1, "tid": track_id(i.cpu, 1),
                     "name": name, "ts": us(i.start_ns, base),
                     "dur": i.duration_ns() as f64 / 1e3,
                     "args": {"class": i.class.as_str(), "pid": i.pid,
@@ -76,7 +84,7 @@ pub fn render(run: &RunFile) -> String {
     }
     for sp in &run.spikes {
         events.push(json!({
-            "ph": "X", "pid": 1, "tid": sp.consumer_cpu * 3 + 2,
+            "ph": "X", "pid": 1, "tid": track_id(sp.consumer_cpu, 2),
             "name": format!("{} message late", sp.consumer),
             "ts": us(sp.publish_ns, base), "dur": sp.transit_ns as f64 / 1e3,
             "args": {"transit_ns": sp.transit_ns, "producer_stalled_ns": sp.producer_stalled_ns,
@@ -86,4 +94,24 @@ pub fn render(run: &RunFile) -> String {
     json!({"traceEvents": events, "displayTimeUnit": "ns",
            "otherData": {"jitterscope_schema": run.schema, "label": run.run.label}})
     .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_numbers_past_a_third_of_u32_keep_their_own_tracks() {
+        // 1431655766 × 3 wraps to 2 in u32: the stall would land on CPU 0's spike track.
+        let mut run = crate::report::runfile::tests::sample();
+        run.stalls[0].cpu = 1_431_655_766;
+        let trace: Value = serde_json::from_str(&render(&run)).unwrap();
+        let stall = trace["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["ph"] == "X")
+            .unwrap();
+        assert_eq!(stall["tid"], 4_294_967_298u64);
+    }
 }

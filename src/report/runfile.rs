@@ -56,7 +56,7 @@ pub struct Overhead {
     pub bpf_events: u64,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProbeInfo {
     /// Tracepoints not available on this kernel (not traced).
     pub unavailable: Vec<String>,
@@ -68,6 +68,33 @@ pub struct ProbeInfo {
     pub costs: Vec<ProgramCostEntry>,
     /// Stalls whose window overlapped lost records.
     pub incomplete_stalls: u64,
+    /// False when the kernel refused BPF run-time statistics (they need CAP_SYS_ADMIN): the
+    /// costs are then unknown, not zero.
+    #[serde(default = "yes")]
+    pub stats_enabled: bool,
+    /// False when /proc/kallsyms hid its addresses (no CAP_SYSLOG): work functions are shown
+    /// as addresses.
+    #[serde(default = "yes")]
+    pub symbols: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for ProbeInfo {
+    /// Nothing measured yet, with statistics and symbols available (as in older files).
+    fn default() -> Self {
+        ProbeInfo {
+            unavailable: Vec::new(),
+            events: Vec::new(),
+            drops: Vec::new(),
+            costs: Vec::new(),
+            incomplete_stalls: 0,
+            stats_enabled: true,
+            symbols: true,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -248,6 +275,14 @@ impl RunFile {
         if text.trim().is_empty() {
             return Err(RunFileError::Empty { path: path.into() });
         }
+        // serde reads a struct from a JSON array too (`[1]` would be "schema 1"): a run file
+        // is an object.
+        if !text.trim_start().starts_with('{') {
+            return Err(RunFileError::Invalid {
+                path: path.into(),
+                detail: "the text is not a JSON object".into(),
+            });
+        }
         #[derive(Deserialize)]
         struct Head {
             schema: Option<serde_json::Value>,
@@ -315,11 +350,12 @@ fn describe_json_error(e: &serde_json::Error) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::collections::BTreeMap;
 
-    fn sample() -> RunFile {
+    /// A small valid run file, for the renderers' tests too.
+    pub(crate) fn sample() -> RunFile {
         let summary = Summary {
             count: 3,
             min: 10,
@@ -401,6 +437,15 @@ mod tests {
             RunFile::from_json("t", &other),
             Err(RunFileError::Schema { .. })
         ));
+        let fields: Vec<serde_json::Value> =
+            serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&json)
+                .unwrap()
+                .into_iter()
+                .map(|(_, v)| v)
+                .collect();
+        let as_array = serde_json::to_string(&fields).unwrap();
+        let e = RunFile::from_json("t", &as_array).unwrap_err().to_string();
+        assert!(e.contains("not a JSON object"), "{e}");
         let cut = &json[..json.len() / 2];
         let e = RunFile::from_json("t", cut).unwrap_err().to_string();
         assert!(e.contains("truncated"), "{e}");

@@ -264,7 +264,7 @@ pub fn render(run: &RunFile, colour: bool) -> String {
         let _ = writeln!(s, "{}", probe_cost_line(pr, run.run.duration_ns));
     }
     if let Some(o) = &run.overhead {
-        let _ = writeln!(s, "{}", overhead_line(o));
+        let _ = writeln!(s, "{}", overhead_line(run, o));
     }
     for w in warnings(run) {
         let _ = writeln!(s, "{}", p.warn(&format!("WARNING: {w}")));
@@ -292,12 +292,12 @@ pub fn explained_line(run: &RunFile) -> Option<String> {
     if total == 0 || !run.run.settings.probes {
         return None;
     }
+    // Saturating: a run file's figures are not trusted to add up without overflow.
     let of_class = |class: &str| -> u64 {
         run.culprits
             .iter()
             .filter(|c| c.class == class)
-            .map(|c| c.total_ns)
-            .sum()
+            .fold(0u64, |sum, c| sum.saturating_add(c.total_ns))
     };
     let (unexplained, lost) = (of_class("unexplained"), of_class("lost"));
     let named = total.saturating_sub(unexplained).saturating_sub(lost);
@@ -340,8 +340,14 @@ fn advice_list(run: &RunFile) -> Vec<(String, String)> {
 
 /// `probes: 41230 records, 2.31ms of BPF run time (0.023% of one CPU); sched_switch 175ns/event …`
 pub fn probe_cost_line(p: &super::runfile::ProbeInfo, duration_ns: u64) -> String {
-    let events: u64 = p.events.iter().map(|e| e.count).sum();
-    let bpf_ns: u64 = p.costs.iter().map(|c| c.run_time_ns).sum();
+    let events = p
+        .events
+        .iter()
+        .fold(0u64, |sum, e| sum.saturating_add(e.count));
+    let bpf_ns = p
+        .costs
+        .iter()
+        .fold(0u64, |sum, c| sum.saturating_add(c.run_time_ns));
     let mut busiest: Vec<_> = p.costs.iter().filter(|c| c.run_count > 0).collect();
     busiest.sort_by_key(|c| std::cmp::Reverse(c.run_time_ns));
     let per: Vec<String> = busiest
@@ -355,15 +361,19 @@ pub fn probe_cost_line(p: &super::runfile::ProbeInfo, duration_ns: u64) -> Strin
             )
         })
         .collect();
-    let mut line = format!(
-        "\nprobes: {events} records, {} of BPF run time ({:.3}% of one CPU)",
-        fmt_ns(bpf_ns),
-        if duration_ns > 0 {
-            100.0 * bpf_ns as f64 / duration_ns as f64
-        } else {
-            0.0
-        }
-    );
+    let mut line = if p.stats_enabled {
+        format!(
+            "\nprobes: {events} records, {} of BPF run time ({:.3}% of one CPU)",
+            fmt_ns(bpf_ns),
+            if duration_ns > 0 {
+                100.0 * bpf_ns as f64 / duration_ns as f64
+            } else {
+                0.0
+            }
+        )
+    } else {
+        format!("\nprobes: {events} records; BPF run time unknown (the kernel's run-time statistics need CAP_SYS_ADMIN)")
+    };
     if !per.is_empty() {
         line.push_str(&format!("; {}", per.join(", ")));
     }
@@ -373,11 +383,15 @@ pub fn probe_cost_line(p: &super::runfile::ProbeInfo, duration_ns: u64) -> Strin
             p.unavailable.join(", ")
         ));
     }
+    if !p.symbols {
+        line.push_str("\nnote: work functions are shown as addresses: /proc/kallsyms hides them without CAP_SYSLOG (add that capability, or run as root, to name them)");
+    }
     line
 }
 
-/// `jitterscope itself: 41.0ms CPU (0.14% of one CPU) beside the workload, BPF 1.75ms (0.006%)`
-pub fn overhead_line(o: &super::runfile::Overhead) -> String {
+/// `jitterscope itself: 41.0ms CPU (0.137% of one CPU) in its own threads beside the
+/// workload, 1.75ms in BPF programs (0.006%)`
+pub fn overhead_line(run: &RunFile, o: &super::runfile::Overhead) -> String {
     let pct = |ns: u64| {
         if o.window_ns > 0 {
             100.0 * ns as f64 / o.window_ns as f64
@@ -385,12 +399,19 @@ pub fn overhead_line(o: &super::runfile::Overhead) -> String {
             0.0
         }
     };
+    let bpf = match &run.probes {
+        None => "no BPF programs".to_string(),
+        Some(p) if !p.stats_enabled => "BPF program time unknown (no statistics)".to_string(),
+        Some(_) => format!(
+            "{} in BPF programs ({:.3}%)",
+            fmt_ns(o.bpf_run_ns),
+            pct(o.bpf_run_ns)
+        ),
+    };
     format!(
-        "jitterscope itself: {} CPU ({:.3}% of one CPU) in its own threads beside the workload, {} in BPF programs ({:.3}%)",
+        "jitterscope itself: {} CPU ({:.3}% of one CPU) in its own threads beside the workload, {bpf}",
         fmt_ns(o.tracer_cpu_ns),
         pct(o.tracer_cpu_ns),
-        fmt_ns(o.bpf_run_ns),
-        pct(o.bpf_run_ns)
     )
 }
 
@@ -408,12 +429,12 @@ pub fn warnings(run: &RunFile) -> Vec<String> {
             .collect();
         let incomplete = run.probes.as_ref().map_or(0, |p| p.incomplete_stalls);
         w.push(format!(
-            "{} kernel records were lost (BPF ring buffer full{}); {incomplete} stalls in those windows are marked incomplete, their verdicts may miss a culprit — raise --ringbuf-size",
+            "{} kernel records were lost because the BPF ring buffer was full{}; {incomplete} stalls in those windows are marked incomplete (their unknown time is class `lost`) — raise --ringbuf-size",
             l.ring_buffer_drops,
             if per_cpu.is_empty() {
                 String::new()
             } else {
-                format!(": {}", per_cpu.join(", "))
+                format!(" ({})", per_cpu.join(", "))
             }
         ));
     }
@@ -546,7 +567,7 @@ pub fn render_markdown(run: &RunFile) -> String {
         s.push_str("\nStalls are not attributed: this run had no kernel probes.\n");
     }
     if let Some(o) = &run.overhead {
-        let _ = writeln!(s, "\n{}", overhead_line(o));
+        let _ = writeln!(s, "\n{}", overhead_line(run, o));
     }
     let w = warnings(run);
     if !w.is_empty() {
@@ -556,4 +577,71 @@ pub fn render_markdown(run: &RunFile) -> String {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::runfile::{CpuCount, ProbeInfo, ProgramCostEntry};
+
+    fn culprit(class: &str, total_ns: u64) -> CulpritEntry {
+        CulpritEntry {
+            class: class.into(),
+            name: "x".into(),
+            detail: String::new(),
+            count: 1,
+            total_ns,
+            max_ns: total_ns,
+            share: 0.5,
+            advice: String::new(),
+            cpus: vec![],
+        }
+    }
+
+    #[test]
+    fn explained_line_saturates_instead_of_wrapping() {
+        // Two halves of u64::MAX + 1 wrap to 0: all stall time would read as explained.
+        let mut run = crate::report::runfile::tests::sample();
+        run.stall_summary.total_ns = u64::MAX;
+        let half = u64::MAX / 2 + 1;
+        run.culprits = vec![culprit("unexplained", half), culprit("unexplained", half)];
+        let line = explained_line(&run).unwrap();
+        assert!(line.starts_with("0.0% of all stall time"), "{line}");
+        assert!(line.contains("100.0% is unexplained"), "{line}");
+    }
+
+    #[test]
+    fn probe_cost_line_saturates_instead_of_wrapping() {
+        let p = ProbeInfo {
+            events: vec![
+                CpuCount {
+                    cpu: 1,
+                    count: u64::MAX,
+                },
+                CpuCount { cpu: 3, count: 1 },
+            ],
+            costs: vec![
+                ProgramCostEntry {
+                    program: "a".into(),
+                    run_count: 1,
+                    run_time_ns: u64::MAX,
+                },
+                ProgramCostEntry {
+                    program: "b".into(),
+                    run_count: 1,
+                    run_time_ns: 1,
+                },
+            ],
+            ..ProbeInfo::default()
+        };
+        let line = probe_cost_line(&p, 1);
+        assert!(
+            line.contains(&format!(
+                "probes: {} records, {} of BPF",
+                u64::MAX,
+                fmt_ns(u64::MAX)
+            )),
+            "{line}"
+        );
+    }
 }

@@ -114,7 +114,11 @@ impl CpuClaim {
                     return Err(ClaimError::InUse {
                         cpu,
                         pid,
-                        command: if pid > 0 { command_of(pid) } else { String::new() },
+                        command: if pid > 0 {
+                            command_of(pid)
+                        } else {
+                            String::new()
+                        },
                     });
                 }
                 return Err(socket_err(e));
