@@ -384,6 +384,8 @@ for rnd, order in enumerate(orders, 1):
                 lost = [int(x) for l in text for x in re.findall(r"^Lost (\d+) events", l)]
                 r["lost"] = sum(lost)
                 r["events"] = sum(1 for l in text if l[:1].isdigit())
+                # bpftrace's own wake-ups (to read the events it prints) are events on the traced CPUs.
+                r["self_events"] = sum(1 for l in text if l[:1].isdigit() and "bpftrace" in l)
                 base, before, after = (progs(f"{d}/bpf-{k}.json") for k in ("base", "before", "after"))
                 mine = [i for i in after if i not in base]
                 # bpftool leaves out run_time_ns and run_cnt while they are 0.
@@ -457,7 +459,10 @@ print(f"- perf: `perf record -C {cpus}` with " + ", ".join(f"`{t}`" for t in tra
 print(f"- bpftrace: the same tracepoints, each filtered to CPUs {cpus} in the program, each event `printf`ed with time, CPU, pid, "
       "comm and the fields that name it (prev/next task, IRQ number and name, vector, work function address) into a text file; "
       "events = lines printed, lost = its `Lost N events`. BPF runs count every CPU's events, the filtered ones included; "
-      "whole-life CPU includes compiling the script.")
+      "whole-life CPU includes compiling the script. "
+      + "Events naming bpftrace itself, as the running task or in a switch (its own wake-ups to read what it prints): "
+      + ", ".join(f"round {rnd} {rows[rnd, 'bpftrace']['self_events'] / max(rows[rnd, 'bpftrace']['events'], 1):.0%}"
+                  for rnd in (1, 2) if "self_events" in rows[rnd, "bpftrace"]) + ".")
 print("- jitterscope: events = BPF program runs; lost = failed ring-buffer reserves; its BPF time covers the whole probe "
       "session (warm-up included), its tracer CPU only the recorded window; output = every file of the run "
       "(run file, .md, .svg, .trace.json, .hgrm, .hlog).")
