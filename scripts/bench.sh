@@ -223,7 +223,17 @@ traced_row() {
   wait "$tracer_pid" || true # 130 (SIGINT) from perf
   tracer_pid=
   reaped_ticks c2
+  # perf.data is binary: the seed's method reads it through `perf script` (then awk, sort,
+  # uniq -c). That step's CPU is part of what perf costs to reach an answer.
+  local post_ms=0
+  if [ "$name" = perf ]; then
+    local TIMEFORMAT='%3U %3S'
+    { time perf script -i "$output" >"$dir/perf.script" 2>/dev/null; } 2>"$dir/post.time" || true
+    post_ms=$(awk '{printf "%d", ($1 + $2) * 1000}' "$dir/post.time")
+    rm -f "$dir/perf.script"
+  fi
   {
+    echo "post_cpu_ms=$post_ms"
     echo "cpu_ns_during=$((t2 - t1))"
     echo "wall_during=$w1 $w2"
     echo "cpu_ticks_life=$((c2 - c1))"
@@ -373,6 +383,7 @@ for rnd, order in enumerate(orders, 1):
             r["window_s"] = w2 - w1
             r["life_ms"] = int(m["cpu_ticks_life"]) * 1000 / tck
             r["output"] = int(m["output_bytes"])
+            r["post_ms"] = int(m.get("post_cpu_ms", 0))
             log = open(f"{d}/tracer.log", errors="replace").read()
             if name == "perf":
                 s = re.search(r"\((\d+) samples\)", log)
@@ -426,22 +437,22 @@ print("What each tracer cost. Tracer CPU = user+sys time of the tracer's own pro
       "(jitterscope: its threads except the workload's, over the recorded window, from the run file's `overhead`); "
       "BPF = kernel run time of its BPF programs (`kernel.bpf_stats_enabled`), paid on the traced CPUs.")
 print()
-print("| round | tracer | events | lost | tracer CPU ms | % of one CPU | over s | whole life CPU ms | BPF ms | BPF ns/run | output |")
-print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("| round | tracer | events | lost | tracer CPU ms | % of one CPU | over s | whole life CPU ms | to text CPU ms | BPF ms | BPF ns/run | output |")
+print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 def f(v, fmt):
     return "–" if v is None else format(v, fmt)
 for rnd in (1, 2):
     for name in ["none"] + tracers:
         r = rows[rnd, name]
         if "error" in r:
-            print(f"| {rnd} | {name} | did not run: {r['error']} | | | | | | | | |")
+            print(f"| {rnd} | {name} | did not run: {r['error']} | | | | | | | | | |")
             continue
         if name == "none":
             # The workload's collector thread runs in every row, probes or not; in the jitterscope
             # row it is part of the tracer CPU, so its figure without probes is shown for reference.
             if r.get("cpu_ms") is not None:
                 r["pct"] = r["cpu_ms"] / 10 / r["window_s"]
-                print(f"| {rnd} | no tracing: jitterscope's collector alone | | | {r['cpu_ms']:.0f} | {r['pct']:.2f} | {r['window_s']:.1f} | | | | |")
+                print(f"| {rnd} | no tracing: jitterscope's collector alone | | | {r['cpu_ms']:.0f} | {r['pct']:.2f} | {r['window_s']:.1f} | | | | | |")
             continue
         pct = r["cpu_ms"] / 10 / r["window_s"] if r.get("cpu_ms") is not None and r.get("window_s") else None
         r["pct"] = pct
@@ -449,7 +460,7 @@ for rnd in (1, 2):
         nsper = r["bpf_ms"] * 1e6 / runs if r.get("bpf_ms") is not None and runs else None
         r["ns_per_run"] = nsper
         print(f"| {rnd} | {name} | {f(r.get('events'), 'd')} | {f(r.get('lost'), 'd')} | {f(r.get('cpu_ms'), '.0f')} | "
-              f"{f(pct, '.2f')} | {f(r.get('window_s'), '.1f')} | {f(r.get('life_ms'), '.0f')} | {f(r.get('bpf_ms'), '.1f')} | "
+              f"{f(pct, '.2f')} | {f(r.get('window_s'), '.1f')} | {f(r.get('life_ms'), '.0f')} | {f(r.get('post_ms'), 'd')} | {f(r.get('bpf_ms'), '.1f')} | "
               f"{f(nsper, '.0f')} | {size(r['output']) if 'output' in r else '–'} |")
 print()
 print("Notes:")
@@ -463,6 +474,8 @@ print(f"- bpftrace: the same tracepoints, each filtered to CPUs {cpus} in the pr
       + "Events naming bpftrace itself, as the running task or in a switch (its own wake-ups to read what it prints): "
       + ", ".join(f"round {rnd} {rows[rnd, 'bpftrace']['self_events'] / max(rows[rnd, 'bpftrace']['events'], 1):.0%}"
                   for rnd in (1, 2) if "self_events" in rows[rnd, "bpftrace"]) + ".")
+print("- to text: CPU to turn the tracer's output into readable events — `perf script` over perf.data for perf (the seed's "
+      "method then pipes it through awk/sort/uniq); bpftrace already prints text; jitterscope's report is printed by the run itself.")
 print("- jitterscope: events = BPF program runs; lost = failed ring-buffer reserves; its BPF time covers the whole probe "
       "session (warm-up included), its tracer CPU only the recorded window; output = every file of the run "
       "(run file, .md, .svg, .trace.json, .hgrm, .hlog).")
@@ -498,6 +511,21 @@ if cpu:
         low = min(net, key=net.get)
         print(f"**Lowest tracer CPU, net of the collector that every row runs** (jitterscope minus its no-tracing figure): {low} ("
               + ", ".join(f"{n} {p:.2f}%" for n, p in sorted(net.items(), key=lambda x: x[1])) + ").")
+# To an answer: the tracer's CPU while tracing plus what it takes to read its output.
+answer = {}
+for name in tracers:
+    vals = []
+    for rnd in (1, 2):
+        r = rows[rnd, name]
+        if r.get("cpu_ms") is None:
+            break
+        vals.append(r["cpu_ms"] + (r.get("post_ms") or 0))
+    if len(vals) == 2:
+        answer[name] = sum(vals) / 2
+if answer:
+    low = min(answer, key=answer.get)
+    print(f"**Lowest CPU to a readable answer** (tracer CPU while tracing + turning its output into text, mean ms per round): {low} ("
+          + ", ".join(f"{n} {v:.0f} ms" for n, v in sorted(answer.items(), key=lambda x: x[1])) + ").")
 bpf = {n: [rows[rnd, n].get("ns_per_run") for rnd in (1, 2)] for n in ("jitterscope", "bpftrace")}
 bpf = {n: sum(v) / 2 for n, v in bpf.items() if all(x is not None for x in v)}
 if bpf:
