@@ -454,52 +454,14 @@ fn report_and_compare_refuse_huge_and_bad_files_with_bounded_memory() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read run file"));
 }
 
-/// A small valid run file, from the library's own writer.
+/// A valid run file: the fuzz seed that `tests/props.rs` generates from the library's own
+/// writer and checks like a golden file.
 fn sample_run_json() -> String {
-    use jitterscope::report::runfile::*;
-    use jitterscope::report::seed::Summary;
-    let h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 1_000_000, 3).unwrap();
-    RunFile {
-        schema: SCHEMA.into(),
-        run: RunInfo {
-            label: "sample".into(),
-            cpus: vec![0, 1],
-            producer_cpu: 0,
-            consumer_cpus: vec![1],
-            start_unix_ns: 1,
-            record_from_ns: 0,
-            duration_ns: 1_000_000_000,
-            kernel: "k".into(),
-            host: "h".into(),
-            ended: "completed".into(),
-            end_reason: String::new(),
-            settings: Settings {
-                pinned: true,
-                interval_ns: 10_000,
-                warmup_ns: 0,
-                planned_duration_ns: 1_000_000_000,
-                stall_threshold_ns: 1_000,
-                spike_threshold_ns: 10_000,
-                stall_threshold_auto: false,
-                probes: false,
-            },
-        },
-        histograms: vec![ConsumerHistograms {
-            consumer: "accumulator".into(),
-            cpu: 1,
-            transit: Summary::of(&h),
-            inter_message: Summary::of(&h),
-        }],
-        stall_summary: StallSummary::default(),
-        stalls: vec![],
-        culprits: vec![],
-        spike_count: 0,
-        spikes: vec![],
-        lost: Lost::default(),
-        probes: None,
-        overhead: None,
-    }
-    .to_json()
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fuzz/seeds/run_file/valid_no_probes.json"
+    );
+    std::fs::read_to_string(path).unwrap()
 }
 
 #[test]

@@ -163,25 +163,14 @@ fn under_tmux_the_live_view_names_the_injected_kworker_and_restores_the_terminal
     }
     let _cpus = exclusive();
     let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("tmux.sock");
-    let cmd = format!(
-        "{} --cpus 0,1 --duration 8s --warmup 300ms --output {}; echo EXITED $?; sleep 60",
-        env!("CARGO_BIN_EXE_jitterscope"),
-        dir.path().display()
+    let tmux = Tmux::session(
+        dir.path(),
+        &format!(
+            "{} --cpus 0,1 --duration 8s --warmup 300ms --output {}; echo EXITED $?; sleep 60",
+            env!("CARGO_BIN_EXE_jitterscope"),
+            dir.path().display()
+        ),
     );
-    let tmux = Tmux(socket);
-    let out = tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "js",
-        "-x",
-        "150",
-        "-y",
-        "45",
-        &cmd,
-    ]);
-    assert!(out.status.success(), "{out:?}");
     std::thread::sleep(Duration::from_millis(1500));
     pin(0, 0);
     let mut seen = String::new();
@@ -190,8 +179,7 @@ fn under_tmux_the_live_view_names_the_injected_kworker_and_restores_the_terminal
             std::fs::write("/proc/sys/vm/stat_refresh", "1").unwrap();
         }
         std::thread::sleep(Duration::from_millis(100));
-        let pane = String::from_utf8_lossy(&tmux.run(&["capture-pane", "-p", "-t", "js"]).stdout)
-            .to_string();
+        let pane = tmux.screen();
         if pane.contains("refresh_vm_stats") && pane.contains("culprits by total") {
             seen = pane;
             break;
@@ -202,19 +190,7 @@ fn under_tmux_the_live_view_names_the_injected_kworker_and_restores_the_terminal
         "the live culprits table never showed refresh_vm_stats"
     );
     // Wait for the end of the run and the report.
-    let mut end = String::new();
-    for _ in 0..100 {
-        std::thread::sleep(Duration::from_millis(200));
-        end = String::from_utf8_lossy(
-            &tmux
-                .run(&["capture-pane", "-p", "-S", "-200", "-t", "js"])
-                .stdout,
-        )
-        .to_string();
-        if end.contains("EXITED") {
-            break;
-        }
-    }
+    let end = tmux.wait_for("EXITED");
     assert!(
         end.contains("EXITED 0"),
         "jitterscope did not end cleanly:\n{end}"
@@ -223,14 +199,8 @@ fn under_tmux_the_live_view_names_the_injected_kworker_and_restores_the_terminal
         end.contains("== Accumulator Message Transit Latency (ns) =="),
         "no report:\n{end}"
     );
-    let alt = String::from_utf8_lossy(
-        &tmux
-            .run(&["display-message", "-p", "-t", "js", "#{alternate_on}"])
-            .stdout,
-    )
-    .to_string();
     assert_eq!(
-        alt.trim(),
+        tmux.var("alternate_on"),
         "0",
         "the terminal was left in the alternate screen"
     );
@@ -256,36 +226,9 @@ fn sigterm_during_the_live_view_restores_the_terminal_and_writes_the_files() {
         env!("CARGO_BIN_EXE_jitterscope"),
         runs.display()
     );
-    let tmux = Tmux(dir.path().join("tmux.sock"));
-    let out = tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "js",
-        "-x",
-        "150",
-        "-y",
-        "45",
-        &cmd,
-    ]);
-    assert!(out.status.success(), "{out:?}");
-    let shell: u32 = String::from_utf8_lossy(
-        &tmux
-            .run(&["display-message", "-p", "-t", "js", "#{pane_pid}"])
-            .stdout,
-    )
-    .trim()
-    .parse()
-    .unwrap();
-    let alternate = || {
-        String::from_utf8_lossy(
-            &tmux
-                .run(&["display-message", "-p", "-t", "js", "#{alternate_on}"])
-                .stdout,
-        )
-        .trim()
-        .to_string()
-    };
+    let tmux = Tmux::session(dir.path(), &cmd);
+    let shell: u32 = tmux.var("pane_pid").parse().unwrap();
+    let alternate = || tmux.var("alternate_on");
     let mut js_pid = None;
     for _ in 0..100 {
         std::thread::sleep(Duration::from_millis(100));
@@ -304,19 +247,8 @@ fn sigterm_during_the_live_view_restores_the_terminal_and_writes_the_files() {
     std::thread::sleep(Duration::from_millis(800));
     // SAFETY: signalling the jitterscope this test started, by its pid.
     unsafe { libc::kill(js_pid, libc::SIGTERM) };
-    let mut end = String::new();
-    for _ in 0..100 {
-        std::thread::sleep(Duration::from_millis(200));
-        end = String::from_utf8_lossy(
-            &tmux
-                .run(&["capture-pane", "-p", "-S", "-300", "-t", "js"])
-                .stdout,
-        )
-        .to_string();
-        if end.contains("EXITED") && end.contains("speed") {
-            break;
-        }
-    }
+    // `stty -a` prints "speed" first: wait until it has run too.
+    let end = tmux.wait_for("speed");
     assert!(end.contains("EXITED 143"), "{end}");
     assert!(end.contains("SIGTERM: stopping early"), "{end}");
     assert!(
@@ -342,6 +274,58 @@ fn sigterm_during_the_live_view_restores_the_terminal_and_writes_the_files() {
 struct Tmux(std::path::PathBuf);
 
 impl Tmux {
+    /// A 150×45 session `js` running `cmd`, on a socket in `dir`.
+    fn session(dir: &std::path::Path, cmd: &str) -> Tmux {
+        let tmux = Tmux(dir.join("tmux.sock"));
+        let out = tmux.run(&[
+            "new-session",
+            "-d",
+            "-s",
+            "js",
+            "-x",
+            "150",
+            "-y",
+            "45",
+            cmd,
+        ]);
+        assert!(out.status.success(), "{out:?}");
+        tmux
+    }
+
+    /// The visible screen.
+    fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "js"]).stdout).to_string()
+    }
+
+    /// The screen with its history, once it shows `needle` (or after 20 s).
+    fn wait_for(&self, needle: &str) -> String {
+        let mut text = String::new();
+        for _ in 0..100 {
+            std::thread::sleep(Duration::from_millis(200));
+            text = String::from_utf8_lossy(
+                &self
+                    .run(&["capture-pane", "-p", "-S", "-300", "-t", "js"])
+                    .stdout,
+            )
+            .to_string();
+            if text.contains(needle) {
+                break;
+            }
+        }
+        text
+    }
+
+    /// A tmux format variable of the pane (`alternate_on`, `pane_pid`).
+    fn var(&self, name: &str) -> String {
+        String::from_utf8_lossy(
+            &self
+                .run(&["display-message", "-p", "-t", "js", &format!("#{{{name}}}")])
+                .stdout,
+        )
+        .trim()
+        .to_string()
+    }
+
     fn run(&self, args: &[&str]) -> std::process::Output {
         Command::new("tmux")
             .arg("-S")
