@@ -24,14 +24,22 @@ use jitterscope::workload::clock::loop_period_ns;
 use jitterscope::workload::WorkloadConfig;
 
 fn main() -> ExitCode {
-    // First thing: a signal during start-up (probe loading, the loop-period measurement) is
-    // seen and handled like one later on, not by the default action.
-    jitterscope::signals::install();
     let cli = Cli::parse();
+    // Commands that poll for SIGINT/SIGTERM/SIGHUP get their handlers first thing, so a
+    // signal during start-up (probe loading, the loop-period measurement) is handled like one
+    // later on. The others (`floor`, `report` …) keep the default action: Ctrl-C ends them.
     let ends_on_signal = matches!(
         cli.command,
         None | Some(Command::Run(_)) | Some(Command::Workshop(_))
     );
+    if ends_on_signal
+        || matches!(
+            cli.command,
+            Some(Command::Probe(_)) | Some(Command::Noise(_)) | Some(Command::Tune(_))
+        )
+    {
+        jitterscope::signals::install();
+    }
     match run(cli) {
         Ok(()) => match jitterscope::signals::received() {
             Some(sig) if ends_on_signal => ExitCode::from(jitterscope::signals::exit_code(sig)),
