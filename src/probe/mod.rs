@@ -479,6 +479,38 @@ fn program_costs(skel: &JitterscopeSkel) -> Vec<ProgramCost> {
     out
 }
 
+/// Maps in every page of the ring buffer's read-only data mapping (its producer page and the
+/// data area, mapped twice), found in /proc/self/maps by its size. The kernel allocated those
+/// pages when the map was created; touching them now only fills the page tables, so the
+/// process's RSS shows the ring's real footprint from the start instead of creeping up to it
+/// as the producer first writes each page (which looked like a leak in a soak).
+fn prefault_ring(ringbuf_bytes: u32) {
+    let page = 4096usize;
+    let want = page + 2 * ringbuf_bytes as usize;
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    for line in maps.lines().filter(|l| l.ends_with("anon_inode:bpf-map")) {
+        let mut f = line.split_whitespace();
+        let (Some(range), Some(perms)) = (f.next(), f.next()) else {
+            continue;
+        };
+        let Some((a, b)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16)) else {
+            continue;
+        };
+        if perms.starts_with("r--") && b - a == want {
+            for addr in (a..b).step_by(page) {
+                // SAFETY: `addr` lies inside a readable shared mapping of this process (from
+                // /proc/self/maps) that lives as long as the ring buffer, which outlives this
+                // call; a volatile read of one byte per page has no other effect.
+                unsafe { std::ptr::read_volatile(addr as *const u8) };
+            }
+            return;
+        }
+    }
+}
+
 /// Totals of the programs' costs so far, refreshed by the drain thread once a second.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LiveCost {
@@ -527,6 +559,7 @@ fn drain_thread(
         })
         .map_err(other("read the ring buffer"))?;
     let ring = builder.build().map_err(other("read the ring buffer"))?;
+    prefault_ring(cfg.ringbuf_bytes);
     let drain = |syms: &mut Kallsyms| {
         let _ = ring.consume();
         let raw = std::mem::take(&mut *pending.lock().unwrap_or_else(|e| e.into_inner()));
