@@ -223,7 +223,7 @@ fn run_workload(args: RunArgs) -> Result<()> {
     if let Some(n) = noise {
         for (kind, r) in n.stop() {
             match r {
-                Ok(log) => writeln!(out, "injected {kind:?} noise: {} injections", log.len())?,
+                Ok(count) => writeln!(out, "injected {kind:?} noise: {count} injections")?,
                 Err(e) => writeln!(out, "injected {kind:?} noise: {e}")?,
             }
         }

@@ -454,7 +454,13 @@ impl Engine {
             culprits,
             explained_share: share(explained),
             incomplete,
-            timeline: timeline_of(&overlapping, start, end),
+            // Copying records is the engine's largest cost: only stalls long enough to be
+            // kept carry them.
+            timeline: if total >= self.timeline_from_ns {
+                timeline_of(&overlapping, start, end)
+            } else {
+                Vec::new()
+            },
         }
     }
 
@@ -587,4 +593,4 @@ fn timeline_of(overlapping: &[&Interruption], start: Nanos, end: Nanos) -> Vec<I
 }
 
 /// Records kept in one stall's timeline (see `timeline_of`).
-pub const MAX_TIMELINE: usize = 256;
+pub const MAX_TIMELINE: usize = 64;

@@ -96,10 +96,24 @@ pub fn inject(
     duration_ns: Nanos,
     stop: &dyn Fn() -> bool,
 ) -> Result<Vec<Injection>, NoiseError> {
+    let mut log = Vec::new();
+    inject_each(kind, cpu, rate, duration_ns, stop, &mut |i| log.push(i))?;
+    Ok(log)
+}
+
+/// As `inject`, handing each injection to `each` instead of keeping them all (noise that runs
+/// for a whole run only needs its count: memory stays flat however long the run).
+pub fn inject_each(
+    kind: NoiseKind,
+    cpu: Cpu,
+    rate: u32,
+    duration_ns: Nanos,
+    stop: &dyn Fn() -> bool,
+    each: &mut dyn FnMut(Injection),
+) -> Result<(), NoiseError> {
     let fail = |cause: String| NoiseError::Failed { kind, cause };
     let period = 1_000_000_000 / u64::from(rate.max(1));
     let end = monotonic_ns() + duration_ns;
-    let mut log = Vec::new();
     let mut tuner = Tuner::new();
     let mut helper = None;
     let mut rng = None;
@@ -178,7 +192,7 @@ pub fn inject(
             // The helper process does the work; the log records its life.
             NoiseKind::Task | NoiseKind::Timer => {}
         }
-        log.push(Injection {
+        each(Injection {
             kind,
             cpu,
             start_ns: start,
@@ -188,7 +202,7 @@ pub fn inject(
     drop(helper);
     // Dropping the tuner restores IRQ affinity and frequency limits.
     drop(tuner);
-    Ok(log)
+    Ok(())
 }
 
 /// `__noise-task`: pinned to `cpu`, named `js-noise-task`, busy for 1 ms `rate` times a second.
@@ -232,8 +246,8 @@ pub struct NoiseSet {
     threads: Vec<(NoiseKind, JoinHandle<InjectionLog>)>,
 }
 
-/// An injector's log, or why it could not run.
-pub type InjectionLog = Result<Vec<Injection>, NoiseError>;
+/// How many injections an injector made, or why it could not run.
+pub type InjectionLog = Result<u64, NoiseError>;
 
 impl NoiseSet {
     pub fn start(specs: &[(NoiseKind, Cpu, u32)], run_on: &[Cpu]) -> NoiseSet {
@@ -247,9 +261,16 @@ impl NoiseSet {
                     if !run_on.is_empty() {
                         let _ = affinity::set_current_thread_cpus(&run_on);
                     }
-                    inject(kind, cpu, rate, u64::MAX / 2, &|| {
-                        stop.load(Ordering::Relaxed)
-                    })
+                    let mut count = 0u64;
+                    inject_each(
+                        kind,
+                        cpu,
+                        rate,
+                        u64::MAX / 2,
+                        &|| stop.load(Ordering::Relaxed),
+                        &mut |_| count += 1,
+                    )
+                    .map(|()| count)
                 });
                 (kind, t)
             })
