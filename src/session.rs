@@ -232,6 +232,21 @@ impl Drop for AffinityGuard {
     }
 }
 
+/// How often the collector hands freed heap pages back to the system (see `give_back_memory`).
+const TRIM_EVERY_NS: Nanos = 10_000_000_000;
+
+/// After a burst of kernel records the collector's heap holds many freed small blocks (the
+/// records' names); glibc keeps their pages until `malloc_trim` releases the free ones. Doing
+/// it every few seconds, on the collector's housekeeping CPU, keeps a long run's resident
+/// memory at what it holds, not at its worst moment.
+fn give_back_memory() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only walks and releases the allocator's free memory.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// How far behind "now" stalls are decided: records reach user space within a couple of
 /// drain intervals.
 const DECISION_LAG_NS: Nanos = 500_000_000;
@@ -486,6 +501,7 @@ fn run_on(plan: RunPlan, out: &mut Console) -> Result<RunOutcome> {
     // workload thread still runs.
     let mut cpu_first: Option<CpuSample> = None;
     let mut cpu_last: Option<CpuSample> = None;
+    let mut next_trim = record_from + TRIM_EVERY_NS;
     while !workload.finished() {
         std::thread::sleep(Duration::from_millis(100));
         drain(
@@ -503,6 +519,10 @@ fn run_on(plan: RunPlan, out: &mut Console) -> Result<RunOutcome> {
         }
         let now = monotonic_ns();
         attr.decide(now.saturating_sub(DECISION_LAG_NS));
+        if now >= next_trim {
+            next_trim = now + TRIM_EVERY_NS;
+            give_back_memory();
+        }
         if now >= record_from {
             let sample = CpuSample::take(&workload, now);
             if cpu_first.is_none() {

@@ -255,6 +255,7 @@ impl Engine {
             while r.front().is_some_and(|v| v.stall.end_ns < keep_from) {
                 r.pop_front();
             }
+            give_back(r);
         }
         for c in self.cpus.values_mut() {
             // Sorted by start: drop from the front; a long record there holds back shorter
@@ -268,6 +269,8 @@ impl Engine {
             c.causes
                 .retain(|r| r.at_ns >= keep_from.saturating_sub(self.cfg.cause_lookback_ns));
             c.lost.retain(|l| l.1 >= keep_from);
+            give_back(&mut c.records);
+            give_back(&mut c.causes);
         }
         out
     }
@@ -594,3 +597,15 @@ fn timeline_of(overlapping: &[&Interruption], start: Nanos, end: Nanos) -> Vec<I
 
 /// Records kept in one stall's timeline (see `timeline_of`).
 pub const MAX_TIMELINE: usize = 64;
+
+/// Returns the memory of a queue that a burst grew far beyond what it holds now. A burst of
+/// kernel activity (a storm, a big file deletion) can hold ten times the usual records for a
+/// moment; without this the queue keeps that capacity for the rest of the run, and a long
+/// run's memory ratchets up with every burst. Large buffers are mmap'd by the allocator, so
+/// shrinking them gives the pages back to the system.
+fn give_back<T>(q: &mut VecDeque<T>) {
+    const FLOOR: usize = 4096;
+    if q.capacity() > FLOOR && q.len() < q.capacity() / 4 {
+        q.shrink_to((q.len() * 2).max(FLOOR));
+    }
+}
