@@ -232,6 +232,15 @@ impl Drop for AffinityGuard {
     }
 }
 
+/// The terminal went away under the live view: carry on without it, in plain output.
+fn leave_view(screen: &mut Option<LiveTerminal>, out: &mut Console, e: &dyn std::fmt::Display) {
+    drop(screen.take());
+    let _ = writeln!(
+        out,
+        "note: the live view stopped ({e}); plain output instead"
+    );
+}
+
 /// How often the collector hands freed heap pages back to the system (see `give_back_memory`).
 const TRIM_EVERY_NS: Nanos = 10_000_000_000;
 
@@ -576,12 +585,7 @@ fn run_on(plan: RunPlan, out: &mut Console) -> Result<RunOutcome> {
             let actions = match term.actions() {
                 Ok(a) => a,
                 Err(e) => {
-                    // The terminal went away: carry on without the view.
-                    drop(screen.take());
-                    writeln!(
-                        out,
-                        "note: the live view stopped ({e}); plain output instead"
-                    )?;
+                    leave_view(&mut screen, out, &e);
                     continue;
                 }
             };
@@ -607,11 +611,7 @@ fn run_on(plan: RunPlan, out: &mut Console) -> Result<RunOutcome> {
                 None => &live,
             };
             if let Err(e) = term.draw(shown) {
-                drop(screen.take());
-                writeln!(
-                    out,
-                    "note: the live view stopped ({e}); plain output instead"
-                )?;
+                leave_view(&mut screen, out, &e);
                 continue;
             }
             if quit {

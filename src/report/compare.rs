@@ -172,20 +172,8 @@ pub fn chart(runs: &[(String, RunFile)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::runfile::CulpritEntry;
-
-    fn culprit(name: &str, total_ns: u64) -> CulpritEntry {
-        CulpritEntry {
-            class: "task".into(),
-            name: name.into(),
-            detail: String::new(),
-            count: 1,
-            total_ns,
-            max_ns: total_ns,
-            share: 0.5,
-            advice: String::new(),
-            cpus: vec![],
-        }
+    fn culprit(name: &str, total_ns: u64) -> crate::report::runfile::CulpritEntry {
+        crate::report::runfile::tests::culprit("task", name, total_ns)
     }
 
     #[test]

@@ -354,6 +354,21 @@ pub(crate) mod tests {
     use super::*;
     use std::collections::BTreeMap;
 
+    /// A run-wide culprit with only its class, name and stolen time set (renderers' tests).
+    pub(crate) fn culprit(class: &str, name: &str, total_ns: u64) -> CulpritEntry {
+        CulpritEntry {
+            class: class.into(),
+            name: name.into(),
+            detail: String::new(),
+            count: 1,
+            total_ns,
+            max_ns: total_ns,
+            share: 0.5,
+            advice: String::new(),
+            cpus: vec![],
+        }
+    }
+
     /// A small valid run file, for the renderers' tests too.
     pub(crate) fn sample() -> RunFile {
         let summary = Summary {

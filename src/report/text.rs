@@ -585,17 +585,7 @@ mod tests {
     use crate::report::runfile::{CpuCount, ProbeInfo, ProgramCostEntry};
 
     fn culprit(class: &str, total_ns: u64) -> CulpritEntry {
-        CulpritEntry {
-            class: class.into(),
-            name: "x".into(),
-            detail: String::new(),
-            count: 1,
-            total_ns,
-            max_ns: total_ns,
-            share: 0.5,
-            advice: String::new(),
-            cpus: vec![],
-        }
+        crate::report::runfile::tests::culprit(class, "x", total_ns)
     }
 
     #[test]
