@@ -341,11 +341,13 @@ fn probe(args: ProbeArgs) -> Result<()> {
         batch.retain(|r| match r {
             Record::Interruption(i) => i.start_ns >= start,
             Record::Cause(c) => c.at_ns >= start,
+            Record::Steal(st) => st.to_ns >= start,
             Record::Lost { .. } => true,
         });
         batch.sort_by_key(|r| match r {
             Record::Interruption(i) => i.start_ns,
             Record::Cause(c) => c.at_ns,
+            Record::Steal(st) => st.to_ns,
             Record::Lost { start_ns, .. } => *start_ns,
         });
         if !args.no_log && !args.json {
@@ -371,6 +373,7 @@ fn probe(args: ProbeArgs) -> Result<()> {
         b.retain(|r| match r {
             Record::Interruption(i) => i.start_ns < census_end,
             Record::Cause(c) => c.at_ns < census_end,
+            Record::Steal(st) => st.to_ns < census_end,
             Record::Lost { .. } => true,
         });
         handle(b, &mut out)?;

@@ -79,6 +79,9 @@ pub enum CulpritClass {
     FreqChange,
     #[serde(rename = "self")]
     SelfNoise,
+    /// Uncovered time during which the CPU's KVM steal clock grew: the host kept the vCPU off
+    /// its physical CPU.
+    Hypervisor,
     Unexplained,
     /// Time of a stall whose kernel records were lost (ring buffer full): its cause is
     /// unknown, which is not the same as "no kernel event".
@@ -86,7 +89,7 @@ pub enum CulpritClass {
 }
 
 impl CulpritClass {
-    pub const ALL: [CulpritClass; 12] = [
+    pub const ALL: [CulpritClass; 13] = [
         CulpritClass::Kworker,
         CulpritClass::Kthread,
         CulpritClass::Task,
@@ -97,6 +100,7 @@ impl CulpritClass {
         CulpritClass::Nmi,
         CulpritClass::FreqChange,
         CulpritClass::SelfNoise,
+        CulpritClass::Hypervisor,
         CulpritClass::Unexplained,
         CulpritClass::Lost,
     ];
@@ -113,6 +117,7 @@ impl CulpritClass {
             CulpritClass::Nmi => "nmi",
             CulpritClass::FreqChange => "freq_change",
             CulpritClass::SelfNoise => "self",
+            CulpritClass::Hypervisor => "hypervisor",
             CulpritClass::Unexplained => "unexplained",
             CulpritClass::Lost => "lost",
         }
@@ -175,6 +180,18 @@ pub struct Cause {
 pub enum CauseKind {
     QueueWork,
     Ipi,
+}
+
+/// Growth of a CPU's KVM steal clock seen by the probes: between `from_ns` (the previous
+/// probe event on that CPU, when the clock was last read) and `to_ns` (this read), the host
+/// kept the vCPU off its physical CPU for `steal_ns` in all. Where in that window is not
+/// known; guest code ran at both ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StealSample {
+    pub cpu: Cpu,
+    pub from_ns: Nanos,
+    pub to_ns: Nanos,
+    pub steal_ns: Nanos,
 }
 
 /// A message that took longer than the spike threshold from publish to receive: explained

@@ -133,6 +133,7 @@ impl Attribution {
             match r {
                 Record::Interruption(i) => self.engine.push_interruption(i),
                 Record::Cause(c) => self.engine.push_cause(c),
+                Record::Steal(s) => self.engine.push_steal(s),
                 Record::Lost {
                     cpu,
                     start_ns,

@@ -122,6 +122,7 @@ pub fn advice(
         CulpritClass::Nmi => "NMIs (watchdog, perf sampling): sysctl kernel.nmi_watchdog=0 and no perf sampling on these CPUs".to_string(),
         CulpritClass::FreqChange => format!("CPU frequency changes: cpupower -c {measured} frequency-set -g performance (or echo performance > /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor); disable deep C-states with idle=poll or the cpu_dma_latency PM QoS"),
         CulpritClass::SelfNoise => "jitterscope's own threads ran on a measured CPU — expected only when every CPU is measured; otherwise a bug, please report it".to_string(),
+        CulpritClass::Hypervisor => "the host ran something else on this vCPU's physical CPU (KVM steal time; `steal` in /proc/stat): ask for dedicated, pinned vCPUs (cpu pinning with no overcommit, a 'dedicated host' or 'isolated' instance type), or move the workload to bare metal".to_string(),
         CulpritClass::Lost => "the probes' ring buffer overflowed, so these stalls cannot be explained: raise --ringbuf-size (e.g. 64M), or find the storm on these CPUs with `jitterscope probe --cpus <cpu> --no-log`".to_string(),
         CulpritClass::Unexplained => {
             if m.virtual_machine {

@@ -26,7 +26,9 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use crate::model::{Cause, CauseKind, Cpu, CulpritClass, Interruption, Nanos, Spike, Stall};
+use crate::model::{
+    Cause, CauseKind, Cpu, CulpritClass, Interruption, Nanos, Spike, Stall, StealSample,
+};
 
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -122,6 +124,8 @@ struct CpuRecords {
     freq: VecDeque<Interruption>,
     causes: VecDeque<Cause>,
     lost: VecDeque<(Nanos, Nanos)>,
+    /// Steal-clock growth windows, oldest first, with the steal not yet given to a stall.
+    steal: VecDeque<(StealSample, Nanos)>,
 }
 
 #[derive(Default)]
@@ -172,6 +176,15 @@ impl Engine {
             .or_default()
             .causes
             .push_back(cause);
+    }
+
+    /// The host kept `s.cpu` off its physical CPU for `s.steal_ns` within `[from, to]`.
+    pub fn push_steal(&mut self, s: StealSample) {
+        self.cpus
+            .entry(s.cpu)
+            .or_default()
+            .steal
+            .push_back((s, s.steal_ns));
     }
 
     /// Only stalls at least this long get their records copied into `Verdict::timeline`.

@@ -50,6 +50,14 @@ pub fn log_line(r: &Record, base_ns: Nanos) -> String {
                 format!(" at {}", c.callsite)
             }
         ),
+        Record::Steal(st) => format!(
+            "+{:.6}s  CPU {:<3} {:<11} {:>9}  host kept the vCPU off its CPU (KVM steal) since +{:.6}s",
+            at(st.to_ns),
+            st.cpu,
+            CulpritClass::Hypervisor.as_str(),
+            fmt_ns(st.steal_ns),
+            at(st.from_ns)
+        ),
         Record::Lost {
             cpu,
             start_ns,
@@ -107,6 +115,14 @@ pub fn summary(
                         ),
                     ))
                     .or_default() += 1;
+            }
+            Record::Steal(st) => {
+                let t = by
+                    .entry((st.cpu, CulpritClass::Hypervisor, "host preemption".into()))
+                    .or_default();
+                t.count += 1;
+                t.total += st.steal_ns;
+                t.max = t.max.max(st.steal_ns);
             }
             Record::Lost { .. } => {}
         }

@@ -3,7 +3,7 @@
 
 use super::kallsyms::Kallsyms;
 use super::skel::types::js_record;
-use crate::model::{Cause, CauseKind, CulpritClass, Interruption};
+use crate::model::{Cause, CauseKind, CulpritClass, Interruption, StealSample};
 
 /// The ABI header's constants (bpf/jitterscope.h), checked against the record size below.
 pub const REC_INTERRUPTION: u32 = 1;
@@ -17,6 +17,8 @@ const _: () = assert!(std::mem::size_of::<js_record>() == 88);
 pub enum Record {
     Interruption(Interruption),
     Cause(Cause),
+    /// The CPU's KVM steal clock grew (see `StealSample`).
+    Steal(StealSample),
     /// `count` records of `cpu` were lost between `start_ns` and `end_ns`.
     Lost {
         cpu: u32,
@@ -152,7 +154,9 @@ pub fn decode(r: &js_record, syms: &mut Kallsyms) -> Option<Record> {
                         format!("{}→{} kHz", r.detail, r.id)
                     },
                 ),
-                CulpritClass::Unexplained | CulpritClass::Lost => return None,
+                CulpritClass::Hypervisor | CulpritClass::Unexplained | CulpritClass::Lost => {
+                    return None
+                }
             };
             Some(Record::Interruption(Interruption {
                 cpu: r.cpu,
