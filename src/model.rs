@@ -130,6 +130,20 @@ impl fmt::Display for CulpritClass {
     }
 }
 
+/// x86 system vectors as the probes number them (`Interruption::id` of `ipi` and
+/// `timer_tick` records; `enum js_vector` in bpf/jitterscope.h, checked by a test there).
+pub mod vector {
+    pub const LOCAL_TIMER: u64 = 1;
+    pub const RESCHEDULE: u64 = 2;
+    pub const CALL_FUNCTION: u64 = 3;
+    pub const CALL_FUNCTION_SINGLE: u64 = 4;
+    pub const IRQ_WORK: u64 = 5;
+    pub const THERMAL: u64 = 6;
+    pub const X86_PLATFORM_IPI: u64 = 7;
+    pub const SPURIOUS: u64 = 8;
+    pub const ERROR: u64 = 9;
+}
+
 /// One completed episode during which something other than the workload held a CPU (or a
 /// frequency change on it), as the probes report it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -18,12 +18,12 @@ use crate::probe::{AttachState, ProbeConfig, ProbeSession};
 use crate::report::files::{file_stem, utc_stamp, OutputDir};
 use crate::report::hlog::HlogWriter;
 use crate::report::runfile::{
-    ConsumerHistograms, CpuCount, CulpritEntry, Lost, Overhead, ProbeInfo, ProgramCostEntry,
-    RunFile, RunInfo, Settings, SpikeEntry, StallCulprit, StallEntry, SCHEMA,
+    ConsumerHistograms, CpuCount, CpuSteal, CpuTheftEntry, CulpritEntry, Lost, Overhead, ProbeInfo,
+    ProgramCostEntry, RunFile, RunInfo, Settings, SpikeEntry, StallCulprit, StallEntry, SCHEMA,
 };
 use crate::report::seed::Summary;
 use crate::report::stalls::StallBook;
-use crate::report::text;
+use crate::report::text::{self, inferred_row_name};
 use crate::report::units::fmt_ns;
 use crate::report::{export, hgrm};
 use crate::signals;
@@ -91,6 +91,8 @@ struct Attribution {
     lost_records: u64,
     /// Spikes decided since the live view last looked.
     fresh_spikes: Vec<SpikeVerdict>,
+    /// Steal-clock growth per CPU seen by the probes.
+    steal_seen: std::collections::BTreeMap<Cpu, Nanos>,
 }
 
 impl Attribution {
@@ -133,7 +135,10 @@ impl Attribution {
             match r {
                 Record::Interruption(i) => self.engine.push_interruption(i),
                 Record::Cause(c) => self.engine.push_cause(c),
-                Record::Steal(s) => self.engine.push_steal(s),
+                Record::Steal(s) => {
+                    *self.steal_seen.entry(s.cpu).or_default() += s.steal_ns;
+                    self.engine.push_steal(s)
+                }
                 Record::Lost {
                     cpu,
                     start_ns,
@@ -423,6 +428,7 @@ fn run_on(plan: RunPlan, out: &mut Console) -> Result<RunOutcome> {
         keep: plan.keep_stalls,
         lost_records: 0,
         fresh_spikes: Vec::new(),
+        steal_seen: Default::default(),
     };
     let mut live = LiveModel {
         label: plan.label.clone(),
@@ -747,15 +753,20 @@ fn run_on(plan: RunPlan, out: &mut Console) -> Result<RunOutcome> {
                 class: c.class.as_str().to_string(),
                 name: c.name,
                 detail: c.detail,
-                count: c.count,
-                total_ns: c.total_ns,
-                max_ns: c.max_ns,
+                episodes: c.episodes,
+                measured_ns: c.measured_ns,
+                inferred_ns: c.inferred_ns,
+                longest_ns: c.longest_ns,
                 share: c.share,
                 advice: c.advice,
                 cpus: c
                     .cpus
                     .into_iter()
-                    .map(|(cpu, count)| CpuCount { cpu, count })
+                    .map(|t| CpuTheftEntry {
+                        cpu: t.cpu,
+                        measured_ns: t.measured_ns,
+                        inferred_ns: t.inferred_ns,
+                    })
                     .collect(),
             })
             .collect(),
@@ -794,6 +805,13 @@ fn run_on(plan: RunPlan, out: &mut Console) -> Result<RunOutcome> {
             incomplete_stalls: attr.ranking.incomplete(),
             stats_enabled: p.stats_enabled,
             symbols: p.symbols,
+            steal_clock: p.steal_clock,
+            steal_note: p.steal_note.clone(),
+            steal: attr
+                .steal_seen
+                .iter()
+                .map(|(&cpu, &steal_ns)| CpuSteal { cpu, steal_ns })
+                .collect(),
         }),
         overhead,
     };
@@ -881,8 +899,13 @@ fn spike_entry(v: &SpikeVerdict, probes_on: bool) -> SpikeEntry {
         transit_ns: v.spike.transit_ns(),
         producer_stalled_ns: v.producer_stalled_ns,
         consumer_stalled_ns: v.consumer_stalled_ns,
-        culprits: if probes_on {
-            v.culprits.iter().map(stall_culprit).collect()
+        producer_culprits: if probes_on {
+            v.producer_culprits.iter().map(stall_culprit).collect()
+        } else {
+            Vec::new()
+        },
+        consumer_culprits: if probes_on {
+            v.consumer_culprits.iter().map(stall_culprit).collect()
         } else {
             Vec::new()
         },
@@ -895,7 +918,9 @@ fn stall_culprit(c: &crate::attribution::Share) -> StallCulprit {
         name: c.name.clone(),
         detail: c.detail.clone(),
         via: c.via.clone(),
-        ns: c.ns,
+        measured_ns: c.measured_ns,
+        inferred_ns: c.inferred_ns,
+        episodes: u64::from(c.episodes),
         share: c.share,
     }
 }
@@ -985,22 +1010,29 @@ fn update_live(
             .map(Summary::brief);
     }
     if attr.probes_on {
-        live.culprits = attr
-            .ranking
-            .brief()
-            .into_iter()
-            .take(50)
-            .map(|c| CulpritRow {
+        // Inferred time is a row of its own, never added to a culprit's measured time.
+        let mut rows: Vec<CulpritRow> = Vec::new();
+        for c in attr.ranking.brief().into_iter().take(50) {
+            let all = c.total_ns().max(1) as f64;
+            let row = |name: String, ns: Nanos| CulpritRow {
                 class: c.class.as_str().to_string(),
-                name: c.name,
-                detail: c.detail,
-                count: c.count,
-                total_ns: c.total_ns,
-                max_ns: c.max_ns,
+                name,
+                detail: c.detail.clone(),
+                count: c.episodes,
+                total_ns: ns,
+                max_ns: c.longest_ns,
                 last_seen_ns: c.last_ns.saturating_sub(record_from),
-                share: c.share,
-            })
-            .collect();
+                share: c.share * ns as f64 / all,
+            };
+            if c.measured_ns > 0 || c.inferred_ns == 0 {
+                rows.push(row(c.name.clone(), c.measured_ns));
+            }
+            if c.inferred_ns > 0 {
+                rows.push(row(inferred_row_name(&c.name), c.inferred_ns));
+            }
+        }
+        rows.sort_by_key(|r| std::cmp::Reverse(r.total_ns));
+        live.culprits = rows;
     }
     for v in &attr.fresh_spikes {
         let line = text::spike_line(record_from, &spike_entry(v, attr.probes_on));

@@ -1,9 +1,10 @@
 //! The attribution engine on replayed fixtures (pure, no root): exact nanoseconds and shares.
 
 use jitterscope::attribution::advice::{advice, Machine};
-use jitterscope::attribution::{Engine, EngineConfig, Ranking, Verdict};
+use jitterscope::attribution::{CpuTheft, Engine, EngineConfig, Ranking, Verdict};
 use jitterscope::model::{
-    Cause, CauseKind, CulpritClass as C, Interruption, Spike, Stall, ThreadRole,
+    vector, Cause, CauseKind, CulpritClass as C, Interruption, Spike, Stall, StealSample,
+    ThreadRole,
 };
 
 fn rec(cpu: u32, class: C, start: u64, end: u64, name: &str, detail: &str) -> Interruption {
@@ -29,6 +30,22 @@ fn stall(cpu: u32, start: u64, end: u64) -> Stall {
     }
 }
 
+fn producer_stall(cpu: u32, start: u64, end: u64) -> Stall {
+    Stall {
+        thread: ThreadRole::Producer,
+        ..stall(cpu, start, end)
+    }
+}
+
+fn steal(cpu: u32, from_ns: u64, to_ns: u64, steal_ns: u64) -> StealSample {
+    StealSample {
+        cpu,
+        from_ns,
+        to_ns,
+        steal_ns,
+    }
+}
+
 /// Exact coverage only (no entry/exit credit), so fixtures add up by hand.
 fn exact() -> Engine {
     Engine::new(EngineConfig {
@@ -44,11 +61,18 @@ fn one(engine: &mut Engine, s: Stall) -> Verdict {
     v.remove(0)
 }
 
-/// (class, name, ns) of every culprit, in verdict order.
+/// (class, name, measured and inferred ns) of every culprit, in verdict order.
 fn parts(v: &Verdict) -> Vec<(C, String, u64)> {
     v.culprits
         .iter()
-        .map(|c| (c.class, c.name.clone(), c.ns))
+        .map(|c| (c.class, c.name.clone(), c.ns()))
+        .collect()
+}
+
+/// (class, measured ns, inferred ns) of every culprit, in order.
+fn split(list: &[jitterscope::attribution::Share]) -> Vec<(C, u64, u64)> {
+    list.iter()
+        .map(|c| (c.class, c.measured_ns, c.inferred_ns))
         .collect()
 }
 
@@ -92,9 +116,16 @@ fn records_of_other_cpus_do_not_count() {
         [(C::Unexplained, "no kernel event".into(), 1_000)]
     );
     assert_eq!(v.explained_share, 0.0);
+    // No steal clock was seen: the remainder cannot be told apart from host preemption.
     assert_eq!(
         v.culprits[0].detail,
-        "hypervisor preemption, SMI or hardware"
+        jitterscope::attribution::engine::UNEXPLAINED_DETAIL_NO_STEAL
+    );
+    e.set_steal_clock(true);
+    let v = one(&mut e, stall(1, 3_000, 4_000));
+    assert_eq!(
+        v.culprits[0].detail,
+        jitterscope::attribution::engine::UNEXPLAINED_DETAIL
     );
 }
 
@@ -186,24 +217,227 @@ fn a_stall_spanning_two_causes_splits_between_them() {
 }
 
 #[test]
-fn entry_and_exit_paths_next_to_a_record_are_credited_to_it() {
+fn entry_and_exit_paths_next_to_a_record_are_inferred_apart_from_its_measured_time() {
     let mut e = Engine::new(EngineConfig {
         edge_ns: 5_000,
         ..EngineConfig::default()
     });
-    // 2 µs of interrupt entry before the tick and 3 µs of exit after it go to the tick.
+    // 2 µs of interrupt entry before the tick and 3 µs of exit after it are inferred to be
+    // the tick's: its own row, never in its measured 8 µs.
     e.push_interruption(rec(1, C::TimerTick, 12_000, 20_000, "local timer", ""));
     let v = one(&mut e, stall(1, 10_000, 23_000));
-    assert_eq!(parts(&v), [(C::TimerTick, "local timer".into(), 13_000)]);
+    assert_eq!(split(&v.culprits), [(C::TimerTick, 8_000, 5_000)]);
+    assert_eq!(v.culprits[0].episodes, 1);
     assert_eq!(v.explained_share, 1.0);
     // A 43 µs piece with no event in it is longer than any entry path: unexplained.
     e.push_interruption(rec(1, C::TimerTick, 112_000, 120_000, "local timer", ""));
     let v = one(&mut e, stall(1, 110_000, 163_000));
     assert_eq!(
-        parts(&v),
+        split(&v.culprits),
+        [(C::TimerTick, 8_000, 2_000), (C::Unexplained, 43_000, 0)]
+    );
+}
+
+#[test]
+fn the_inference_boundary_is_exact() {
+    for (gap, inferred) in [(5_000, true), (5_001, false)] {
+        let mut e = Engine::new(EngineConfig {
+            edge_ns: 5_000,
+            ..EngineConfig::default()
+        });
+        e.push_interruption(rec(1, C::Irq, 10_000 + gap, 20_000, "36 x", ""));
+        let v = one(&mut e, stall(1, 10_000, 20_000));
+        let want = if inferred {
+            vec![(C::Irq, 10_000 - gap, gap)]
+        } else {
+            vec![(C::Irq, 10_000 - gap, 0), (C::Unexplained, gap, 0)]
+        };
+        assert_eq!(split(&v.culprits), want, "gap {gap}");
+    }
+}
+
+#[test]
+fn a_gap_between_two_records_is_inferred_only_when_short() {
+    let mut e = Engine::new(EngineConfig {
+        edge_ns: 1_000,
+        ..EngineConfig::default()
+    });
+    // Tick 0..2_000, 500 ns gap, IRQ 2_500..4_000, 30 µs gap, IRQ 34_000..35_000.
+    e.push_interruption(rec(1, C::TimerTick, 0, 2_000, "local timer", ""));
+    e.push_interruption(rec(1, C::Irq, 2_500, 4_000, "36 x", ""));
+    e.push_interruption(rec(1, C::Irq, 34_000, 35_000, "36 x", ""));
+    let v = one(&mut e, stall(1, 0, 35_000));
+    // The short gap goes to the record it follows (its exit path); the long one to nobody.
+    assert_eq!(
+        split(&v.culprits),
         [
-            (C::TimerTick, "local timer".into(), 10_000),
-            (C::Unexplained, "no kernel event".into(), 43_000),
+            (C::Irq, 2_500, 0),
+            (C::TimerTick, 2_000, 500),
+            (C::Unexplained, 30_000, 0)
+        ]
+    );
+    assert_eq!(v.culprits[0].episodes, 2);
+    assert_eq!(v.culprits[0].longest_ns, 1_500);
+}
+
+#[test]
+fn a_kworker_run_with_several_items_gives_each_item_its_time() {
+    let mut e = exact();
+    // The worker's run 0..10_000 (named after its first item) holds two items; a later
+    // continuation slice of the second item (switched out and back in) is its own record.
+    e.push_interruption(rec(
+        1,
+        C::Kworker,
+        0,
+        10_000,
+        "kworker/1:1",
+        "vmstat_update",
+    ));
+    e.push_interruption(rec(
+        1,
+        C::Kworker,
+        1_000,
+        4_000,
+        "kworker/1:1",
+        "vmstat_update",
+    ));
+    e.push_interruption(rec(
+        1,
+        C::Kworker,
+        5_000,
+        9_000,
+        "kworker/1:1",
+        "refresh_vm_stats",
+    ));
+    e.push_interruption(rec(
+        1,
+        C::Kworker,
+        20_000,
+        26_000,
+        "kworker/1:1",
+        "refresh_vm_stats",
+    ));
+    e.push_interruption(rec(
+        1,
+        C::Kworker,
+        20_000,
+        25_000,
+        "kworker/1:1",
+        "refresh_vm_stats",
+    ));
+    let v = one(&mut e, stall(1, 0, 30_000));
+    let got: Vec<(C, &str, u64, u32)> = v
+        .culprits
+        .iter()
+        .map(|c| (c.class, c.detail.as_str(), c.ns(), c.episodes))
+        .collect();
+    assert_eq!(
+        got[..2],
+        [
+            // 4 µs, the continuation's 5 µs, and its run record's 1 µs after it: the inner
+            // record of two equal starts is the item.
+            (C::Kworker, "refresh_vm_stats", 10_000, 3),
+            // Its item's 3 µs and the run's 3 µs of overhead around the items.
+            (C::Kworker, "vmstat_update", 6_000, 2),
+        ]
+    );
+    assert_eq!((got[2].0, got[2].2, got[2].3), (C::Unexplained, 14_000, 2));
+}
+
+#[test]
+fn steal_growth_splits_a_gap_into_hypervisor_inferred_and_unexplained() {
+    let mut e = Engine::new(EngineConfig {
+        edge_ns: 2_000,
+        ..EngineConfig::default()
+    });
+    // A 100 µs gap before a tick; the steal clock grew 60 µs between the previous probe read
+    // (at 0) and the tick (at 100_000): the host held the vCPU 60 µs of the gap.
+    e.push_interruption(rec(1, C::TimerTick, 100_000, 110_000, "local timer", ""));
+    e.push_steal(steal(1, 0, 100_000, 60_000));
+    let v = one(&mut e, stall(1, 0, 110_000));
+    assert_eq!(
+        split(&v.culprits),
+        [
+            (C::TimerTick, 10_000, 0),
+            (C::Hypervisor, 60_000, 0),
+            (C::Unexplained, 40_000, 0)
+        ]
+    );
+    assert_eq!(v.hypervisor, [(0, 60_000)]);
+    // Steal that covers all but 1.5 µs of the gap leaves an entry path to infer.
+    let mut e = Engine::new(EngineConfig {
+        edge_ns: 2_000,
+        ..EngineConfig::default()
+    });
+    e.push_interruption(rec(1, C::TimerTick, 100_000, 110_000, "local timer", ""));
+    e.push_steal(steal(1, 0, 100_000, 98_500));
+    let v = one(&mut e, stall(1, 0, 110_000));
+    assert_eq!(
+        split(&v.culprits),
+        [(C::TimerTick, 10_000, 1_500), (C::Hypervisor, 98_500, 0)]
+    );
+    assert!(v.culprits[1].detail.contains("steal"));
+}
+
+#[test]
+fn a_steal_window_is_given_once_across_stalls() {
+    let mut e = exact();
+    // One window of 30 µs growth covers two uncovered stalls of 20 µs each.
+    e.push_steal(steal(1, 0, 100_000, 30_000));
+    e.push_stall(stall(1, 10_000, 30_000));
+    e.push_stall(stall(1, 50_000, 70_000));
+    let v = e.finish();
+    assert_eq!(split(&v[0].culprits), [(C::Hypervisor, 20_000, 0)]);
+    assert_eq!(
+        split(&v[1].culprits),
+        [(C::Hypervisor, 10_000, 0), (C::Unexplained, 10_000, 0)]
+    );
+    // Without a steal clock the remainder says so.
+    let mut e = exact();
+    let v = one(&mut e, stall(1, 0, 1_000));
+    assert!(
+        v.culprits[0].detail.contains("no steal clock"),
+        "{}",
+        v.culprits[0].detail
+    );
+}
+
+#[test]
+fn an_ipi_names_its_sender_only_for_a_send_of_its_vector() {
+    let mut e = exact();
+    let send = |at: u64, what: &str| Cause {
+        target_cpu: 1,
+        at_ns: at,
+        kind: CauseKind::Ipi,
+        sender_cpu: 0,
+        sender_comm: "js-collector".into(),
+        sender_pid: 42,
+        what: what.into(),
+        callsite: String::new(),
+    };
+    // A call-function send (with a callback) just before a reschedule IPI is not its sender.
+    e.push_cause(send(900, "flush_tlb_func"));
+    let mut resched = rec(1, C::Ipi, 1_000, 2_000, "reschedule", "");
+    resched.id = vector::RESCHEDULE;
+    e.push_interruption(resched);
+    let mut call = rec(1, C::Ipi, 3_000, 4_000, "call-function", "");
+    call.id = vector::CALL_FUNCTION;
+    e.push_interruption(call);
+    let v = one(&mut e, stall(1, 1_000, 4_000));
+    let via: Vec<(&str, &str)> = v
+        .culprits
+        .iter()
+        .filter(|c| c.class == C::Ipi)
+        .map(|c| (c.name.as_str(), c.via.as_str()))
+        .collect();
+    assert_eq!(
+        via,
+        [
+            ("reschedule", ""),
+            (
+                "call-function",
+                "sent by js-collector[42] on CPU 0 (flush_tlb_func)"
+            )
         ]
     );
 }
@@ -287,7 +521,7 @@ fn a_frequency_change_just_before_the_stall_is_named_without_taking_time() {
         v.culprits[0].detail,
         "3000000→1200000 kHz, 2.00ms before the stall"
     );
-    assert_eq!(v.culprits[0].ns, 0);
+    assert_eq!(v.culprits[0].ns(), 0);
     assert_eq!(v.unexplained_ns(), 100_000);
     // Outside the 10 ms look-back it is not blamed.
     let mut e = exact();
@@ -382,7 +616,15 @@ fn the_ranking_aggregates_by_culprit_with_shares_of_all_stall_time() {
     let ranked = ranking_fixture().ranked(&machine(&[0, 1, 2, 3], &[1, 3]));
     let rows: Vec<(C, &str, u64, u64, u64)> = ranked
         .iter()
-        .map(|c| (c.class, c.name.as_str(), c.count, c.total_ns, c.max_ns))
+        .map(|c| {
+            (
+                c.class,
+                c.name.as_str(),
+                c.episodes,
+                c.total_ns(),
+                c.longest_ns,
+            )
+        })
         .collect();
     assert_eq!(
         rows,
@@ -393,34 +635,41 @@ fn the_ranking_aggregates_by_culprit_with_shares_of_all_stall_time() {
         ]
     );
     assert_eq!(ranked[0].share, 0.55);
-    assert_eq!(ranked[0].cpus, [(1, 1_100)]);
+    assert_eq!(
+        ranked[0].cpus,
+        [CpuTheft {
+            cpu: 1,
+            measured_ns: 1_100,
+            inferred_ns: 0
+        }]
+    );
 }
 
 #[test]
 fn advice_carries_the_command_for_this_machine() {
     let m = machine(&[0, 1, 2, 3], &[1, 3]);
-    let a = advice(C::Irq, "36 virtio1-req.0", "", &[(3, 1)], &m);
+    let a = advice(C::Irq, "36 virtio1-req.0", "", &[3], &m);
     assert!(
         a.contains("echo 0,2 > /proc/irq/36/smp_affinity_list"),
         "{a}"
     );
-    let a = advice(C::Kworker, "kworker/3:1", "vmstat_update", &[(3, 1)], &m);
+    let a = advice(C::Kworker, "kworker/3:1", "vmstat_update", &[3], &m);
     assert!(a.contains("sysctl vm.stat_interval"), "{a}");
     assert!(
         a.contains("echo 5 > /sys/devices/virtual/workqueue/cpumask"),
         "{a}"
     );
-    let a = advice(C::TimerTick, "local timer", "", &[(3, 1)], &m);
+    let a = advice(C::TimerTick, "local timer", "", &[3], &m);
     assert!(a.contains("nohz_full=1,3"), "{a}");
-    let a = advice(C::Task, "java[9]", "SCHED_OTHER", &[(3, 1)], &m);
+    let a = advice(C::Task, "java[9]", "SCHED_OTHER", &[3], &m);
     assert!(a.contains("cset shield --cpu 1,3"), "{a}");
-    let a = advice(C::FreqChange, "cpu 3", "3000000→1200000 kHz", &[(3, 1)], &m);
+    let a = advice(C::FreqChange, "cpu 3", "3000000→1200000 kHz", &[3], &m);
     assert!(a.contains("frequency-set -g performance"), "{a}");
-    let a = advice(C::Unexplained, "no kernel event", "", &[(3, 1)], &m);
+    let a = advice(C::Unexplained, "no kernel event", "", &[3], &m);
     assert!(a.contains("dedicated"), "{a}");
     // Every CPU measured: say it cannot be moved off all of them.
     let all = machine(&[0, 1], &[0, 1]);
-    let a = advice(C::Irq, "36 x", "", &[(1, 1)], &all);
+    let a = advice(C::Irq, "36 x", "", &[1], &all);
     assert!(a.contains("cannot be moved off all of them"), "{a}");
 }
 
@@ -430,7 +679,11 @@ fn a_reschedule_ipi_that_wakes_a_kworker_counts_to_the_kworker() {
         edge_ns: 1_000,
         ..EngineConfig::default()
     });
-    e.push_interruption(rec(1, C::Ipi, 1_000, 4_000, "reschedule", ""));
+    let resched = |start, end| Interruption {
+        id: vector::RESCHEDULE,
+        ..rec(1, C::Ipi, start, end, "reschedule", "")
+    };
+    e.push_interruption(resched(1_000, 4_000));
     e.push_interruption(rec(
         1,
         C::Kworker,
@@ -440,7 +693,7 @@ fn a_reschedule_ipi_that_wakes_a_kworker_counts_to_the_kworker() {
         "refresh_vm_stats",
     ));
     // A later, unrelated IPI stays an IPI.
-    e.push_interruption(rec(1, C::Ipi, 15_000, 16_000, "reschedule", ""));
+    e.push_interruption(resched(15_000, 16_000));
     let v = one(&mut e, stall(1, 1_000, 16_000));
     assert_eq!(
         parts(&v),
@@ -454,10 +707,11 @@ fn a_reschedule_ipi_that_wakes_a_kworker_counts_to_the_kworker() {
 }
 
 #[test]
-fn a_message_spike_is_explained_by_the_stalls_of_both_cpus_in_its_window() {
+fn a_message_spike_is_explained_inside_its_window_with_the_two_sides_apart() {
     let mut e = exact();
-    // Producer CPU 0: stalled 100..300 by an IRQ; consumer CPU 3: stalled 250..1_250, a
-    // kworker 250..1_050 then nothing. The message was published at 200, received at 1_250.
+    // Producer CPU 0: stalled 100..300 by an IRQ; it published at 200, inside that stall, so
+    // the message was held until 300. Consumer CPU 3: stalled 250..1_250, a kworker
+    // 250..1_050 then nothing; received at 1_250.
     e.push_interruption(rec(0, C::Irq, 100, 300, "36 virtio1-req.0", ""));
     e.push_interruption(rec(
         3,
@@ -467,7 +721,7 @@ fn a_message_spike_is_explained_by_the_stalls_of_both_cpus_in_its_window() {
         "kworker/3:1",
         "vmstat_update",
     ));
-    e.push_stall(stall(0, 100, 300));
+    e.push_stall(producer_stall(0, 100, 300));
     e.push_stall(stall(3, 250, 1_250));
     // A stall outside the window does not count.
     e.push_stall(stall(3, 5_000, 6_000));
@@ -484,14 +738,49 @@ fn a_message_spike_is_explained_by_the_stalls_of_both_cpus_in_its_window() {
     let spikes = e.take_spikes();
     assert_eq!(spikes.len(), 1);
     let v = &spikes[0];
-    assert_eq!((v.producer_stalled_ns, v.consumer_stalled_ns), (100, 1_000));
-    let got: Vec<(C, u64)> = v.culprits.iter().map(|c| (c.class, c.ns)).collect();
-    // The IRQ's stall lies half inside the window: half its 200 ns. The kworker's stall
-    // lies wholly inside: its 800 ns, and the stall's 200 ns unexplained.
+    // The consumer's 250..300 overlaps the producer's hold: it counts once, to the producer.
+    assert_eq!((v.producer_stalled_ns, v.consumer_stalled_ns), (100, 950));
+    assert_eq!(split(&v.producer_culprits), [(C::Irq, 100, 0)]);
     assert_eq!(
-        got,
-        [(C::Kworker, 800), (C::Irq, 100), (C::Unexplained, 200)]
+        split(&v.consumer_culprits),
+        [(C::Kworker, 750, 0), (C::Unexplained, 200, 0)]
     );
-    assert!((v.culprits[0].share - 800.0 / 1_050.0).abs() < 1e-9);
+    assert!((v.consumer_culprits[0].share - 750.0 / 1_050.0).abs() < 1e-9);
     assert!(e.take_spikes().is_empty(), "handed over once");
+}
+
+#[test]
+fn a_spike_never_names_more_than_its_transit() {
+    let mut e = Engine::new(EngineConfig::default());
+    // Both sides stalled through the whole window, by causes that run far outside it; a
+    // producer stall after the publish cannot have delayed the message.
+    e.push_interruption(rec(0, C::Task, 0, 50_000, "stress[7]", "SCHED_OTHER"));
+    e.push_interruption(rec(3, C::Irq, 0, 50_000, "36 x", ""));
+    e.push_stall(producer_stall(0, 0, 10_000));
+    e.push_stall(producer_stall(0, 12_000, 40_000));
+    e.push_stall(stall(3, 0, 30_000));
+    e.push_spike(
+        Spike {
+            consumer: 0,
+            publish_ns: 5_000,
+            receive_ns: 30_000,
+        },
+        0,
+        3,
+    );
+    e.finish();
+    let v = &e.take_spikes()[0];
+    let named: u64 = v
+        .producer_culprits
+        .iter()
+        .chain(&v.consumer_culprits)
+        .map(|c| c.ns())
+        .sum();
+    assert_eq!(named, 25_000, "{v:?}");
+    assert_eq!(
+        (v.producer_stalled_ns, v.consumer_stalled_ns),
+        (5_000, 20_000)
+    );
+    assert_eq!(split(&v.producer_culprits), [(C::Task, 5_000, 0)]);
+    assert_eq!(split(&v.consumer_culprits), [(C::Irq, 20_000, 0)]);
 }

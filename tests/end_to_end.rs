@@ -49,12 +49,12 @@ fn top_on(run: &RunFile, cpu: u32) -> (String, String, String) {
     let c = run
         .culprits
         .iter()
-        .filter(|c| c.class != "unexplained")
+        .filter(|c| !matches!(c.class.as_str(), "unexplained" | "hypervisor"))
         .max_by_key(|c| {
             c.cpus
                 .iter()
                 .filter(|x| x.cpu == cpu)
-                .map(|x| x.count)
+                .map(|x| x.measured_ns)
                 .sum::<u64>()
         })
         .expect("culprits");

@@ -69,7 +69,9 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
             name: name.into(),
             detail: detail.into(),
             via: via.into(),
-            ns,
+            measured_ns: ns,
+            inferred_ns: 0,
+            episodes: 1,
             share,
         };
     RunFile {
@@ -131,14 +133,32 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
                         171_000,
                         0.9375,
                     ),
-                    culprit("timer_tick", "local timer", "", "", 3_100, 0.017),
+                    StallCulprit {
+                        inferred_ns: 1_200,
+                        ..culprit(
+                            "timer_tick",
+                            "local timer",
+                            "scheduler tick",
+                            "",
+                            3_100,
+                            0.0236,
+                        )
+                    },
+                    culprit(
+                        "hypervisor",
+                        "host preemption",
+                        "the host kept vCPU 3 off its physical CPU (KVM steal clock)",
+                        "",
+                        5_000,
+                        0.0274,
+                    ),
                     culprit(
                         "unexplained",
                         "no kernel event",
-                        "hypervisor preemption, SMI or hardware",
+                        "no kernel event and no steal: host interrupt handling, VM exits, SMI or hardware",
                         "",
-                        8_300,
-                        0.0455,
+                        2_100,
+                        0.0115,
                     ),
                 ],
                 incomplete: false,
@@ -161,42 +181,80 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
                 class: "kworker".into(),
                 name: "kworker/3:1".into(),
                 detail: "vmstat_update".into(),
-                count: 2,
-                total_ns: 271_000,
-                max_ns: 171_000,
+                episodes: 2,
+                measured_ns: 271_000,
+                inferred_ns: 0,
+                longest_ns: 171_000,
                 share: 0.6775,
                 advice: "sysctl vm.stat_interval=10".into(),
-                cpus: vec![CpuCount {
+                cpus: vec![CpuTheftEntry {
                     cpu: 3,
-                    count: 271_000,
+                    measured_ns: 271_000,
+                    inferred_ns: 0,
                 }],
             },
             CulpritEntry {
                 class: "irq".into(),
                 name: "36 virtio1-req.0".into(),
                 detail: String::new(),
-                count: 1,
-                total_ns: 120_000,
-                max_ns: 120_000,
+                episodes: 1,
+                measured_ns: 120_000,
+                inferred_ns: 0,
+                longest_ns: 120_000,
                 share: 0.3,
                 advice: "echo 0,2 > /proc/irq/36/smp_affinity_list".into(),
-                cpus: vec![CpuCount {
+                cpus: vec![CpuTheftEntry {
                     cpu: 3,
-                    count: 120_000,
+                    measured_ns: 120_000,
+                    inferred_ns: 0,
+                }],
+            },
+            CulpritEntry {
+                class: "timer_tick".into(),
+                name: "local timer".into(),
+                detail: "scheduler tick".into(),
+                episodes: 1,
+                measured_ns: 3_100,
+                inferred_ns: 1_200,
+                longest_ns: 3_100,
+                share: 0.01075,
+                advice: "nohz_full=3".into(),
+                cpus: vec![CpuTheftEntry {
+                    cpu: 3,
+                    measured_ns: 3_100,
+                    inferred_ns: 1_200,
+                }],
+            },
+            CulpritEntry {
+                class: "hypervisor".into(),
+                name: "host preemption".into(),
+                detail: "KVM steal clock".into(),
+                episodes: 1,
+                measured_ns: 5_000,
+                inferred_ns: 0,
+                longest_ns: 5_000,
+                share: 0.0125,
+                advice: "dedicated vCPUs".into(),
+                cpus: vec![CpuTheftEntry {
+                    cpu: 3,
+                    measured_ns: 5_000,
+                    inferred_ns: 0,
                 }],
             },
             CulpritEntry {
                 class: "unexplained".into(),
                 name: "no kernel event".into(),
                 detail: "hypervisor preemption, SMI or hardware".into(),
-                count: 1,
-                total_ns: 9_000,
-                max_ns: 8_300,
+                episodes: 1,
+                measured_ns: 9_000,
+                inferred_ns: 0,
+                longest_ns: 8_300,
                 share: 0.0225,
                 advice: "dedicated vCPUs".into(),
-                cpus: vec![CpuCount {
+                cpus: vec![CpuTheftEntry {
                     cpu: 3,
-                    count: 9_000,
+                    measured_ns: 9_000,
+                    inferred_ns: 0,
                 }],
             },
         ],
@@ -210,7 +268,8 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
             transit_ns: 191_000,
             producer_stalled_ns: 0,
             consumer_stalled_ns: 182_400,
-            culprits: vec![
+            producer_culprits: vec![],
+            consumer_culprits: vec![
                 culprit(
                     "kworker",
                     "kworker/3:1",
@@ -256,6 +315,12 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
             incomplete_stalls: 1,
             stats_enabled: true,
             symbols: true,
+            steal_clock: true,
+            steal_note: String::new(),
+            steal: vec![CpuSteal {
+                cpu: 3,
+                steal_ns: 41_000,
+            }],
         }),
         overhead: Some(Overhead {
             window_ns: 30_000_000_000,
@@ -341,7 +406,7 @@ fn compare_matches_golden_and_its_chart_has_one_curve_per_run() {
     task.class = "task".into();
     task.name = "stress[999]".into();
     task.detail = "SCHED_OTHER".into();
-    task.total_ns = 50_000;
+    task.measured_ns = 50_000;
     b.culprits.push(task);
     let runs = vec![("a.json".to_string(), a), ("b.json".to_string(), b)];
     golden("compare.md", &compare::render(&runs));
@@ -352,4 +417,24 @@ fn compare_matches_golden_and_its_chart_has_one_curve_per_run() {
     let opened = svg.matches("<svg").count() + svg.matches("<text").count();
     let closed = svg.matches("</svg>").count() + svg.matches("</text>").count();
     assert_eq!(opened, closed);
+}
+
+#[test]
+fn a_first_schema_run_file_is_still_read_and_reported() {
+    let path = format!("{}/tests/golden/run_v1.json", env!("CARGO_MANIFEST_DIR"));
+    let run = jitterscope::report::runfile::RunFile::read(std::path::Path::new(&path)).unwrap();
+    assert_eq!(run.schema, jitterscope::report::runfile::SCHEMA_V1);
+    // Its times were all measured-or-credited in one figure: read as measured, nothing
+    // inferred; its stall counts as episodes; its spikes' one list as the consumer side.
+    let c = &run.culprits[0];
+    assert_eq!(
+        (c.measured_ns, c.inferred_ns, c.episodes, c.longest_ns),
+        (3, 0, 1, 3)
+    );
+    assert_eq!(c.cpus[0].measured_ns, 3);
+    assert_eq!(run.stalls[0].culprits[0].measured_ns, 3);
+    assert_eq!(run.spikes[0].consumer_culprits.len(), 1);
+    assert!(run.spikes[0].producer_culprits.is_empty());
+    let text = jitterscope::report::text::render(&run, false);
+    assert!(text.contains("kworker/3:1 vmstat_update"), "{text}");
 }

@@ -275,7 +275,7 @@ fn each_noise_kind_is_attributed_by_name_in_a_run() {
         assert!(run.wait_with_output().unwrap().status.success());
         let r = jitterscope::report::runfile::RunFile::read(&run_file_in(dir.path())).unwrap();
         let on_cpu1 = |c: &&jitterscope::report::runfile::CulpritEntry| {
-            c.cpus.iter().any(|x| x.cpu == CPU && x.count > 0)
+            c.cpus.iter().any(|x| x.cpu == CPU && x.measured_ns > 0)
         };
         let found = r.culprits.iter().filter(on_cpu1).any(|c| match kind {
             "kworker" => c.class == "kworker" && c.detail == "refresh_vm_stats",

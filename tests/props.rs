@@ -14,8 +14,8 @@ use proptest::sample::Index;
 use jitterscope::cli::{self, parse_cpu_list, parse_duration, parse_rate, parse_size, Cli};
 use jitterscope::model::{CulpritClass, Interruption};
 use jitterscope::report::runfile::{
-    ConsumerHistograms, CpuCount, CpuStalls, CulpritEntry, Lost, Overhead, ProbeInfo,
-    ProgramCostEntry, RunFile, RunInfo, Settings, SpikeEntry, StallCulprit, StallEntry,
+    ConsumerHistograms, CpuCount, CpuStalls, CpuSteal, CpuTheftEntry, CulpritEntry, Lost, Overhead,
+    ProbeInfo, ProgramCostEntry, RunFile, RunInfo, Settings, SpikeEntry, StallCulprit, StallEntry,
     StallSummary, SCHEMA,
 };
 use jitterscope::report::seed::{Summary, PERCENTILES};
@@ -470,10 +470,10 @@ prop_compose! {
 
 prop_compose! {
     fn stall_culprit()(
-        class in class_name(), name in text(), detail in text(), via in text(), ns in ns(),
-        share in float(),
+        class in class_name(), name in text(), detail in text(), via in text(),
+        measured_ns in ns(), inferred_ns in ns(), episodes in ns(), share in float(),
     ) -> StallCulprit {
-        StallCulprit { class, name, detail, via, ns, share }
+        StallCulprit { class, name, detail, via, measured_ns, inferred_ns, episodes, share }
     }
 }
 
@@ -494,11 +494,12 @@ prop_compose! {
     fn spike()(
         consumer in text(), producer_cpu in cpu(), consumer_cpu in cpu(), publish_ns in ns(),
         receive_ns in ns(), transit_ns in ns(), producer_stalled_ns in ns(),
-        consumer_stalled_ns in ns(), culprits in small_vec(stall_culprit()),
+        consumer_stalled_ns in ns(), producer_culprits in small_vec(stall_culprit()),
+        consumer_culprits in small_vec(stall_culprit()),
     ) -> SpikeEntry {
         SpikeEntry {
             consumer, producer_cpu, consumer_cpu, publish_ns, receive_ns, transit_ns,
-            producer_stalled_ns, consumer_stalled_ns, culprits,
+            producer_stalled_ns, consumer_stalled_ns, producer_culprits, consumer_culprits,
         }
     }
 }
@@ -507,13 +508,24 @@ fn cpu_count() -> impl Strategy<Value = CpuCount> {
     (cpu(), ns()).prop_map(|(cpu, count)| CpuCount { cpu, count })
 }
 
+fn cpu_theft() -> impl Strategy<Value = CpuTheftEntry> {
+    (cpu(), ns(), ns()).prop_map(|(cpu, measured_ns, inferred_ns)| CpuTheftEntry {
+        cpu,
+        measured_ns,
+        inferred_ns,
+    })
+}
+
 prop_compose! {
     fn culprit()(
-        class in class_name(), name in text(), detail in text(), count in ns(),
-        total_ns in ns(), max_ns in ns(), share in float(), advice in text(),
-        cpus in small_vec(cpu_count()),
+        class in class_name(), name in text(), detail in text(), episodes in ns(),
+        measured_ns in ns(), inferred_ns in ns(), longest_ns in ns(), share in float(),
+        advice in text(), cpus in small_vec(cpu_theft()),
     ) -> CulpritEntry {
-        CulpritEntry { class, name, detail, count, total_ns, max_ns, share, advice, cpus }
+        CulpritEntry {
+            class, name, detail, episodes, measured_ns, inferred_ns, longest_ns, share, advice,
+            cpus,
+        }
     }
 }
 
@@ -525,9 +537,12 @@ prop_compose! {
             ProgramCostEntry { program, run_count, run_time_ns }
         })),
         incomplete_stalls in ns(), stats_enabled in any::<bool>(), symbols in any::<bool>(),
+        steal_clock in any::<bool>(), steal_note in text(),
+        steal in small_vec((cpu(), ns()).prop_map(|(cpu, steal_ns)| CpuSteal { cpu, steal_ns })),
     ) -> ProbeInfo {
         ProbeInfo {
             unavailable, events, drops, costs, incomplete_stalls, stats_enabled, symbols,
+            steal_clock, steal_note, steal,
         }
     }
 }
@@ -621,7 +636,9 @@ fn sample_json() -> String {
         name: "kworker/3:1".into(),
         detail: "vmstat_update".into(),
         via: "queued by cpu 0".into(),
-        ns: 3,
+        measured_ns: 2,
+        inferred_ns: 1,
+        episodes: 1,
         share: 0.75,
     };
     RunFile {
@@ -691,12 +708,17 @@ fn sample_json() -> String {
             class: "kworker".into(),
             name: "kworker/3:1".into(),
             detail: "vmstat_update".into(),
-            count: 1,
-            total_ns: 3,
-            max_ns: 3,
+            episodes: 1,
+            measured_ns: 2,
+            inferred_ns: 1,
+            longest_ns: 3,
             share: 0.75,
             advice: "tune --kworkers".into(),
-            cpus: vec![CpuCount { cpu: 3, count: 3 }],
+            cpus: vec![CpuTheftEntry {
+                cpu: 3,
+                measured_ns: 2,
+                inferred_ns: 1,
+            }],
         }],
         spike_count: 1,
         spikes: vec![SpikeEntry {
@@ -708,7 +730,8 @@ fn sample_json() -> String {
             transit_ns: 16,
             producer_stalled_ns: 0,
             consumer_stalled_ns: 4,
-            culprits: vec![culprit],
+            producer_culprits: vec![culprit.clone()],
+            consumer_culprits: vec![culprit],
         }],
         lost: Lost {
             ring_buffer_drops: 1,
@@ -727,6 +750,12 @@ fn sample_json() -> String {
             incomplete_stalls: 1,
             stats_enabled: true,
             symbols: true,
+            steal_clock: true,
+            steal_note: String::new(),
+            steal: vec![CpuSteal {
+                cpu: 3,
+                steal_ns: 5,
+            }],
         }),
         overhead: Some(Overhead {
             window_ns: 2_000_000,
@@ -1089,7 +1118,12 @@ fn fuzz_seeds_are_current() {
         ("truncated.json", valid[..valid.len() / 2].to_string()),
         (
             "other_schema.json",
-            valid.replace(SCHEMA, "jitterscope.run/2"),
+            valid.replace(SCHEMA, "jitterscope.run/3"),
+        ),
+        // A file of the first schema, as that version wrote it: still read.
+        (
+            "valid_v1.json",
+            include_str!("golden/run_v1.json").to_string(),
         ),
         (
             "not_a_run_file.json",

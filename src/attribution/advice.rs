@@ -1,6 +1,6 @@
 //! What to do about each culprit, with the command for this machine's values.
 
-use crate::model::{Cpu, CulpritClass, Nanos};
+use crate::model::{Cpu, CulpritClass};
 use crate::system::cpus::{cpumask_hex, format_list};
 
 /// The machine facts advice depends on.
@@ -45,16 +45,21 @@ fn work_function_advice(func: &str) -> Option<&'static str> {
     })
 }
 
-pub fn advice(
-    class: CulpritClass,
-    name: &str,
-    detail: &str,
-    cpus: &[(Cpu, Nanos)],
-    m: &Machine,
-) -> String {
+/// The local timer by what it ran (the probes split the vector by expired hrtimer).
+fn timer_advice(detail: &str, measured: &str, on: &str) -> String {
+    if let Some(task) = detail.strip_prefix("hrtimer_wakeup of ") {
+        return format!("a task's own timers (nanosleep, timerfd, poll timeouts) expiring on CPU {on}: {task} sleeps with a timer there — move it off the CPU (taskset -pc <other CPUs> <pid>) or make it sleep less often; nohz_full does not stop a task's timers");
+    }
+    match detail {
+        "scheduler tick" | "" | "timer interrupt outside callbacks" => format!("the scheduler tick: boot with nohz_full={measured} (it stops the tick when exactly one task runs on the CPU; needs CONFIG_NO_HZ_FULL)"),
+        "watchdog_timer_fn" => format!("the soft-lockup watchdog's timer: sysctl kernel.watchdog_cpumask=<other CPUs> (or kernel.nmi_watchdog=0 and kernel.soft_watchdog=0) keeps it off CPU {on}"),
+        f => format!("an hrtimer callback ({f}) expiring on CPU {on}: find who arms it (perf record -e timer:hrtimer_start -C {on} -g); nohz_full={measured} stops only the tick"),
+    }
+}
+
+pub fn advice(class: CulpritClass, name: &str, detail: &str, cpus: &[Cpu], m: &Machine) -> String {
     let hk = m.housekeeping();
-    let on: Vec<Cpu> = cpus.iter().map(|c| c.0).collect();
-    let on_list = format_list(if on.is_empty() { &m.measured } else { &on });
+    let on_list = format_list(if cpus.is_empty() { &m.measured } else { cpus });
     let measured = format_list(&m.measured);
     let all_measured = hk.is_empty();
     let hk_list = format_list(&hk);
@@ -112,7 +117,7 @@ pub fn advice(
             "BLOCK" => "block I/O completions: steer the disk IRQ away (blk-mq managed IRQs need isolcpus=managed_irq at boot)".to_string(),
             _ => format!("softirq {name}: find and steer the IRQ that raises it"),
         },
-        CulpritClass::TimerTick => format!("the scheduler tick: boot with nohz_full={measured} (it stops the tick when exactly one task runs on the CPU; needs CONFIG_NO_HZ_FULL)"),
+        CulpritClass::TimerTick => timer_advice(detail, &measured, &on_list),
         CulpritClass::Ipi => match name {
             "call-function" | "call-function-single" => "cross-CPU function calls (TLB shootdowns, mprotect/munmap by other threads of the process, text patching such as attaching tracers): avoid memory-map changes in the latency-critical process; see who sent them in the detail".to_string(),
             "reschedule" => "wake-ups of tasks on this CPU: keep other tasks off it (cpuset shielding)".to_string(),
@@ -126,7 +131,7 @@ pub fn advice(
         CulpritClass::Lost => "the probes' ring buffer overflowed, so these stalls cannot be explained: raise --ringbuf-size (e.g. 64M), or find the storm on these CPUs with `jitterscope probe --cpus <cpu> --no-log`".to_string(),
         CulpritClass::Unexplained => {
             if m.virtual_machine {
-                "no kernel event: on a VM this is usually the host preempting the vCPU — ask for dedicated (pinned, isolated) vCPUs, or run on bare metal; also check steal time in /proc/stat".to_string()
+                "no kernel event and no steal: on a VM, host interrupt handling and VM exits while the vCPU nominally ran (steal time does not count them) — dedicated vCPUs with the host's own interrupts and timers kept off them help; nothing inside the guest does".to_string()
             } else {
                 "no kernel event: SMIs or hardware (check with turbostat's SMI column or perf stat -e msr/smi/); disable BIOS power management features".to_string()
             }

@@ -3,32 +3,44 @@
 //! passes them; records older than the retention window are dropped, so memory stays
 //! constant however long the run.
 //!
-//! Rules:
+//! Rules (README "Attribution rules" says the same for users):
 //! - A stall `[s, e]` on CPU c is explained by the records on c that overlap it.
-//! - Nested time is counted once, to the innermost cause (osnoise's net durations): at each
-//!   instant the covering record of the deepest level wins — NMI over hard IRQ, tick and IPI,
-//!   over softirq, over task level (kworker, kthread, task, self); equal levels go to the
-//!   later start. So an IRQ inside a kworker's run gets its own time and the kworker the rest.
-//! - `explained_share` = covered time / stall time; the rest is `unexplained` (no kernel
-//!   event: hypervisor preemption, SMI or hardware).
+//! - **Measured** time: nested time is counted once, to the innermost cause (osnoise's net
+//!   durations): at each instant the covering record of the deepest level wins — NMI over
+//!   hard IRQ, tick and IPI, over softirq, over task level (kworker, kthread, task, self);
+//!   equal levels go to the later start (a work item inside its worker's run, an expired
+//!   hrtimer inside the timer vector). So an IRQ inside a kworker's run gets its own time and
+//!   the kworker the rest.
+//! - **Hypervisor** time: time no record covers, during which the CPU's KVM steal clock grew
+//!   (a steal window `(from, to]` between two probe reads of the clock). Each window's growth
+//!   is given once, to the uncovered time inside it, earliest first, never more than the
+//!   growth. The steal clock is the host's own measurement; only its place inside the window
+//!   is inferred from where the guest ran no code.
+//! - **Inferred** time: an uncovered piece no longer than `edge_ns` that touches a record's
+//!   start or end, with no steal in it, is that record's entry or exit path (interrupt entry,
+//!   the switch code, the VM exit that delivered it). It is given to the record as
+//!   `inferred_ns`, never added to its measured time.
+//! - The rest is `unexplained` ("no kernel event and no steal"), or `lost` when kernel records
+//!   of the CPU were lost in the window (the cause is then unknown, not absent).
 //! - A frequency change (instantaneous) on c within the stall, or within `freq_lookback_ns`
 //!   before it, is listed as a culprit with 0 ns and the gap before the stall; it takes no
 //!   time from the other culprits or from the unexplained remainder.
-//! - Entry and exit paths: the kernel's interrupt entry/exit and the scheduler's switch code
-//!   run just outside the records (a sched episode starts at `sched_switch`, after the
-//!   interrupt and `schedule()` that led there). An uncovered piece of a stall no longer than
-//!   `edge_ns` that touches a record's start or end is credited to that record; longer
-//!   uncovered pieces, and stalls with no record at all, stay `unexplained`.
 //! - A reschedule IPI that is followed at once (within `edge_ns`) by a task-level run is
 //!   the wake-up of that run: its time goes to the task it woke (kworker, task…), with
 //!   `via` saying so, since that task is what the IPI was for.
-//! - A stall overlapping a window of lost records on its CPU is `incomplete`.
+//! - A message spike `[publish, receive]` is explained inside its own window, the two sides
+//!   apart: a producer stall that contains the publish held the message back until it ended
+//!   (or the receive); the consumer's stalls count only after that, inside the window. Each
+//!   piece is swept again over its clipped window, so a spike's culprits never add up to
+//!   more than its transit.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 
 use crate::model::{
-    Cause, CauseKind, Cpu, CulpritClass, Interruption, Nanos, Spike, Stall, StealSample,
+    vector, Cause, CauseKind, Cpu, CulpritClass, Interruption, Nanos, Spike, Stall, StealSample,
+    ThreadRole,
 };
+use crate::report::units::fmt_ns;
 
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -37,7 +49,9 @@ pub struct EngineConfig {
     pub freq_lookback_ns: Nanos,
     /// How long before a kworker run a queue_work may have caused it.
     pub cause_lookback_ns: Nanos,
-    /// Longest uncovered piece next to a record that counts as that record's entry/exit.
+    /// How long before an IPI its send may have been.
+    pub ipi_lookback_ns: Nanos,
+    /// Longest uncovered piece next to a record that the entry/exit rule infers to be its.
     pub edge_ns: Nanos,
 }
 
@@ -47,12 +61,16 @@ impl Default for EngineConfig {
             retention_ns: 1_000_000_000,
             freq_lookback_ns: 10_000_000,
             cause_lookback_ns: 50_000_000,
+            ipi_lookback_ns: 1_000_000,
             edge_ns: 20_000,
         }
     }
 }
 
-/// One culprit's part of a stall.
+/// The rule behind `Share::inferred_ns`, in words (reports and the run file's README).
+pub const INFERRED_RULE: &str = "entry/exit: uncovered time next to the record, no steal";
+
+/// One culprit's part of a stall (or of a spike's window).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Share {
     pub class: CulpritClass,
@@ -60,20 +78,59 @@ pub struct Share {
     pub detail: String,
     /// Who queued the work or sent the IPI, when the probes saw it.
     pub via: String,
-    pub ns: Nanos,
+    /// Time inside the culprit's own kernel records, net of nested ones; for `hypervisor`
+    /// the steal clock's growth; for `unexplained` and `lost` the uncovered time itself.
+    pub measured_ns: Nanos,
+    /// Uncovered time given to it by the entry/exit rule (`INFERRED_RULE`).
+    pub inferred_ns: Nanos,
+    /// Distinct episodes (records, or uncovered pieces) that took part.
+    pub episodes: u32,
+    /// The longest single episode's part.
+    pub longest_ns: Nanos,
+    /// `ns()` over the stall's (or the spike's transit) time.
     pub share: f64,
+}
+
+impl Share {
+    /// Measured and inferred time together.
+    pub fn ns(&self) -> Nanos {
+        self.measured_ns.saturating_add(self.inferred_ns)
+    }
+
+    /// A culprit with nothing but uncovered time (hypervisor, unexplained, lost).
+    fn uncovered(
+        class: CulpritClass,
+        name: String,
+        detail: &str,
+        pieces: &[(Nanos, Nanos)],
+    ) -> Share {
+        Share {
+            class,
+            name,
+            detail: detail.into(),
+            via: String::new(),
+            measured_ns: pieces.iter().map(|(a, b)| b - a).sum(),
+            inferred_ns: 0,
+            episodes: pieces.len() as u32,
+            longest_ns: pieces.iter().map(|(a, b)| b - a).max().unwrap_or(0),
+            share: 0.0,
+        }
+    }
 }
 
 /// The explanation of one stall.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Verdict {
     pub stall: Stall,
-    /// Longest first; the unexplained remainder last.
+    /// Longest first; hypervisor, then the unexplained or lost remainder, last.
     pub culprits: Vec<Share>,
+    /// Share of the stall with a named cause (measured, inferred or hypervisor).
     pub explained_share: f64,
     pub incomplete: bool,
     /// The records that overlapped the stall (for timelines and traces).
     pub timeline: Vec<Interruption>,
+    /// Where in the stall the host held the vCPU (steal given to it), in time order.
+    pub hypervisor: Vec<(Nanos, Nanos)>,
 }
 
 impl Verdict {
@@ -81,38 +138,67 @@ impl Verdict {
         self.culprits
             .iter()
             .filter(|c| c.class == CulpritClass::Unexplained)
-            .map(|c| c.ns)
+            .map(|c| c.ns())
             .sum()
     }
 }
 
-/// The explanation of one message spike: the stalls of the producer's and the consumer's
-/// CPUs inside `[publish, receive]`, each culprit weighted by how much of its stall fell in
-/// the window.
+/// The explanation of one message spike, the two sides apart: the producer side is the time
+/// a producer stall held the message back from its publish; the consumer side is the
+/// consumer's stalled time after that, inside the window. The two never overlap, so their
+/// culprits together never exceed the transit.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SpikeVerdict {
     pub spike: Spike,
     pub producer_cpu: Cpu,
     pub consumer_cpu: Cpu,
-    /// Stalled time inside the window, per side.
+    /// Time the producer held the message after its publish time (stalled).
     pub producer_stalled_ns: Nanos,
+    /// Consumer stalled time inside the rest of the window.
     pub consumer_stalled_ns: Nanos,
-    /// Longest first; `share` is of the transit time.
-    pub culprits: Vec<Share>,
+    /// Longest first, unexplained last; `share` is of the transit time.
+    pub producer_culprits: Vec<Share>,
+    pub consumer_culprits: Vec<Share>,
 }
 
 pub const UNEXPLAINED_NAME: &str = "no kernel event";
-pub const UNEXPLAINED_DETAIL: &str = "hypervisor preemption, SMI or hardware";
+pub const UNEXPLAINED_DETAIL: &str =
+    "no kernel event and no steal: host interrupt handling, VM exits, SMI or hardware";
+/// Said instead where the machine has no steal clock to tell host preemption apart.
+pub const UNEXPLAINED_DETAIL_NO_STEAL: &str =
+    "no kernel event (no steal clock here): hypervisor preemption, SMI or hardware";
 pub const LOST_NAME: &str = "kernel records lost";
 pub const LOST_DETAIL: &str = "the BPF ring buffer was full; cause unknown";
+pub const HYPERVISOR_NAME: &str = "host preemption";
 
-fn level(c: CulpritClass) -> u8 {
+/// The hypervisor culprit's detail for `cpu`.
+pub fn hypervisor_detail(cpu: Cpu) -> String {
+    format!("the host kept vCPU {cpu} off its physical CPU (KVM steal clock)")
+}
+
+/// Nesting level of a class: which record wins an instant covered by several.
+pub fn level(c: CulpritClass) -> u8 {
     match c {
         CulpritClass::Nmi => 4,
         CulpritClass::Irq | CulpritClass::Ipi | CulpritClass::TimerTick => 3,
         CulpritClass::Softirq => 2,
-        _ => 1,
+        CulpritClass::Kworker
+        | CulpritClass::Kthread
+        | CulpritClass::Task
+        | CulpritClass::SelfNoise => 1,
+        // Not records: never in a sweep.
+        CulpritClass::FreqChange
+        | CulpritClass::Hypervisor
+        | CulpritClass::Unexplained
+        | CulpritClass::Lost => 0,
     }
+}
+
+/// A steal-clock growth window and the part of its growth not yet given to a stall.
+#[derive(Debug, Clone, Copy)]
+struct StealWindow {
+    sample: StealSample,
+    left_ns: Nanos,
 }
 
 #[derive(Default)]
@@ -124,20 +210,29 @@ struct CpuRecords {
     freq: VecDeque<Interruption>,
     causes: VecDeque<Cause>,
     lost: VecDeque<(Nanos, Nanos)>,
-    /// Steal-clock growth windows, oldest first, with the steal not yet given to a stall.
-    steal: VecDeque<(StealSample, Nanos)>,
+}
+
+/// A decided stall kept for the spikes that overlap it.
+#[derive(Debug, Clone)]
+struct RecentStall {
+    stall: Stall,
+    hypervisor: Vec<(Nanos, Nanos)>,
 }
 
 #[derive(Default)]
 pub struct Engine {
     cfg: EngineConfig,
     cpus: HashMap<Cpu, CpuRecords>,
+    /// Steal windows per CPU, oldest first (apart from `cpus`: deciding a stall reads the
+    /// records and spends steal at once).
+    steal: HashMap<Cpu, VecDeque<StealWindow>>,
+    /// Set once a steal sample arrived or the probes said the clock exists.
+    steal_clock: bool,
     /// Undecided stalls by end time.
     pending: BTreeMap<(Nanos, u64), Stall>,
     seq: u64,
-    /// Decided stalls (without timelines) still inside the retention window, per CPU, for
-    /// the spikes that overlap them.
-    recent: HashMap<Cpu, VecDeque<Verdict>>,
+    /// Decided stalls still inside the retention window, per CPU, in end order.
+    recent: HashMap<Cpu, VecDeque<RecentStall>>,
     /// Undecided spikes by receive time, with (producer CPU, consumer CPU).
     spikes: BTreeMap<(Nanos, u64), (Spike, Cpu, Cpu)>,
     decided_spikes: Vec<SpikeVerdict>,
@@ -145,6 +240,169 @@ pub struct Engine {
     /// kept with theirs; copying records for every stall is the engine's largest cost).
     timeline_from_ns: Nanos,
 }
+
+/// The elementary pieces of a window `[start, end]` on one CPU: each covered by the record
+/// that wins it under the nesting rule, or uncovered.
+struct Sweep<'a> {
+    records: Vec<&'a Interruption>,
+    /// For a reschedule IPI: the task-level run it woke (which gets its time).
+    woke: Vec<Option<usize>>,
+    /// Consecutive pieces, `None` where no record covers the time.
+    pieces: Vec<(Nanos, Nanos, Option<usize>)>,
+    /// A record ending / starting exactly here (clamped to the window): where an uncovered
+    /// piece's entry/exit path is inferred to belong.
+    ends_at: HashMap<Nanos, usize>,
+    starts_at: HashMap<Nanos, usize>,
+}
+
+impl<'a> Sweep<'a> {
+    fn over(c: &'a CpuRecords, start: Nanos, end: Nanos, edge_ns: Nanos) -> Sweep<'a> {
+        // Records starting before the window ends, back to the longest record's reach.
+        let upto = c.records.partition_point(|r| r.start_ns < end);
+        let from = c
+            .records
+            .partition_point(|r| r.start_ns < start.saturating_sub(c.longest_ns));
+        let mut records: Vec<&Interruption> = c
+            .records
+            .range(from..upto)
+            .filter(|r| r.end_ns > start)
+            .collect();
+        records.sort_by_key(|r| (r.start_ns, r.end_ns));
+
+        // A reschedule IPI immediately followed by a task-level run was that run's wake-up
+        // (`records` is sorted by start: the first such run from the IPI's end on).
+        let woke: Vec<Option<usize>> = records
+            .iter()
+            .map(|r| {
+                if r.class != CulpritClass::Ipi || r.id != vector::RESCHEDULE {
+                    return None;
+                }
+                let from = records.partition_point(|t| t.start_ns < r.end_ns);
+                records[from..]
+                    .iter()
+                    .take_while(|t| t.start_ns - r.end_ns <= edge_ns)
+                    .position(|t| level(t.class) == 1)
+                    .map(|i| from + i)
+            })
+            .collect();
+
+        let mut cuts: Vec<Nanos> = vec![start, end];
+        let mut ends_at: HashMap<Nanos, usize> = HashMap::new();
+        let mut starts_at: HashMap<Nanos, usize> = HashMap::new();
+        for (i, r) in records.iter().enumerate() {
+            let (rs, re) = (r.start_ns.clamp(start, end), r.end_ns.clamp(start, end));
+            cuts.push(rs);
+            cuts.push(re);
+            ends_at.entry(re).or_insert(i);
+            starts_at.entry(rs).or_insert(i);
+        }
+        cuts.sort_unstable();
+        cuts.dedup();
+
+        // The covering record of each piece is the top of a heap ordered like the rule
+        // (deepest level, then latest start, then earliest end — of two records starting
+        // together at one level the shorter is inside the other, as a work item resumed at
+        // its worker's switch-in — then latest in sort order); records that ended before the
+        // piece are dropped lazily from the top. O(k log k) in the records.
+        let mut active: BinaryHeap<(u8, Nanos, std::cmp::Reverse<Nanos>, usize)> =
+            BinaryHeap::new();
+        let mut next = 0;
+        let mut pieces: Vec<(Nanos, Nanos, Option<usize>)> = Vec::new();
+        for w in cuts.windows(2) {
+            let (a, b) = (w[0], w[1]);
+            while next < records.len() && records[next].start_ns <= a {
+                let r = records[next];
+                active.push((
+                    level(r.class),
+                    r.start_ns,
+                    std::cmp::Reverse(r.end_ns),
+                    next,
+                ));
+                next += 1;
+            }
+            while active.peek().is_some_and(|&(.., i)| records[i].end_ns < b) {
+                active.pop();
+            }
+            let winner = active.peek().map(|&(.., i)| woke[i].unwrap_or(i));
+            match pieces.last_mut() {
+                Some(last) if last.1 == a && last.2 == winner => last.1 = b,
+                _ => pieces.push((a, b, winner)),
+            }
+        }
+        Sweep {
+            records,
+            woke,
+            pieces,
+            ends_at,
+            starts_at,
+        }
+    }
+
+    fn uncovered(&self) -> Vec<(Nanos, Nanos)> {
+        self.pieces
+            .iter()
+            .filter(|p| p.2.is_none())
+            .map(|p| (p.0, p.1))
+            .collect()
+    }
+}
+
+/// Gives steal growth to uncovered pieces (in time order): each window's growth goes to the
+/// uncovered time inside it, earliest first, and is spent. Returns the pieces it covers.
+fn spend_steal(
+    windows: &mut VecDeque<StealWindow>,
+    uncovered: &[(Nanos, Nanos)],
+) -> Vec<(Nanos, Nanos)> {
+    let mut given = Vec::new();
+    for &(a, b) in uncovered {
+        let mut at = a;
+        for w in windows.iter_mut() {
+            if w.left_ns == 0 || w.sample.to_ns <= at || w.sample.from_ns >= b {
+                continue;
+            }
+            let lo = at.max(w.sample.from_ns);
+            let hi = b.min(w.sample.to_ns);
+            let n = (hi - lo).min(w.left_ns);
+            if n == 0 {
+                continue;
+            }
+            w.left_ns -= n;
+            given.push((lo, lo + n));
+            at = lo + n;
+        }
+    }
+    given
+}
+
+/// `pieces` minus `taken` (both sorted, `taken` inside `pieces`).
+fn subtract(pieces: &[(Nanos, Nanos)], taken: &[(Nanos, Nanos)]) -> Vec<(Nanos, Nanos)> {
+    let mut out = Vec::new();
+    for &(a, b) in pieces {
+        let mut at = a;
+        for &(ta, tb) in taken.iter().filter(|t| t.0 < b && t.1 > a) {
+            if ta > at {
+                out.push((at, ta));
+            }
+            at = at.max(tb);
+        }
+        if at < b {
+            out.push((at, b));
+        }
+    }
+    out
+}
+
+/// Clips sorted pieces to `[a, b]`.
+fn clip(pieces: &[(Nanos, Nanos)], a: Nanos, b: Nanos) -> Vec<(Nanos, Nanos)> {
+    pieces
+        .iter()
+        .filter(|p| p.0 < b && p.1 > a)
+        .map(|p| (p.0.max(a), p.1.min(b)))
+        .collect()
+}
+
+/// Per record of a sweep: (measured, inferred) time it was given.
+type RecordTime = Vec<(Nanos, Nanos)>;
 
 impl Engine {
     pub fn new(cfg: EngineConfig) -> Self {
@@ -178,13 +436,24 @@ impl Engine {
             .push_back(cause);
     }
 
-    /// The host kept `s.cpu` off its physical CPU for `s.steal_ns` within `[from, to]`.
+    /// The host kept `s.cpu` off its physical CPU for `s.steal_ns` within `(from, to]`.
     pub fn push_steal(&mut self, s: StealSample) {
-        self.cpus
-            .entry(s.cpu)
-            .or_default()
-            .steal
-            .push_back((s, s.steal_ns));
+        self.steal_clock = true;
+        let w = self.steal.entry(s.cpu).or_default();
+        let at = w.partition_point(|x| x.sample.to_ns <= s.to_ns);
+        w.insert(
+            at,
+            StealWindow {
+                sample: s,
+                left_ns: s.steal_ns,
+            },
+        );
+    }
+
+    /// The probes read a steal clock (even if it never grew): uncovered time is then "no
+    /// kernel event and no steal", not "maybe the hypervisor".
+    pub fn set_steal_clock(&mut self, present: bool) {
+        self.steal_clock = present;
     }
 
     /// Only stalls at least this long get their records copied into `Verdict::timeline`.
@@ -221,6 +490,7 @@ impl Engine {
             .values()
             .map(|c| c.records.len() + c.freq.len() + c.causes.len() + c.lost.len())
             .sum::<usize>()
+            + self.steal.values().map(|w| w.len()).sum::<usize>()
             + self.pending.len()
             + self.recent.values().map(|r| r.len()).sum::<usize>()
             + self.spikes.len()
@@ -235,15 +505,14 @@ impl Engine {
                 break;
             }
             if let Some((_, s)) = self.pending.pop_first() {
-                let mut v = self.verdict(&s);
-                let timeline = if s.duration_ns() >= self.timeline_from_ns {
-                    std::mem::take(&mut v.timeline)
-                } else {
-                    v.timeline = Vec::new();
-                    Vec::new()
-                };
-                self.recent.entry(s.cpu).or_default().push_back(v.clone());
-                v.timeline = timeline;
+                let v = self.decide(&s);
+                self.recent
+                    .entry(s.cpu)
+                    .or_default()
+                    .push_back(RecentStall {
+                        stall: s,
+                        hypervisor: v.hypervisor.clone(),
+                    });
                 out.push(v);
             }
         }
@@ -256,7 +525,12 @@ impl Engine {
                 self.decided_spikes.push(v);
             }
         }
-        let horizon = watermark.saturating_sub(self.cfg.retention_ns);
+        self.forget_before(watermark.saturating_sub(self.cfg.retention_ns));
+        out
+    }
+
+    /// Drops what no undecided stall or spike can reach any more.
+    fn forget_before(&mut self, horizon: Nanos) {
         let oldest_pending = self
             .pending
             .values()
@@ -269,6 +543,11 @@ impl Engine {
                 r.pop_front();
             }
             give_back(r);
+        }
+        for w in self.steal.values_mut() {
+            while w.front().is_some_and(|x| x.sample.to_ns < keep_from) {
+                w.pop_front();
+            }
         }
         for c in self.cpus.values_mut() {
             // Sorted by start: drop from the front; a long record there holds back shorter
@@ -285,7 +564,6 @@ impl Engine {
             give_back(&mut c.records);
             give_back(&mut c.causes);
         }
-        out
     }
 
     /// Decides everything still pending (end of run).
@@ -293,304 +571,380 @@ impl Engine {
         self.advance(u64::MAX)
     }
 
-    /// The verdict for one stall, from the records held now.
-    pub fn verdict(&self, s: &Stall) -> Verdict {
-        let (start, end) = (s.start_ns, s.end_ns.max(s.start_ns));
-        let total = end - start;
+    /// The verdict for one stall, spending the steal it is given.
+    fn decide(&mut self, s: &Stall) -> Verdict {
         let empty = CpuRecords::default();
         let c = self.cpus.get(&s.cpu).unwrap_or(&empty);
-        // Records starting before the stall ends, back to the longest record's reach.
-        let upto = c.records.partition_point(|r| r.start_ns < end);
-        let from = c
-            .records
-            .partition_point(|r| r.start_ns < start.saturating_sub(c.longest_ns));
-        let mut overlapping: Vec<&Interruption> = c
-            .records
-            .range(from..upto)
-            .filter(|r| r.end_ns > start)
-            .collect();
-        overlapping.sort_by_key(|r| (r.start_ns, r.end_ns));
-
-        // A reschedule IPI immediately followed by a task-level run was that run's wake-up
-        // (`overlapping` is sorted by start: the first such run from the IPI's end on).
-        let woke: Vec<Option<usize>> = overlapping
-            .iter()
-            .map(|r| {
-                if r.class != CulpritClass::Ipi || r.name != "reschedule" {
-                    return None;
-                }
-                let from = overlapping.partition_point(|t| t.start_ns < r.end_ns);
-                overlapping[from..]
-                    .iter()
-                    .take_while(|t| t.start_ns - r.end_ns <= self.cfg.edge_ns)
-                    .position(|t| level(t.class) == 1)
-                    .map(|i| from + i)
-            })
-            .collect();
-        let mut woken = vec![false; overlapping.len()];
-        for &t in woke.iter().flatten() {
-            woken[t] = true;
-        }
-
-        // Sweep the elementary segments between all boundaries inside the stall. The covering
-        // record of each segment is the top of a heap ordered like the rule (deepest level,
-        // then latest start, then latest in sort order); records that ended before the
-        // segment are dropped lazily from the top. O(k log k) in the records overlapping.
-        let mut cuts: Vec<Nanos> = vec![start, end];
-        // Where an uncovered piece touching a record's end or start is credited.
-        let mut ends_at: HashMap<Nanos, usize> = HashMap::new();
-        let mut starts_at: HashMap<Nanos, usize> = HashMap::new();
-        for (i, r) in overlapping.iter().enumerate() {
-            let (rs, re) = (r.start_ns.clamp(start, end), r.end_ns.clamp(start, end));
-            cuts.push(rs);
-            cuts.push(re);
-            ends_at.entry(re).or_insert(i);
-            starts_at.entry(rs).or_insert(i);
-        }
-        cuts.sort_unstable();
-        cuts.dedup();
-        let mut active: std::collections::BinaryHeap<(u8, Nanos, usize)> =
-            std::collections::BinaryHeap::new();
-        let mut next = 0;
-        let mut by_culprit: Vec<(usize, Nanos)> = Vec::new();
-        let mut culprit_at: HashMap<(CulpritClass, &str, &str), usize> = HashMap::new();
-        for w in cuts.windows(2) {
-            let (a, b) = (w[0], w[1]);
-            while next < overlapping.len() && overlapping[next].start_ns <= a {
-                let r = overlapping[next];
-                active.push((level(r.class), r.start_ns, next));
-                next += 1;
-            }
-            while active
-                .peek()
-                .is_some_and(|&(_, _, i)| overlapping[i].end_ns < b)
-            {
-                active.pop();
-            }
-            let winner = active.peek().map(|&(_, _, i)| i).or_else(|| {
-                // Uncovered: a short piece touching a record is its entry or exit path.
-                if b - a > self.cfg.edge_ns {
-                    return None;
-                }
-                ends_at.get(&a).or_else(|| starts_at.get(&b)).copied()
-            });
-            let winner = winner.map(|i| woke[i].unwrap_or(i));
-            if let Some(idx) = winner {
-                let r = overlapping[idx];
-                let key = (r.class, r.name.as_str(), r.detail.as_str());
-                match culprit_at.get(&key) {
-                    Some(&at) => by_culprit[at].1 += b - a,
-                    None => {
-                        culprit_at.insert(key, by_culprit.len());
-                        by_culprit.push((idx, b - a));
-                    }
-                }
-            }
-        }
-        let share = |ns: Nanos| {
-            if total == 0 {
-                0.0
-            } else {
-                ns as f64 / total as f64
-            }
+        let (start, end) = (s.start_ns, s.end_ns.max(s.start_ns));
+        let sweep = Sweep::over(c, start, end, self.cfg.edge_ns);
+        let hypervisor = match self.steal.get_mut(&s.cpu) {
+            Some(w) => spend_steal(w, &sweep.uncovered()),
+            None => Vec::new(),
         };
-        let mut culprits: Vec<Share> = by_culprit
-            .iter()
-            .map(|&(idx, ns)| {
-                let r = overlapping[idx];
-                let mut via = self.via(c, r);
-                if woken[idx] {
+        let with_timeline = end - start >= self.timeline_from_ns;
+        verdict_of(
+            &self.cfg,
+            self.steal_clock,
+            c,
+            s,
+            &sweep,
+            hypervisor,
+            with_timeline,
+        )
+    }
+
+    /// The verdict for one stall from the records held now, without spending steal (for
+    /// looking at a stall before it is decided).
+    pub fn verdict(&self, s: &Stall) -> Verdict {
+        let empty = CpuRecords::default();
+        let c = self.cpus.get(&s.cpu).unwrap_or(&empty);
+        let sweep = Sweep::over(c, s.start_ns, s.end_ns.max(s.start_ns), self.cfg.edge_ns);
+        verdict_of(&self.cfg, self.steal_clock, c, s, &sweep, Vec::new(), true)
+    }
+
+    fn spike_verdict(&self, spike: Spike, producer_cpu: Cpu, consumer_cpu: Cpu) -> SpikeVerdict {
+        let (a, b) = (spike.publish_ns, spike.receive_ns.max(spike.publish_ns));
+        let transit = b - a;
+        let stalls_of = |cpu: Cpu, role: ThreadRole| {
+            let recent = self.recent.get(&cpu);
+            // Held in end order: skip those that ended before the spike.
+            let from = recent.map_or(0, |r| r.partition_point(|v| v.stall.end_ns <= a));
+            recent
+                .into_iter()
+                .flat_map(move |r| r.range(from..))
+                .filter(move |v| v.stall.thread == role && v.stall.start_ns < b)
+        };
+        // The producer stall in which the message was published held it back until it ended.
+        let held_until = stalls_of(producer_cpu, ThreadRole::Producer)
+            .filter(|v| v.stall.start_ns <= a && v.stall.end_ns > a)
+            .map(|v| (v.stall.end_ns.min(b), v))
+            .max_by_key(|(until, _)| *until);
+        let mut producer = Vec::new();
+        let mut visible = a;
+        if let Some((until, v)) = held_until {
+            producer = self.window_shares(producer_cpu, a, until, &v.hypervisor);
+            visible = until;
+        }
+        let mut consumer: Vec<Share> = Vec::new();
+        let mut consumer_stalled = 0;
+        for v in stalls_of(consumer_cpu, ThreadRole::Consumer(spike.consumer)) {
+            let (lo, hi) = (v.stall.start_ns.max(visible), v.stall.end_ns.min(b));
+            if hi <= lo {
+                continue;
+            }
+            consumer_stalled += hi - lo;
+            merge_shares(
+                &mut consumer,
+                self.window_shares(consumer_cpu, lo, hi, &v.hypervisor),
+            );
+        }
+        for list in [&mut producer, &mut consumer] {
+            set_shares(list, transit);
+            sort_shares(list);
+        }
+        SpikeVerdict {
+            spike,
+            producer_cpu,
+            consumer_cpu,
+            producer_stalled_ns: visible - a,
+            consumer_stalled_ns: consumer_stalled,
+            producer_culprits: producer,
+            consumer_culprits: consumer,
+        }
+    }
+
+    /// The culprits of `[a, b]` on `cpu` (a clipped stall), swept again; `hypervisor` is
+    /// where the stall was given steal.
+    fn window_shares(
+        &self,
+        cpu: Cpu,
+        a: Nanos,
+        b: Nanos,
+        hypervisor: &[(Nanos, Nanos)],
+    ) -> Vec<Share> {
+        let empty = CpuRecords::default();
+        let c = self.cpus.get(&cpu).unwrap_or(&empty);
+        let sweep = Sweep::over(c, a, b, self.cfg.edge_ns);
+        let stall = Stall {
+            cpu,
+            thread: ThreadRole::Producer,
+            start_ns: a,
+            end_ns: b,
+        };
+        verdict_of(
+            &self.cfg,
+            self.steal_clock,
+            c,
+            &stall,
+            &sweep,
+            clip(hypervisor, a, b),
+            false,
+        )
+        .culprits
+    }
+}
+
+/// Builds a verdict from a sweep and the steal it was given (see the rules at the top).
+fn verdict_of(
+    cfg: &EngineConfig,
+    steal_clock: bool,
+    c: &CpuRecords,
+    s: &Stall,
+    sweep: &Sweep<'_>,
+    hypervisor: Vec<(Nanos, Nanos)>,
+    with_timeline: bool,
+) -> Verdict {
+    let (start, end) = (s.start_ns, s.end_ns.max(s.start_ns));
+    let total = end - start;
+    let mut per_record: RecordTime = vec![(0, 0); sweep.records.len()];
+    for &(a, b, w) in &sweep.pieces {
+        if let Some(i) = w {
+            per_record[i].0 += b - a;
+        }
+    }
+    // Uncovered time: steal first, then the entry/exit rule, then nothing.
+    let rest = subtract(&sweep.uncovered(), &hypervisor);
+    let mut unexplained = Vec::new();
+    for (a, b) in rest {
+        let next_to = (b - a <= cfg.edge_ns)
+            .then(|| sweep.ends_at.get(&a).or_else(|| sweep.starts_at.get(&b)))
+            .flatten();
+        match next_to {
+            Some(&i) => per_record[sweep.woke[i].unwrap_or(i)].1 += b - a,
+            None => unexplained.push((a, b)),
+        }
+    }
+    let mut culprits = record_shares(cfg, c, sweep, &per_record);
+    freq_shares(cfg, c, start, end, &mut culprits);
+    if !hypervisor.is_empty() {
+        culprits.push(Share::uncovered(
+            CulpritClass::Hypervisor,
+            HYPERVISOR_NAME.into(),
+            &hypervisor_detail(s.cpu),
+            &hypervisor,
+        ));
+    }
+    let incomplete = c.lost.iter().any(|&(a, b)| a <= end && b >= start);
+    if !unexplained.is_empty() {
+        // With records lost in the window, "no kernel event" cannot be claimed: the
+        // remainder's cause is unknown.
+        let (class, name, detail) = if incomplete {
+            (CulpritClass::Lost, LOST_NAME, LOST_DETAIL)
+        } else if steal_clock {
+            (
+                CulpritClass::Unexplained,
+                UNEXPLAINED_NAME,
+                UNEXPLAINED_DETAIL,
+            )
+        } else {
+            (
+                CulpritClass::Unexplained,
+                UNEXPLAINED_NAME,
+                UNEXPLAINED_DETAIL_NO_STEAL,
+            )
+        };
+        culprits.push(Share::uncovered(class, name.into(), detail, &unexplained));
+    }
+    set_shares(&mut culprits, total);
+    let named: Nanos = culprits
+        .iter()
+        .filter(|c| !matches!(c.class, CulpritClass::Unexplained | CulpritClass::Lost))
+        .map(|c| c.ns())
+        .sum();
+    Verdict {
+        stall: *s,
+        culprits,
+        explained_share: if total == 0 {
+            0.0
+        } else {
+            named as f64 / total as f64
+        },
+        incomplete,
+        // Copying records is the engine's largest cost: only stalls long enough to be
+        // kept carry them.
+        timeline: if with_timeline {
+            timeline_of(&sweep.records, start, end)
+        } else {
+            Vec::new()
+        },
+        hypervisor,
+    }
+}
+
+/// The records' time grouped by culprit, longest first.
+fn record_shares(
+    cfg: &EngineConfig,
+    c: &CpuRecords,
+    sweep: &Sweep<'_>,
+    per_record: &RecordTime,
+) -> Vec<Share> {
+    let woken: Vec<bool> = {
+        let mut w = vec![false; sweep.records.len()];
+        for &t in sweep.woke.iter().flatten() {
+            w[t] = true;
+        }
+        w
+    };
+    let mut out: Vec<Share> = Vec::new();
+    let mut at: HashMap<(CulpritClass, &str, &str), usize> = HashMap::new();
+    for (i, &(measured, inferred)) in per_record.iter().enumerate() {
+        if measured + inferred == 0 {
+            continue;
+        }
+        let r = sweep.records[i];
+        let key = (r.class, r.name.as_str(), r.detail.as_str());
+        match at.get(&key) {
+            Some(&k) => {
+                let s = &mut out[k];
+                s.measured_ns += measured;
+                s.inferred_ns += inferred;
+                s.episodes += 1;
+                s.longest_ns = s.longest_ns.max(measured);
+            }
+            None => {
+                let mut via = via(cfg, c, r);
+                if woken[i] {
                     if !via.is_empty() {
                         via.push_str("; ");
                     }
                     via.push_str("woken by a reschedule IPI (included)");
                 }
-                Share {
+                at.insert(key, out.len());
+                out.push(Share {
                     class: r.class,
                     name: r.name.clone(),
                     detail: r.detail.clone(),
                     via,
-                    ns,
-                    share: share(ns),
-                }
-            })
-            .collect();
-        culprits.sort_by_key(|c| std::cmp::Reverse(c.ns));
-        let explained: Nanos = culprits.iter().map(|c| c.ns).sum();
-
-        for f in c
-            .freq
-            .iter()
-            .filter(|f| f.start_ns <= end && f.start_ns + self.cfg.freq_lookback_ns >= start)
-        {
-            let before = start.saturating_sub(f.start_ns);
-            let detail = if before > 0 {
-                format!(
-                    "{}, {} before the stall",
-                    f.detail,
-                    crate::report::units::fmt_ns(before)
-                )
-            } else {
-                f.detail.clone()
-            };
-            culprits.push(Share {
-                class: CulpritClass::FreqChange,
-                name: f.name.clone(),
-                detail,
-                via: String::new(),
-                ns: 0,
-                share: 0.0,
-            });
-        }
-        let rest = total.saturating_sub(explained);
-        let incomplete = c.lost.iter().any(|&(a, b)| a <= end && b >= start);
-        if rest > 0 {
-            // With records lost in the window, "no kernel event" cannot be claimed: the
-            // remainder's cause is unknown.
-            let (class, name, detail) = if incomplete {
-                (CulpritClass::Lost, LOST_NAME, LOST_DETAIL)
-            } else {
-                (
-                    CulpritClass::Unexplained,
-                    UNEXPLAINED_NAME,
-                    UNEXPLAINED_DETAIL,
-                )
-            };
-            culprits.push(Share {
-                class,
-                name: name.into(),
-                detail: detail.into(),
-                via: String::new(),
-                ns: rest,
-                share: share(rest),
-            });
-        }
-        Verdict {
-            stall: *s,
-            culprits,
-            explained_share: share(explained),
-            incomplete,
-            // Copying records is the engine's largest cost: only stalls long enough to be
-            // kept carry them.
-            timeline: if total >= self.timeline_from_ns {
-                timeline_of(&overlapping, start, end)
-            } else {
-                Vec::new()
-            },
-        }
-    }
-
-    /// "queued by comm[pid] on CPU n" for a kworker whose work function was queued shortly
-    /// before it ran; "sent by …" for an IPI.
-    fn spike_verdict(&self, spike: Spike, producer_cpu: Cpu, consumer_cpu: Cpu) -> SpikeVerdict {
-        let (a, b) = (spike.publish_ns, spike.receive_ns);
-        let transit = spike.transit_ns();
-        let mut culprits: Vec<Share> = Vec::new();
-        let mut stalled = [0u64; 2];
-        let mut cpus = vec![(0, producer_cpu), (1, consumer_cpu)];
-        if producer_cpu == consumer_cpu {
-            cpus.truncate(1);
-        }
-        let overlaps = |st: &Stall| st.start_ns < b && st.end_ns > a && st.end_ns > st.start_ns;
-        for (side, cpu) in cpus {
-            // Decided stalls are held in end order: skip those that ended before the spike.
-            // Undecided ones get a verdict only when they overlap it.
-            let recent = self.recent.get(&cpu);
-            let from = recent.map_or(0, |r| r.partition_point(|v| v.stall.end_ns <= a));
-            let decided = recent
-                .into_iter()
-                .flat_map(|r| r.range(from..))
-                .filter(|v| overlaps(&v.stall))
-                .cloned();
-            let undecided = self
-                .pending
-                .values()
-                .filter(|s| s.cpu == cpu && overlaps(s))
-                .map(|s| self.verdict(s));
-            for v in decided.chain(undecided) {
-                let (s, e) = (v.stall.start_ns, v.stall.end_ns);
-                let overlap = e.min(b) - s.max(a);
-                stalled[side] += overlap;
-                let f = overlap as f64 / (e - s) as f64;
-                for c in &v.culprits {
-                    let ns = (c.ns as f64 * f).round() as Nanos;
-                    if ns == 0 && c.class != CulpritClass::FreqChange {
-                        continue;
-                    }
-                    match culprits
-                        .iter_mut()
-                        .find(|x| x.class == c.class && x.name == c.name && x.detail == c.detail)
-                    {
-                        Some(x) => x.ns += ns,
-                        None => culprits.push(Share { ns, ..c.clone() }),
-                    }
-                }
+                    measured_ns: measured,
+                    inferred_ns: inferred,
+                    episodes: 1,
+                    longest_ns: measured,
+                    share: 0.0,
+                });
             }
         }
-        for c in &mut culprits {
-            c.share = if transit == 0 {
-                0.0
-            } else {
-                c.ns as f64 / transit as f64
-            };
-        }
-        culprits.sort_by_key(|c| {
-            (
-                matches!(c.class, CulpritClass::Unexplained | CulpritClass::Lost),
-                std::cmp::Reverse(c.ns),
-            )
-        });
-        SpikeVerdict {
-            spike,
-            producer_cpu,
-            consumer_cpu,
-            producer_stalled_ns: stalled[0],
-            consumer_stalled_ns: if producer_cpu == consumer_cpu {
-                stalled[0]
-            } else {
-                stalled[1]
-            },
-            culprits,
-        }
     }
+    out.sort_by_key(|s| std::cmp::Reverse((s.ns(), s.measured_ns)));
+    out
+}
 
-    fn via(&self, c: &CpuRecords, r: &Interruption) -> String {
-        let (kind, what_matches): (CauseKind, &dyn Fn(&Cause) -> bool) = match r.class {
-            CulpritClass::Kworker => (CauseKind::QueueWork, &|k: &Cause| k.what == r.detail),
-            CulpritClass::Ipi => (CauseKind::Ipi, &|_: &Cause| true),
-            _ => return String::new(),
+/// Frequency changes on the CPU within the window or just before it: named, with no time.
+fn freq_shares(cfg: &EngineConfig, c: &CpuRecords, start: Nanos, end: Nanos, out: &mut Vec<Share>) {
+    for f in c
+        .freq
+        .iter()
+        .filter(|f| f.start_ns <= end && f.start_ns + cfg.freq_lookback_ns >= start)
+    {
+        let before = start.saturating_sub(f.start_ns);
+        let detail = if before > 0 {
+            format!("{}, {} before the stall", f.detail, fmt_ns(before))
+        } else {
+            f.detail.clone()
         };
-        let lookback = match r.class {
-            CulpritClass::Ipi => 1_000_000,
-            _ => self.cfg.cause_lookback_ns,
-        };
-        c.causes
-            .iter()
-            .rev()
-            .find(|k| {
-                k.kind == kind
-                    && k.at_ns <= r.start_ns
-                    && k.at_ns + lookback >= r.start_ns
-                    && what_matches(k)
-            })
-            .map(|k| {
-                let verb = if kind == CauseKind::QueueWork {
-                    "queued"
-                } else {
-                    "sent"
-                };
-                let what = if kind == CauseKind::Ipi && !k.what.is_empty() {
-                    format!(" ({})", k.what)
-                } else {
-                    String::new()
-                };
-                format!(
-                    "{verb} by {}[{}] on CPU {}{what}",
-                    k.sender_comm, k.sender_pid, k.sender_cpu
-                )
-            })
-            .unwrap_or_default()
+        out.push(Share {
+            class: CulpritClass::FreqChange,
+            name: f.name.clone(),
+            detail,
+            via: String::new(),
+            measured_ns: 0,
+            inferred_ns: 0,
+            episodes: 1,
+            longest_ns: 0,
+            share: 0.0,
+        });
     }
+}
+
+fn set_shares(list: &mut [Share], total: Nanos) {
+    for c in list {
+        c.share = if total == 0 {
+            0.0
+        } else {
+            c.ns() as f64 / total as f64
+        };
+    }
+}
+
+/// Named causes longest first, then hypervisor, then what has no cause.
+fn sort_shares(list: &mut [Share]) {
+    list.sort_by_key(|c| {
+        (
+            match c.class {
+                CulpritClass::Hypervisor => 1,
+                CulpritClass::Unexplained | CulpritClass::Lost => 2,
+                _ => 0,
+            },
+            std::cmp::Reverse((c.ns(), c.measured_ns)),
+        )
+    });
+}
+
+/// Adds `more` into `into`, culprit by culprit.
+fn merge_shares(into: &mut Vec<Share>, more: Vec<Share>) {
+    for c in more {
+        match into
+            .iter_mut()
+            .find(|x| x.class == c.class && x.name == c.name && x.detail == c.detail)
+        {
+            Some(x) => {
+                x.measured_ns += c.measured_ns;
+                x.inferred_ns += c.inferred_ns;
+                x.episodes += c.episodes;
+                x.longest_ns = x.longest_ns.max(c.longest_ns);
+                if x.via.is_empty() {
+                    x.via = c.via;
+                }
+            }
+            None => into.push(c),
+        }
+    }
+}
+
+/// "queued by comm[pid] on CPU n" for a kworker whose work function was queued shortly
+/// before it ran; "sent by …" for an IPI whose send matches its vector (a reschedule IPI
+/// carries no callback; a call-function IPI does).
+fn via(cfg: &EngineConfig, c: &CpuRecords, r: &Interruption) -> String {
+    // (what kind of send, how far back, whether it carried a callback)
+    let (kind, lookback, callback) = match (r.class, r.id) {
+        (CulpritClass::Kworker, _) => (CauseKind::QueueWork, cfg.cause_lookback_ns, None),
+        (CulpritClass::Ipi, vector::RESCHEDULE) => {
+            (CauseKind::Ipi, cfg.ipi_lookback_ns, Some(false))
+        }
+        (CulpritClass::Ipi, vector::CALL_FUNCTION | vector::CALL_FUNCTION_SINGLE) => {
+            (CauseKind::Ipi, cfg.ipi_lookback_ns, Some(true))
+        }
+        _ => return String::new(),
+    };
+    c.causes
+        .iter()
+        .rev()
+        .find(|k| {
+            k.kind == kind
+                && k.at_ns <= r.start_ns
+                && k.at_ns + lookback >= r.start_ns
+                && match callback {
+                    // A kworker's queue_work names the same work function.
+                    None => k.what == r.detail,
+                    Some(with) => k.what.is_empty() != with,
+                }
+        })
+        .map(|k| {
+            let verb = if kind == CauseKind::QueueWork {
+                "queued"
+            } else {
+                "sent"
+            };
+            let what = if kind == CauseKind::Ipi && !k.what.is_empty() {
+                format!(" ({})", k.what)
+            } else {
+                String::new()
+            };
+            format!(
+                "{verb} by {}[{}] on CPU {}{what}",
+                k.sender_comm, k.sender_pid, k.sender_cpu
+            )
+        })
+        .unwrap_or_default()
 }
 
 /// The records a timeline keeps: all of them up to `MAX_TIMELINE`, else the ones that

@@ -8,4 +8,4 @@ pub mod ranking;
 pub mod throughput;
 
 pub use engine::{Engine, EngineConfig, Share, SpikeVerdict, Verdict};
-pub use ranking::{RankedCulprit, Ranking};
+pub use ranking::{CpuTheft, RankedCulprit, Ranking};

@@ -12,25 +12,45 @@ pub struct RankedCulprit {
     pub class: CulpritClass,
     pub name: String,
     pub detail: String,
-    /// Stalls it took part in.
-    pub count: u64,
-    pub total_ns: Nanos,
-    pub max_ns: Nanos,
-    /// Share of all stall time.
+    /// Episodes (records) that stole time from a stall.
+    pub episodes: u64,
+    /// Time inside its records (net of nested ones); see `Share::measured_ns`.
+    pub measured_ns: Nanos,
+    /// Time given by the entry/exit rule next to its records.
+    pub inferred_ns: Nanos,
+    /// The longest single episode's theft.
+    pub longest_ns: Nanos,
+    /// Share of all stall time (measured and inferred).
     pub share: f64,
-    pub cpus: Vec<(Cpu, Nanos)>,
+    /// (CPU, measured, inferred) per CPU.
+    pub cpus: Vec<CpuTheft>,
     pub advice: String,
     /// End of the latest stall it took part in (CLOCK_MONOTONIC).
     pub last_ns: Nanos,
 }
 
+/// A culprit's theft on one CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct CpuTheft {
+    pub cpu: Cpu,
+    pub measured_ns: Nanos,
+    pub inferred_ns: Nanos,
+}
+
+impl RankedCulprit {
+    pub fn total_ns(&self) -> Nanos {
+        self.measured_ns.saturating_add(self.inferred_ns)
+    }
+}
+
 #[derive(Debug, Default, Clone)]
 struct Tally {
-    count: u64,
-    total: Nanos,
-    max: Nanos,
+    episodes: u64,
+    measured: Nanos,
+    inferred: Nanos,
+    longest: Nanos,
     last: Nanos,
-    per_cpu: HashMap<Cpu, Nanos>,
+    per_cpu: HashMap<Cpu, (Nanos, Nanos)>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -67,11 +87,14 @@ impl Ranking {
                 key.1 = fold_pid(&key.1);
             }
             let t = self.by.entry(key).or_default();
-            t.count += 1;
-            t.total += c.ns;
-            t.max = t.max.max(c.ns);
+            t.episodes += u64::from(c.episodes);
+            t.measured += c.measured_ns;
+            t.inferred += c.inferred_ns;
+            t.longest = t.longest.max(c.longest_ns);
             t.last = t.last.max(v.stall.end_ns);
-            *t.per_cpu.entry(v.stall.cpu).or_default() += c.ns;
+            let cpu = t.per_cpu.entry(v.stall.cpu).or_default();
+            cpu.0 += c.measured_ns;
+            cpu.1 += c.inferred_ns;
         }
     }
 
@@ -83,7 +106,8 @@ impl Ranking {
     pub fn ranked(&self, machine: &Machine) -> Vec<RankedCulprit> {
         let mut v = self.brief();
         for c in &mut v {
-            c.advice = advice(c.class, &c.name, &c.detail, &c.cpus, machine);
+            let on: Vec<Cpu> = c.cpus.iter().map(|t| t.cpu).collect();
+            c.advice = advice(c.class, &c.name, &c.detail, &on, machine);
         }
         v
     }
@@ -94,19 +118,28 @@ impl Ranking {
             .by
             .iter()
             .map(|((class, name, detail), t)| {
-                let mut cpus: Vec<(Cpu, Nanos)> = t.per_cpu.iter().map(|(&c, &n)| (c, n)).collect();
+                let mut cpus: Vec<CpuTheft> = t
+                    .per_cpu
+                    .iter()
+                    .map(|(&cpu, &(measured_ns, inferred_ns))| CpuTheft {
+                        cpu,
+                        measured_ns,
+                        inferred_ns,
+                    })
+                    .collect();
                 cpus.sort_unstable();
                 RankedCulprit {
                     class: *class,
                     name: name.clone(),
                     detail: detail.clone(),
-                    count: t.count,
-                    total_ns: t.total,
-                    max_ns: t.max,
+                    episodes: t.episodes,
+                    measured_ns: t.measured,
+                    inferred_ns: t.inferred,
+                    longest_ns: t.longest,
                     share: if self.stall_ns == 0 {
                         0.0
                     } else {
-                        t.total as f64 / self.stall_ns as f64
+                        (t.measured + t.inferred) as f64 / self.stall_ns as f64
                     },
                     advice: String::new(),
                     cpus,
@@ -115,8 +148,8 @@ impl Ranking {
             })
             .collect();
         v.sort_by(|a, b| {
-            (b.total_ns, b.count)
-                .cmp(&(a.total_ns, a.count))
+            (b.total_ns(), b.episodes)
+                .cmp(&(a.total_ns(), a.episodes))
                 .then_with(|| (a.class, &a.name, &a.detail).cmp(&(b.class, &b.name, &b.detail)))
         });
         v
@@ -134,6 +167,8 @@ impl super::engine::Share {
                 .next()
                 .unwrap_or_default()
                 .to_string(),
+            // One row per CPU's steal, not per stall.
+            CulpritClass::Hypervisor => "KVM steal clock".to_string(),
             _ => self.detail.clone(),
         }
     }
@@ -161,12 +196,16 @@ mod tests {
                     name: format!("sleep[{pid}]"),
                     detail: "SCHED_OTHER".into(),
                     via: String::new(),
-                    ns: 10,
+                    measured_ns: 10,
+                    inferred_ns: 0,
+                    episodes: 1,
+                    longest_ns: 10,
                     share: 1.0,
                 }],
                 explained_share: 1.0,
                 incomplete: false,
                 timeline: vec![],
+                hypervisor: vec![],
             });
         }
         assert_eq!(r.by.len(), MAX_CULPRITS + 1);
@@ -175,6 +214,6 @@ mod tests {
             "sleep[*]".to_string(),
             "SCHED_OTHER".to_string(),
         )];
-        assert_eq!(folded.count, 100);
+        assert_eq!(folded.episodes, 100);
     }
 }

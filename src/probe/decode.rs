@@ -3,7 +3,7 @@
 
 use super::kallsyms::Kallsyms;
 use super::skel::types::js_record;
-use crate::model::{Cause, CauseKind, CulpritClass, Interruption, StealSample};
+use crate::model::{vector, Cause, CauseKind, CulpritClass, Interruption, StealSample};
 
 /// The ABI header's constants (bpf/jitterscope.h), checked against the record size below.
 pub const REC_INTERRUPTION: u32 = 1;
@@ -58,15 +58,15 @@ pub fn softirq_name(vec: u64) -> String {
 
 pub fn vector_name(kind: u64) -> &'static str {
     match kind {
-        1 => "local timer",
-        2 => "reschedule",
-        3 => "call-function",
-        4 => "call-function-single",
-        5 => "irq_work",
-        6 => "thermal",
-        7 => "x86-platform-ipi",
-        8 => "spurious",
-        9 => "error-apic",
+        vector::LOCAL_TIMER => "local timer",
+        vector::RESCHEDULE => "reschedule",
+        vector::CALL_FUNCTION => "call-function",
+        vector::CALL_FUNCTION_SINGLE => "call-function-single",
+        vector::IRQ_WORK => "irq_work",
+        vector::THERMAL => "thermal",
+        vector::X86_PLATFORM_IPI => "x86-platform-ipi",
+        vector::SPURIOUS => "spurious",
+        vector::ERROR => "error-apic",
         _ => "vector",
     }
 }

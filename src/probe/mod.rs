@@ -118,6 +118,10 @@ pub struct ProbeSummary {
     /// False when /proc/kallsyms hid its addresses (no CAP_SYSLOG): work functions and
     /// IPI callbacks are then shown as addresses.
     pub symbols: bool,
+    /// True when the probes read a KVM steal clock.
+    pub steal_clock: bool,
+    /// Why there is no steal clock (empty when there is one).
+    pub steal_note: String,
 }
 
 impl ProbeSummary {

@@ -30,7 +30,7 @@ fn culprit_times(run: &RunFile) -> BTreeMap<(String, String, String), u64> {
     let mut m = BTreeMap::new();
     for c in &run.culprits {
         let ns: &mut u64 = m.entry(identity(&c.class, &c.name, &c.detail)).or_default();
-        *ns = ns.saturating_add(c.total_ns);
+        *ns = ns.saturating_add(c.measured_ns);
     }
     let floor = (run.stall_summary.total_ns as f64 * PRESENT_SHARE) as u64;
     m.retain(|_, ns| *ns >= floor.max(1));

@@ -9,7 +9,11 @@ use serde::{Deserialize, Serialize};
 use super::seed::Summary;
 use crate::model::{Cpu, Interruption, Nanos};
 
-pub const SCHEMA: &str = "jitterscope.run/1";
+pub const SCHEMA: &str = "jitterscope.run/2";
+/// The first schema, still read: its culprit times (`ns`, `total_ns`, `max_ns`,
+/// `cpus[].count`) are read as measured time, its stall counts as episodes, and its spikes'
+/// mixed culprit list as the consumer side.
+pub const SCHEMA_V1: &str = "jitterscope.run/1";
 
 /// Files larger than this are refused by the reader (bounded memory; a run file holds
 /// bounded lists, so a real one is far smaller).
@@ -76,6 +80,16 @@ pub struct ProbeInfo {
     /// as addresses.
     #[serde(default = "yes")]
     pub symbols: bool,
+    /// True when the probes read a KVM steal clock (`steal_time`): uncovered time is then
+    /// split into `hypervisor` and `unexplained`.
+    #[serde(default)]
+    pub steal_clock: bool,
+    /// Why there is no steal clock (empty when there is one).
+    #[serde(default)]
+    pub steal_note: String,
+    /// Steal-clock growth per measured CPU over the recorded window.
+    #[serde(default)]
+    pub steal: Vec<CpuSteal>,
 }
 
 fn yes() -> bool {
@@ -93,6 +107,9 @@ impl Default for ProbeInfo {
             incomplete_stalls: 0,
             stats_enabled: true,
             symbols: true,
+            steal_clock: false,
+            steal_note: String::new(),
+            steal: Vec::new(),
         }
     }
 }
@@ -204,8 +221,12 @@ pub struct SpikeEntry {
     pub transit_ns: Nanos,
     pub producer_stalled_ns: Nanos,
     pub consumer_stalled_ns: Nanos,
-    /// `share` is of the transit time.
-    pub culprits: Vec<StallCulprit>,
+    /// Why the producer held the message after its publish time; `share` is of the transit.
+    #[serde(default)]
+    pub producer_culprits: Vec<StallCulprit>,
+    /// Why the consumer did not take it once visible; `share` is of the transit.
+    #[serde(default, alias = "culprits")]
+    pub consumer_culprits: Vec<StallCulprit>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -216,8 +237,28 @@ pub struct StallCulprit {
     /// Who queued the work or sent the IPI, where the probes saw it.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub via: String,
-    pub ns: Nanos,
+    /// Time inside its kernel records (for `hypervisor`: steal-clock growth; for
+    /// `unexplained`/`lost`: the uncovered time).
+    #[serde(alias = "ns")]
+    pub measured_ns: Nanos,
+    /// Time given to it by the entry/exit rule (uncovered, next to its records).
+    #[serde(default)]
+    pub inferred_ns: Nanos,
+    /// Its episodes (records) in this stall.
+    #[serde(default = "one")]
+    pub episodes: u64,
+    /// (measured + inferred) / stall (or transit) time.
     pub share: f64,
+}
+
+fn one() -> u64 {
+    1
+}
+
+impl StallCulprit {
+    pub fn ns(&self) -> Nanos {
+        self.measured_ns.saturating_add(self.inferred_ns)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -225,14 +266,57 @@ pub struct CulpritEntry {
     pub class: String,
     pub name: String,
     pub detail: String,
-    pub count: u64,
-    pub total_ns: Nanos,
-    pub max_ns: Nanos,
+    /// Episodes (records) that stole time from a stall.
+    #[serde(alias = "count")]
+    pub episodes: u64,
+    /// Stolen time inside its kernel records (see `StallCulprit::measured_ns`).
+    #[serde(alias = "total_ns")]
+    pub measured_ns: Nanos,
+    /// Stolen time inferred by the entry/exit rule, never part of `measured_ns`.
+    #[serde(default)]
+    pub inferred_ns: Nanos,
+    /// The longest single episode's theft.
+    #[serde(alias = "max_ns")]
+    pub longest_ns: Nanos,
+    /// Share of all stall time (measured and inferred).
     pub share: f64,
     pub advice: String,
     /// Stolen time per CPU.
     #[serde(default)]
-    pub cpus: Vec<CpuCount>,
+    pub cpus: Vec<CpuTheftEntry>,
+}
+
+impl CulpritEntry {
+    pub fn total_ns(&self) -> Nanos {
+        self.measured_ns.saturating_add(self.inferred_ns)
+    }
+
+    /// Measured and inferred time on `cpu`.
+    pub fn on_cpu(&self, cpu: Cpu) -> Nanos {
+        self.cpus
+            .iter()
+            .filter(|c| c.cpu == cpu)
+            .fold(0u64, |s, c| {
+                s.saturating_add(c.measured_ns)
+                    .saturating_add(c.inferred_ns)
+            })
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuTheftEntry {
+    pub cpu: Cpu,
+    #[serde(alias = "count")]
+    pub measured_ns: Nanos,
+    #[serde(default)]
+    pub inferred_ns: Nanos,
+}
+
+/// Steal-clock growth seen on a CPU over the recorded window.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuSteal {
+    pub cpu: Cpu,
+    pub steal_ns: Nanos,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -257,7 +341,7 @@ pub enum RunFileError {
     Empty { path: String },
     #[error("cannot read run file {path}: {size} bytes is over the {max} byte limit for a run file; is this the right file?")]
     TooLarge { path: String, size: u64, max: u64 },
-    #[error("cannot read run file {path}: schema is {found:?}, this jitterscope reads {SCHEMA:?}; use the jitterscope version that wrote it")]
+    #[error("cannot read run file {path}: schema is {found:?}, this jitterscope reads {SCHEMA:?} and {SCHEMA_V1:?}; use the jitterscope version that wrote it")]
     Schema { path: String, found: String },
     #[error("cannot read run file {path}: not a jitterscope run file ({detail})")]
     Invalid { path: String, detail: String },
@@ -292,7 +376,7 @@ impl RunFile {
             detail: describe_json_error(&e),
         })?;
         match head.schema {
-            Some(serde_json::Value::String(s)) if s == SCHEMA => {}
+            Some(serde_json::Value::String(s)) if s == SCHEMA || s == SCHEMA_V1 => {}
             Some(other) => {
                 let found = match other {
                     serde_json::Value::String(s) => s,
@@ -360,9 +444,10 @@ pub(crate) mod tests {
             class: class.into(),
             name: name.into(),
             detail: String::new(),
-            count: 1,
-            total_ns,
-            max_ns: total_ns,
+            episodes: 1,
+            measured_ns: total_ns,
+            inferred_ns: 0,
+            longest_ns: total_ns,
             share: 0.5,
             advice: String::new(),
             cpus: vec![],
@@ -423,7 +508,9 @@ pub(crate) mod tests {
                     name: "kworker/3:1".into(),
                     detail: "vmstat_update".into(),
                     via: String::new(),
-                    ns: 3,
+                    measured_ns: 3,
+                    inferred_ns: 0,
+                    episodes: 1,
                     share: 0.75,
                 }],
                 incomplete: false,
@@ -447,7 +534,7 @@ pub(crate) mod tests {
     #[test]
     fn refuses_other_schemas_and_truncation() {
         let json = sample().to_json();
-        let other = json.replace(SCHEMA, "jitterscope.run/2");
+        let other = json.replace(SCHEMA, "jitterscope.run/3");
         assert!(matches!(
             RunFile::from_json("t", &other),
             Err(RunFileError::Schema { .. })

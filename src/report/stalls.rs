@@ -158,6 +158,7 @@ mod tests {
             culprits: vec![],
             explained_share: 0.0,
             incomplete: false,
+            hypervisor: vec![],
             timeline: vec![],
         }
     }

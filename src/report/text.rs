@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::runfile::{CulpritEntry, RunFile, StallEntry};
+use super::runfile::{CulpritEntry, RunFile, StallCulprit, StallEntry};
 use super::seed;
 use super::stalls::render_summary;
 use super::units::fmt_ns;
@@ -58,34 +58,66 @@ fn pct(x: f64) -> String {
     format!("{:.0}%", x * 100.0)
 }
 
-/// `kworker/3:1 vmstat_update 171.0µs (94%), timer tick 3.1µs (2%), unexplained 8.3µs`
+/// The ranking row name of a culprit's inferred time (its own row, never added to the
+/// measured one).
+pub fn inferred_row_name(name: &str) -> String {
+    format!("{name} — entry/exit, inferred")
+}
+
+/// One culprit of a stall or spike in words: its measured part, and its inferred part
+/// apart. `kworker/3:1 vmstat_update 171.0µs (94%)`, `local timer entry/exit 2.1µs (inferred)`.
+fn culprit_phrases(c: &StallCulprit) -> Vec<String> {
+    let what = if c.detail.is_empty() {
+        c.name.clone()
+    } else {
+        format!("{} {}", c.name, c.detail)
+    };
+    let part = |ns: u64| c.share * ns as f64 / c.ns().max(1) as f64;
+    match c.class.as_str() {
+        "unexplained" => return vec![format!("unexplained {}", fmt_ns(c.ns()))],
+        "lost" => return vec![format!("unknown (kernel records lost) {}", fmt_ns(c.ns()))],
+        "hypervisor" => return vec![format!("host preemption {} (steal)", fmt_ns(c.ns()))],
+        "freq_change" if c.ns() == 0 => return vec![format!("{what} (frequency change)")],
+        _ => {}
+    }
+    let mut out = Vec::new();
+    if c.measured_ns > 0 || c.inferred_ns == 0 {
+        let mut p = format!(
+            "{what} {} ({}",
+            fmt_ns(c.measured_ns),
+            pct(part(c.measured_ns))
+        );
+        if !c.via.is_empty() {
+            p.push_str("; ");
+            p.push_str(&c.via);
+        }
+        p.push(')');
+        out.push(p);
+    }
+    if c.inferred_ns > 0 {
+        out.push(format!(
+            "{} entry/exit {} (inferred, {})",
+            c.name,
+            fmt_ns(c.inferred_ns),
+            pct(part(c.inferred_ns))
+        ));
+    }
+    out
+}
+
+fn causes_of(list: &[StallCulprit]) -> String {
+    list.iter()
+        .flat_map(culprit_phrases)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `kworker/3:1 vmstat_update 171.0µs (94%), local timer 3.1µs (2%), unexplained 8.3µs`
 pub fn causes_line(s: &StallEntry) -> String {
     if s.explained_share.is_none() {
         return "not attributed (no probes)".into();
     }
-    let parts: Vec<String> = s
-        .culprits
-        .iter()
-        .map(|c| {
-            let what = if c.detail.is_empty() || c.class == "unexplained" {
-                c.name.clone()
-            } else {
-                format!("{} {}", c.name, c.detail)
-            };
-            if c.class == "unexplained" {
-                format!("unexplained {}", fmt_ns(c.ns))
-            } else if c.class == "lost" {
-                format!("unknown (kernel records lost) {}", fmt_ns(c.ns))
-            } else if c.class == "freq_change" && c.ns == 0 {
-                format!("{what} (frequency change)")
-            } else if c.via.is_empty() {
-                format!("{what} {} ({})", fmt_ns(c.ns), pct(c.share))
-            } else {
-                format!("{what} {} ({}; {})", fmt_ns(c.ns), pct(c.share), c.via)
-            }
-        })
-        .collect();
-    let mut line = parts.join(", ");
+    let mut line = causes_of(&s.culprits);
     if s.incomplete {
         line.push_str(" [incomplete: kernel records were lost]");
     }
@@ -104,59 +136,110 @@ pub fn stall_line(run: &RunFile, s: &StallEntry) -> String {
     )
 }
 
-/// `+12.345678s  accumulator message 191.0µs in transit: consumer CPU 3 stalled 182.4µs: …`
+/// `+12.345678s  accumulator message 191.0µs in transit: producer CPU 1 held it 20.0µs: …;
+/// consumer CPU 3 stalled 160.4µs: …`
 pub fn spike_line(record_from_ns: u64, sp: &super::runfile::SpikeEntry) -> String {
     let at = sp.publish_ns.saturating_sub(record_from_ns) as f64 / 1e9;
     let mut sides = Vec::new();
-    if sp.consumer_stalled_ns > 0 {
-        sides.push(format!(
-            "consumer CPU {} stalled {}",
-            sp.consumer_cpu,
-            fmt_ns(sp.consumer_stalled_ns)
+    let side = |what: String, list: &[StallCulprit]| {
+        if list.is_empty() {
+            what
+        } else {
+            format!("{what}: {}", causes_of(list))
+        }
+    };
+    if sp.producer_stalled_ns > 0 {
+        sides.push(side(
+            format!(
+                "producer CPU {} held it {}",
+                sp.producer_cpu,
+                fmt_ns(sp.producer_stalled_ns)
+            ),
+            &sp.producer_culprits,
         ));
     }
-    if sp.producer_stalled_ns > 0 && sp.producer_cpu != sp.consumer_cpu {
-        sides.push(format!(
-            "producer CPU {} stalled {}",
-            sp.producer_cpu,
-            fmt_ns(sp.producer_stalled_ns)
+    if sp.consumer_stalled_ns > 0 {
+        sides.push(side(
+            format!(
+                "consumer CPU {} stalled {}",
+                sp.consumer_cpu,
+                fmt_ns(sp.consumer_stalled_ns)
+            ),
+            &sp.consumer_culprits,
         ));
     }
     if sides.is_empty() {
         sides.push("no stall on either CPU (queueing behind earlier messages)".into());
     }
-    let causes: Vec<String> = sp
-        .culprits
-        .iter()
-        .map(|c| {
-            if c.class == "unexplained" {
-                format!("unexplained {}", fmt_ns(c.ns))
-            } else if c.class == "lost" {
-                format!("unknown (kernel records lost) {}", fmt_ns(c.ns))
-            } else if c.detail.is_empty() {
-                format!("{} {} ({})", c.name, fmt_ns(c.ns), pct(c.share))
-            } else {
-                format!(
-                    "{} {} {} ({})",
-                    c.name,
-                    c.detail,
-                    fmt_ns(c.ns),
-                    pct(c.share)
-                )
-            }
-        })
-        .collect();
-    let mut line = format!(
+    format!(
         "+{at:.6}s  {} message {} in transit: {}",
         sp.consumer,
         fmt_ns(sp.transit_ns),
-        sides.join(", ")
-    );
-    if !causes.is_empty() {
-        line.push_str(": ");
-        line.push_str(&causes.join(", "));
+        sides.join("; ")
+    )
+}
+
+/// One row of the culprit tables: a culprit's measured time, or its inferred time on a row of
+/// its own.
+struct CulpritRow<'a> {
+    entry: &'a CulpritEntry,
+    inferred: bool,
+    ns: u64,
+    share: f64,
+}
+
+impl CulpritRow<'_> {
+    fn name(&self) -> String {
+        if self.inferred {
+            inferred_row_name(&culprit_name(self.entry))
+        } else {
+            culprit_name(self.entry)
+        }
     }
-    line
+
+    /// Episodes and the longest theft belong to the measured row (`-` on an inferred one).
+    fn episodes(&self) -> String {
+        if self.inferred {
+            "-".into()
+        } else {
+            self.entry.episodes.to_string()
+        }
+    }
+
+    fn longest(&self) -> String {
+        if self.inferred {
+            "-".into()
+        } else {
+            fmt_ns(self.entry.longest_ns)
+        }
+    }
+}
+
+/// The run-wide culprits as rows, largest first: inferred time never joins measured time.
+fn culprit_rows(run: &RunFile) -> Vec<CulpritRow<'_>> {
+    let mut rows = Vec::new();
+    for c in &run.culprits {
+        let all = c.total_ns().max(1) as f64;
+        let share = |ns: u64| c.share * ns as f64 / all;
+        if c.measured_ns > 0 || c.inferred_ns == 0 {
+            rows.push(CulpritRow {
+                entry: c,
+                inferred: false,
+                ns: c.measured_ns,
+                share: share(c.measured_ns),
+            });
+        }
+        if c.inferred_ns > 0 {
+            rows.push(CulpritRow {
+                entry: c,
+                inferred: true,
+                ns: c.inferred_ns,
+                share: share(c.inferred_ns),
+            });
+        }
+    }
+    rows.sort_by_key(|r| std::cmp::Reverse(r.ns));
+    rows
 }
 
 fn culprit_name(c: &CulpritEntry) -> String {
@@ -212,20 +295,20 @@ pub fn render(run: &RunFile, colour: bool) -> String {
         } else {
             let _ = writeln!(
                 s,
-                "{:<12} {:<40} {:>7} {:>10} {:>10} {:>6}",
-                "class", "culprit", "count", "total", "max", "share"
+                "{:<12} {:<40} {:>8} {:>10} {:>10} {:>6}",
+                "class", "culprit", "episodes", "time", "longest", "share"
             );
-            for c in run.culprits.iter().take(15) {
-                let class = format!("{:<12}", c.class);
+            for r in culprit_rows(run).iter().take(15) {
+                let class = format!("{:<12}", r.entry.class);
                 let _ = writeln!(
                     s,
-                    "{} {:<40} {:>7} {:>10} {:>10} {:>6}",
+                    "{} {:<40} {:>8} {:>10} {:>10} {:>6}",
                     p.class(&class),
-                    truncate(&culprit_name(c), 40),
-                    c.count,
-                    fmt_ns(c.total_ns),
-                    fmt_ns(c.max_ns),
-                    pct(c.share)
+                    truncate(&r.name(), 40),
+                    r.episodes(),
+                    fmt_ns(r.ns),
+                    r.longest(),
+                    pct(r.share)
                 );
             }
         }
@@ -286,38 +369,64 @@ pub fn render(run: &RunFile, colour: bool) -> String {
     s
 }
 
-/// The run-wide figure: how much stall time has a named kernel cause.
+/// The run-wide figure: how much stall time has a named kernel cause, measured or inferred,
+/// how much the host took, and what stays unexplained.
 pub fn explained_line(run: &RunFile) -> Option<String> {
     let total = run.stall_summary.total_ns;
     if total == 0 || !run.run.settings.probes {
         return None;
     }
     // Saturating: a run file's figures are not trusted to add up without overflow.
-    let of_class = |class: &str| -> u64 {
+    let sum = |pick: &dyn Fn(&CulpritEntry) -> u64| -> u64 {
         run.culprits
             .iter()
-            .filter(|c| c.class == class)
-            .fold(0u64, |sum, c| sum.saturating_add(c.total_ns))
+            .fold(0u64, |s, c| s.saturating_add(pick(c)))
     };
-    let (unexplained, lost) = (of_class("unexplained"), of_class("lost"));
-    let named = total.saturating_sub(unexplained).saturating_sub(lost);
+    let of_class = |class: &str| sum(&|c| if c.class == class { c.total_ns() } else { 0 });
+    let (unexplained, lost, host) = (
+        of_class("unexplained"),
+        of_class("lost"),
+        of_class("hypervisor"),
+    );
+    let inferred = sum(&|c| c.inferred_ns);
+    let named = total
+        .saturating_sub(unexplained)
+        .saturating_sub(lost)
+        .saturating_sub(host);
+    let measured = named.saturating_sub(inferred);
     let incomplete = run.probes.as_ref().map_or(0, |p| p.incomplete_stalls);
+    let steal_clock = run.probes.as_ref().is_some_and(|p| p.steal_clock);
     let pct = |ns: u64| 100.0 * ns as f64 / total as f64;
-    Some(format!(
-        "{:.1}% of all stall time ({} of {}) has a named kernel cause; {:.1}% is unexplained (no kernel event){}",
+    let mut line = format!(
+        "{:.1}% of all stall time ({} of {}) has a named kernel cause: {:.1}% measured inside kernel records, {:.1}% inferred (entry/exit next to them)",
         pct(named),
         fmt_ns(named),
         fmt_ns(total),
-        pct(unexplained),
-        if incomplete > 0 {
-            format!(
-                "; {:.1}% is unknown: {incomplete} stalls are incomplete (kernel records lost)",
-                pct(lost)
-            )
-        } else {
-            String::new()
-        }
-    ))
+        pct(measured),
+        pct(inferred),
+    );
+    if steal_clock {
+        let _ = write!(
+            line,
+            "; {:.1}% host preemption (KVM steal); {:.1}% is unexplained (no kernel event and no steal)",
+            pct(host),
+            pct(unexplained)
+        );
+    } else {
+        let _ = write!(
+            line,
+            "; {:.1}% is unexplained (no kernel event; no steal clock to tell host preemption apart)",
+            pct(unexplained)
+        );
+    }
+    if incomplete > 0 {
+        let _ = write!(
+            line,
+            "; {:.1}% is unknown: {incomplete} stalls are incomplete (kernel records lost)",
+            pct(lost)
+        );
+    }
+    Some(line)
 }
 
 /// Advice for the culprits that matter (at least 1% of stall time), one per distinct text.
@@ -530,18 +639,22 @@ pub fn render_markdown(run: &RunFile) -> String {
         if let Some(line) = explained_line(run) {
             let _ = writeln!(s, "{line}.\n");
         }
-        s.push_str("| class | culprit | count | total | max | share | what to do |\n|---|---|---:|---:|---:|---:|---|\n");
-        for c in &run.culprits {
+        s.push_str("| class | culprit | episodes | time | longest | share | what to do |\n|---|---|---:|---:|---:|---:|---|\n");
+        for r in culprit_rows(run) {
             let _ = writeln!(
                 s,
                 "| {} | {} | {} | {} | {} | {} | {} |",
-                c.class,
-                md_escape(&culprit_name(c)),
-                c.count,
-                fmt_ns(c.total_ns),
-                fmt_ns(c.max_ns),
-                pct(c.share),
-                md_escape(&c.advice)
+                r.entry.class,
+                md_escape(&r.name()),
+                r.episodes(),
+                fmt_ns(r.ns),
+                r.longest(),
+                pct(r.share),
+                if r.inferred {
+                    String::new()
+                } else {
+                    md_escape(&r.entry.advice)
+                }
             );
         }
         s.push_str("\n## Worst stalls\n\n");

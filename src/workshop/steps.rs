@@ -60,7 +60,12 @@ fn stolen(run: &RunFile, cpu: Cpu, class: &str, pick: &dyn Fn(&str, &str) -> boo
     run.culprits
         .iter()
         .filter(|c| c.class == class && pick(&c.name, &c.detail))
-        .flat_map(|c| c.cpus.iter().filter(|x| x.cpu == cpu).map(|x| x.count))
+        .flat_map(|c| {
+            c.cpus
+                .iter()
+                .filter(|x| x.cpu == cpu)
+                .map(|x| x.measured_ns)
+        })
         .sum()
 }
 
@@ -244,7 +249,7 @@ pub fn run_step(
         c.cpus
             .iter()
             .filter(|x| x.cpu == consumer)
-            .map(|x| x.count)
+            .map(|x| x.measured_ns)
             .sum()
     };
     let mut here: Vec<_> = run.culprits.iter().filter(|c| on_cpu(c) > 0).collect();
