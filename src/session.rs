@@ -18,8 +18,9 @@ use crate::probe::{AttachState, ProbeConfig, ProbeSession};
 use crate::report::files::{file_stem, utc_stamp, OutputDir};
 use crate::report::hlog::HlogWriter;
 use crate::report::runfile::{
-    ConsumerHistograms, CpuCount, CpuSteal, CpuTheftEntry, CulpritEntry, Lost, Overhead, ProbeInfo,
-    ProgramCostEntry, RunFile, RunInfo, Settings, SpikeEntry, StallCulprit, StallEntry, SCHEMA,
+    ConsumerHistograms, CpuCount, CpuSteal, CpuTheftEntry, CulpritEntry, Floor, Lost, Overhead,
+    ProbeInfo, ProgramCostEntry, RunFile, RunInfo, Settings, SpikeEntry, StallCulprit, StallEntry,
+    SCHEMA,
 };
 use crate::report::seed::Summary;
 use crate::report::stalls::StallBook;
@@ -266,6 +267,35 @@ fn give_back_memory() {
 /// drain intervals.
 const DECISION_LAG_NS: Nanos = 500_000_000;
 
+/// Ping-pong rounds for a run's floor: ~20 ms on these machines.
+const FLOOR_ROUNDS: u64 = 50_000;
+
+/// The cross-core floor between the producer's and the first consumer's CPU, from a thread of
+/// its own (the measurement pins itself). None when unpinned or on one CPU, or when it fails:
+/// the run goes on without it.
+fn measure_floor(cfg: &WorkloadConfig) -> Option<Floor> {
+    let to = *cfg.consumer_cpus.first()?;
+    let from = cfg.producer_cpu;
+    if !cfg.pin || from == to {
+        return None;
+    }
+    let h = std::thread::Builder::new()
+        .name("js-floor".into())
+        .spawn(move || crate::workload::pingpong::measure(from, to, FLOOR_ROUNDS))
+        .ok()?
+        .join()
+        .ok()?
+        .ok()?;
+    Some(Floor {
+        from_cpu: from,
+        to_cpu: to,
+        min_ns: h.min(),
+        p50_ns: h.value_at_quantile(0.5),
+        p99_ns: h.value_at_quantile(0.99),
+        rounds: h.len(),
+    })
+}
+
 fn is_virtual_machine() -> bool {
     std::fs::read_to_string("/proc/cpuinfo")
         .map(|t| {
@@ -340,6 +370,9 @@ fn run_on(plan: RunPlan, out: &mut Console) -> Result<RunOutcome> {
         None => None,
     };
     check_startup()?;
+    // The floor right before the workload takes the CPUs: on a VM it moves within seconds,
+    // so each run carries its own and `compare` can say when it moved.
+    let floor = measure_floor(&cfg);
     let mut workload = Workload::spawn(cfg.clone())?;
     if let Some((session, _)) = &probe {
         let tids: Vec<u32> = workload.threads().iter().map(|t| t.tid).collect();
@@ -717,6 +750,7 @@ fn run_on(plan: RunPlan, out: &mut Console) -> Result<RunOutcome> {
             host: crate::system::host_name(),
             ended: ended.to_string(),
             end_reason,
+            floor,
             settings: Settings {
                 pinned: cfg.pin,
                 interval_ns: cfg.interval_ns,

@@ -98,6 +98,14 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
                 stall_threshold_auto: true,
                 probes: true,
             },
+            floor: Some(Floor {
+                from_cpu: 1,
+                to_cpu: 3,
+                min_ns: 52,
+                p50_ns: 58,
+                p99_ns: 71,
+                rounds: 50_000,
+            }),
         },
         histograms: vec![ConsumerHistograms {
             consumer: "accumulator".into(),

@@ -14,9 +14,9 @@ use proptest::sample::Index;
 use jitterscope::cli::{self, parse_cpu_list, parse_duration, parse_rate, parse_size, Cli};
 use jitterscope::model::{CulpritClass, Interruption};
 use jitterscope::report::runfile::{
-    ConsumerHistograms, CpuCount, CpuStalls, CpuSteal, CpuTheftEntry, CulpritEntry, Lost, Overhead,
-    ProbeInfo, ProgramCostEntry, RunFile, RunInfo, Settings, SpikeEntry, StallCulprit, StallEntry,
-    StallSummary, SCHEMA,
+    ConsumerHistograms, CpuCount, CpuStalls, CpuSteal, CpuTheftEntry, CulpritEntry, Floor, Lost,
+    Overhead, ProbeInfo, ProgramCostEntry, RunFile, RunInfo, Settings, SpikeEntry, StallCulprit,
+    StallEntry, StallSummary, SCHEMA,
 };
 use jitterscope::report::seed::{Summary, PERCENTILES};
 use jitterscope::report::{compare, export};
@@ -567,10 +567,15 @@ prop_compose! {
         duration_ns in ns(), kernel in text(), host in text(),
         ended in prop_oneof![Just("completed".to_string()), text()], end_reason in text(),
         settings in settings(),
+        floor in prop::option::of((cpu(), cpu(), ns(), ns(), ns(), ns()).prop_map(
+            |(from_cpu, to_cpu, min_ns, p50_ns, p99_ns, rounds)| Floor {
+                from_cpu, to_cpu, min_ns, p50_ns, p99_ns, rounds,
+            },
+        )),
     ) -> RunInfo {
         RunInfo {
             label, cpus, producer_cpu, consumer_cpus, start_unix_ns, record_from_ns,
-            duration_ns, kernel, host, ended, end_reason, settings,
+            duration_ns, kernel, host, ended, end_reason, settings, floor,
         }
     }
 }
@@ -665,6 +670,14 @@ fn sample_json() -> String {
                 stall_threshold_auto: true,
                 probes: true,
             },
+            floor: Some(Floor {
+                from_cpu: 1,
+                to_cpu: 3,
+                min_ns: 52,
+                p50_ns: 58,
+                p99_ns: 71,
+                rounds: 50_000,
+            }),
         },
         histograms: vec![ConsumerHistograms {
             consumer: "accumulator".into(),
@@ -1159,6 +1172,8 @@ fn maximise(v: &mut serde_json::Value, key: &str) {
                 "consumer_cpu",
                 "cpus",
                 "consumer_cpus",
+                "from_cpu",
+                "to_cpu",
                 "pid",
             ]
             .contains(&key)

@@ -37,6 +37,62 @@ fn culprit_times(run: &RunFile) -> BTreeMap<(String, String, String), u64> {
     m
 }
 
+/// The floor moved between runs when their p50s differ by more than this factor: the bimodal
+/// floor of these VMs flips by ×2–3; ordinary noise stays within ±15 %.
+pub const FLOOR_MOVED: f64 = 1.3;
+
+/// Each run's own cross-core floor, and a warning when it moved: a ratio of transit times
+/// between runs is then the host's as much as the tuning's.
+fn floors(runs: &[(String, RunFile)]) -> String {
+    let mut s = String::new();
+    let known: Vec<(usize, u64)> = runs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (_, r))| r.run.floor.map(|f| (i, f.p50_ns.max(1))))
+        .collect();
+    if known.is_empty() {
+        return s;
+    }
+    s.push_str("\n## Cross-core floor (measured right before each run)\n\n| run | CPUs | p50 | min | p99 |\n|---|---|---:|---:|---:|\n");
+    for (i, (_, r)) in runs.iter().enumerate() {
+        match r.run.floor {
+            Some(f) => {
+                let _ = writeln!(
+                    s,
+                    "| {} | {} → {} | {} | {} | {} |",
+                    label(r, i),
+                    f.from_cpu,
+                    f.to_cpu,
+                    fmt_ns(f.p50_ns),
+                    fmt_ns(f.min_ns),
+                    fmt_ns(f.p99_ns)
+                );
+            }
+            None => {
+                let _ = writeln!(s, "| {} | (not measured) | | | |", label(r, i));
+            }
+        }
+    }
+    let (lo, hi) = (
+        known.iter().min_by_key(|k| k.1).copied(),
+        known.iter().max_by_key(|k| k.1).copied(),
+    );
+    if let (Some(lo), Some(hi)) = (lo, hi) {
+        let moved = hi.1 as f64 / lo.1 as f64;
+        if moved > FLOOR_MOVED {
+            let _ = writeln!(
+                s,
+                "\n**The floor moved between runs**: {} {} vs {} {} (×{moved:.2}). This machine's cross-core path changed under the runs (on a VM, the host); transit ratios below carry that change, not only the tuning's — compare runs with the same floor, or repeat them.",
+                label(&runs[lo.0].1, lo.0),
+                fmt_ns(lo.1),
+                label(&runs[hi.0].1, hi.0),
+                fmt_ns(hi.1)
+            );
+        }
+    }
+    s
+}
+
 fn label(run: &RunFile, i: usize) -> String {
     format!("#{} {}", i + 1, run.run.label)
 }
@@ -67,6 +123,7 @@ pub fn render(runs: &[(String, RunFile)]) -> String {
     let Some((_, first)) = runs.first() else {
         return s;
     };
+    s.push_str(&floors(runs));
     let consumers: Vec<&str> = first
         .histograms
         .iter()
@@ -189,5 +246,30 @@ mod tests {
         assert_eq!(culprit_times(&b).values().collect::<Vec<_>>(), [&u64::MAX]);
         let text = render(&[("a".into(), a), ("b".into(), b)]);
         assert!(text.contains("the same culprits in every run"), "{text}");
+    }
+
+    #[test]
+    fn a_moved_floor_is_said_and_a_steady_one_is_not() {
+        let floor = |p50_ns| crate::report::runfile::Floor {
+            from_cpu: 1,
+            to_cpu: 3,
+            min_ns: p50_ns - 5,
+            p50_ns,
+            p99_ns: p50_ns + 20,
+            rounds: 50_000,
+        };
+        let mut a = crate::report::runfile::tests::sample();
+        a.run.floor = Some(floor(58));
+        let mut b = a.clone();
+        b.run.floor = Some(floor(62));
+        let steady = render(&[("a".into(), a.clone()), ("b".into(), b.clone())]);
+        assert!(steady.contains("| #1 x | 1 → 3 | 58ns |"), "{steady}");
+        assert!(!steady.contains("floor moved"), "{steady}");
+        b.run.floor = Some(floor(152));
+        let moved = render(&[("a".into(), a), ("b".into(), b)]);
+        assert!(
+            moved.contains("**The floor moved between runs**: #1 x 58ns vs #2 x 152ns (×2.62)"),
+            "{moved}"
+        );
     }
 }

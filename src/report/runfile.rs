@@ -149,6 +149,22 @@ pub struct RunInfo {
     #[serde(default)]
     pub end_reason: String,
     pub settings: Settings,
+    /// The cross-core floor between the producer's and the first consumer's CPU, measured
+    /// right before recording (absent when unpinned or on one CPU, and in older files).
+    #[serde(default)]
+    pub floor: Option<Floor>,
+}
+
+/// One-way cache-line transfer time between two CPUs (ping-pong), the physical floor of a
+/// message hop. On VMs it moves with the host: runs are compared against their own floor.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Floor {
+    pub from_cpu: Cpu,
+    pub to_cpu: Cpu,
+    pub min_ns: Nanos,
+    pub p50_ns: Nanos,
+    pub p99_ns: Nanos,
+    pub rounds: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -488,6 +504,7 @@ pub(crate) mod tests {
                     stall_threshold_auto: true,
                     probes: true,
                 },
+                floor: None,
             },
             histograms: vec![ConsumerHistograms {
                 consumer: "accumulator".into(),

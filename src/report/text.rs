@@ -271,6 +271,9 @@ pub fn render(run: &RunFile, colour: bool) -> String {
         ));
         s.push('\n');
     }
+    if let Some(line) = floor_line(run) {
+        let _ = writeln!(s, "{line}\n");
+    }
     s.push_str(&render_summary(
         &run.stall_summary,
         run.run.settings.stall_threshold_ns,
@@ -367,6 +370,19 @@ pub fn render(run: &RunFile, colour: bool) -> String {
         );
     }
     s
+}
+
+/// `cross-core floor CPU 1 → 3 (right before recording): p50 58ns, min 52ns, p99 71ns`
+pub fn floor_line(run: &RunFile) -> Option<String> {
+    let f = run.run.floor?;
+    Some(format!(
+        "cross-core floor CPU {} → {} (right before recording): p50 {}, min {}, p99 {}",
+        f.from_cpu,
+        f.to_cpu,
+        fmt_ns(f.p50_ns),
+        fmt_ns(f.min_ns),
+        fmt_ns(f.p99_ns)
+    ))
 }
 
 /// The run-wide figure: how much stall time has a named kernel cause, measured or inferred,
@@ -572,6 +588,13 @@ fn truncate(s: &str, n: usize) -> String {
     }
 }
 
+fn capitalise(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map(|f| f.to_uppercase().chain(c).collect())
+        .unwrap_or_default()
+}
+
 fn md_escape(s: &str) -> String {
     s.replace('|', "\\|")
 }
@@ -593,6 +616,9 @@ pub fn render_markdown(run: &RunFile) -> String {
         md_escape(&r.kernel),
         md_escape(&r.host)
     );
+    if let Some(line) = floor_line(run) {
+        let _ = writeln!(s, "{}.\n", capitalise(&line));
+    }
     s.push_str("## Latency (ns)\n\n| consumer | measure | count | min | mean |");
     for (_, label, _) in seed::PERCENTILES {
         let _ = write!(s, " {label} |");
