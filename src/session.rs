@@ -92,7 +92,8 @@ struct Attribution {
     lost_records: u64,
     /// Spikes decided since the live view last looked.
     fresh_spikes: Vec<SpikeVerdict>,
-    /// Steal-clock growth per CPU seen by the probes.
+    /// Steal-clock growth per CPU seen by the probes since recording started.
+    record_from: Nanos,
     steal_seen: std::collections::BTreeMap<Cpu, Nanos>,
 }
 
@@ -137,7 +138,9 @@ impl Attribution {
                 Record::Interruption(i) => self.engine.push_interruption(i),
                 Record::Cause(c) => self.engine.push_cause(c),
                 Record::Steal(s) => {
-                    *self.steal_seen.entry(s.cpu).or_default() += s.steal_ns;
+                    if s.to_ns >= self.record_from {
+                        *self.steal_seen.entry(s.cpu).or_default() += s.steal_ns;
+                    }
                     self.engine.push_steal(s)
                 }
                 Record::Lost {
@@ -461,6 +464,7 @@ fn run_on(plan: RunPlan, out: &mut Console) -> Result<RunOutcome> {
         keep: plan.keep_stalls,
         lost_records: 0,
         fresh_spikes: Vec::new(),
+        record_from,
         steal_seen: Default::default(),
     };
     let mut live = LiveModel {

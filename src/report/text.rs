@@ -508,10 +508,37 @@ pub fn probe_cost_line(p: &super::runfile::ProbeInfo, duration_ns: u64) -> Strin
             p.unavailable.join(", ")
         ));
     }
+    line.push('\n');
+    line.push_str(&steal_line(p));
     if !p.symbols {
         line.push_str("\nnote: work functions are shown as addresses: /proc/kallsyms hides them without CAP_SYSLOG (add that capability, or run as root, to name them)");
     }
     line
+}
+
+/// `steal clock: CPU 1 +41.0µs, CPU 3 +0ns over the run` — or why there is none.
+fn steal_line(p: &super::runfile::ProbeInfo) -> String {
+    if !p.steal_clock {
+        let why = if p.steal_note.is_empty() {
+            "not read"
+        } else {
+            p.steal_note.as_str()
+        };
+        return format!("steal clock: none ({why}); host preemption cannot be told apart from other unexplained time");
+    }
+    let per: Vec<String> = p
+        .steal
+        .iter()
+        .map(|c| format!("CPU {} +{}", c.cpu, fmt_ns(c.steal_ns)))
+        .collect();
+    if per.is_empty() {
+        "steal clock: read, no growth on the measured CPUs over the run".to_string()
+    } else {
+        format!(
+            "steal clock: {} over the run (the host kept these vCPUs off their CPUs that long)",
+            per.join(", ")
+        )
+    }
 }
 
 /// `jitterscope itself: 41.0ms CPU (0.137% of one CPU) in its own threads beside the
