@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -20,14 +20,23 @@ fn task_of(name: &str) -> Option<(&str, u32)> {
     Some((comm, rest.strip_suffix(']')?.parse().ok()?))
 }
 
-/// The tids of process `pid` right now (kernel numbering, seen from the init namespace).
-fn tids_of(pid: u32) -> Vec<u32> {
+/// The threads of process `pid` right now, tid → comm (kernel numbering, seen from the init
+/// namespace).
+fn threads_of(pid: u32) -> Vec<(u32, String)> {
     std::fs::read_dir(format!("/proc/{pid}/task"))
         .into_iter()
         .flatten()
         .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .filter_map(|e| {
+            let tid = e.file_name().to_str()?.parse().ok()?;
+            let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
+            Some((tid, comm.trim().to_string()))
+        })
         .collect()
+}
+
+fn is_workload_comm(comm: &str) -> bool {
+    comm == "js-producer" || comm.starts_with("js-consumer")
 }
 
 /// The process `unshare --fork` started (jitterscope, pid 1 of the new namespace).
@@ -64,12 +73,12 @@ fn a_run_in_a_pid_namespace_blames_neither_the_workload_nor_other_processes_as_s
         .expect("start unshare (util-linux)");
     // jitterscope's threads in the kernel's numbering, sampled while it runs (all of them
     // live for the whole run: the collector, the drain thread and the workload).
-    let mut own: HashSet<u32> = HashSet::new();
+    let mut own: HashMap<u32, String> = HashMap::new();
     let mut jitterscope_pid = None;
     while child.try_wait().unwrap().is_none() {
         if let Some(pid) = jitterscope_pid.or_else(|| child_of(child.id())) {
             jitterscope_pid = Some(pid);
-            own.extend(tids_of(pid));
+            own.extend(threads_of(pid));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -81,30 +90,13 @@ fn a_run_in_a_pid_namespace_blames_neither_the_workload_nor_other_processes_as_s
         String::from_utf8_lossy(&out.stderr)
     );
     let jitterscope_pid = jitterscope_pid.expect("jitterscope's pid was never seen");
-    assert!(own.contains(&jitterscope_pid), "{own:?}");
-
-    // The workload's kernel tids, from the `threads:` line; inside the namespace the local
-    // ids differ and are shown after them.
-    let threads = stdout
-        .lines()
-        .find(|l| l.starts_with("threads: "))
-        .unwrap_or_else(|| panic!("no threads: line in\n{stdout}"));
-    assert!(threads.contains("in this PID namespace"), "{threads}");
-    let workload: Vec<(String, u32)> = threads["threads: ".len()..]
-        .split(" (")
-        .next()
-        .unwrap()
-        .split_whitespace()
-        .map(|kv| {
-            let (name, tid) = kv.split_once('=').unwrap();
-            (name.to_string(), tid.parse().unwrap())
-        })
+    assert!(own.contains_key(&jitterscope_pid), "{own:?}");
+    let workload_tids: HashSet<u32> = own
+        .iter()
+        .filter(|(_, comm)| is_workload_comm(comm))
+        .map(|(&tid, _)| tid)
         .collect();
-    assert!(
-        workload.iter().all(|(_, tid)| own.contains(tid)),
-        "the threads: line does not give the kernel's tids ({threads}); jitterscope's threads: {own:?}"
-    );
-    let workload_tids: HashSet<u32> = workload.iter().map(|w| w.1).collect();
+    assert!(workload_tids.len() >= 2, "no workload threads in {own:?}");
 
     let run = RunFile::read(&run_file_in(&out_dir)).unwrap_or_else(|e| panic!("{e}"));
     // Every culprit the run file names: the ranking's, every kept stall's and spike's.
@@ -124,15 +116,13 @@ fn a_run_in_a_pid_namespace_blames_neither_the_workload_nor_other_processes_as_s
         let Some((comm, pid)) = task_of(name) else {
             continue;
         };
-        let is_workload = workload_tids.contains(&pid)
-            || comm == "js-producer"
-            || comm.starts_with("js-consumer");
+        let is_workload = workload_tids.contains(&pid) || is_workload_comm(comm);
         assert!(
             !is_workload,
             "a workload thread is named as a culprit of its own stalls: {class} {name}\n{stdout}"
         );
         // By pid, not by name: another jitterscope (say a `probe` census) may run beside it.
-        if own.contains(&pid) {
+        if own.contains_key(&pid) {
             assert_eq!(
                 class, "self",
                 "jitterscope's own thread {name} is not classed self\n{stdout}"
@@ -140,7 +130,7 @@ fn a_run_in_a_pid_namespace_blames_neither_the_workload_nor_other_processes_as_s
         }
         if class == "self" {
             assert!(
-                own.contains(&pid),
+                own.contains_key(&pid),
                 "{name} is classed self but is not a thread of jitterscope (pid {jitterscope_pid}, threads {own:?})\n{stdout}"
             );
         }
@@ -157,4 +147,20 @@ fn a_run_in_a_pid_namespace_blames_neither_the_workload_nor_other_processes_as_s
         not_explained > 0,
         "every nanosecond of stall time is claimed explained:\n{stdout}"
     );
+
+    // What the run prints about its threads is in the same numbering as the culprits: the
+    // kernel's tids first, the namespace's own ids after them.
+    let threads = stdout
+        .lines()
+        .find(|l| l.starts_with("threads: "))
+        .unwrap_or_else(|| panic!("no threads: line in\n{stdout}"));
+    let shown: HashSet<u32> = threads["threads: ".len()..]
+        .split(" (")
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .filter_map(|kv| kv.split_once('=')?.1.parse().ok())
+        .collect();
+    assert_eq!(shown, workload_tids, "{threads}");
+    assert!(threads.contains("in this PID namespace"), "{threads}");
 }

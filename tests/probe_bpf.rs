@@ -241,8 +241,7 @@ fn the_probes_learn_this_process_and_each_registering_thread_in_kernel_numbers()
 
 #[test]
 fn a_thread_registered_while_its_run_is_open_is_never_recorded_as_an_interruption() {
-    if skip_bpf("a_thread_registered_while_its_run_is_open_is_never_recorded_as_an_interruption")
-    {
+    if skip_bpf("a_thread_registered_while_its_run_is_open_is_never_recorded_as_an_interruption") {
         return;
     }
     if nproc() < 2 {
