@@ -15,15 +15,20 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// CPU time of thread `tid` of this process (the scheduler's exact sum, from
-/// `/proc/self/task/TID/schedstat`), None once the thread has ended.
+/// CPU time of thread `tid` of this process (its id in this process's PID namespace), None
+/// once the thread has ended. Read from the kernel's per-thread CPU clock (the clock id
+/// `pthread_getcpuclockid` builds): the scheduler's exact sum, looked up by the namespace's
+/// own tid — /proc may belong to another PID namespace (a container without its own /proc).
 pub fn thread_cpu_ns(tid: u32) -> Option<u64> {
-    std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat"))
-        .ok()?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
+    const CPUCLOCK_PERTHREAD_SCHED: libc::clockid_t = 4 | 2;
+    let clock = (!(tid as libc::clockid_t) << 3) | CPUCLOCK_PERTHREAD_SCHED;
+    // SAFETY: timespec is plain data; clock_gettime fills it or fails (EINVAL: no such
+    // thread in this process).
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return None;
+    }
+    Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
 }
 
 #[cfg(test)]
@@ -41,5 +46,13 @@ mod tests {
         }
         assert!(thread_cpu_ns(tid).unwrap() >= mine + 20_000_000);
         assert!(process_cpu_ns() >= before + 20_000_000);
+    }
+
+    #[test]
+    fn a_thread_that_ended_has_no_time() {
+        let tid = std::thread::spawn(|| unsafe { libc::gettid() } as u32)
+            .join()
+            .unwrap();
+        assert_eq!(thread_cpu_ns(tid), None);
     }
 }
