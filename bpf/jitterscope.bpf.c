@@ -21,7 +21,11 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /* Set by user space before load. */
 const volatile __u64 target_cpus[JS_MAX_CPUS / 64] = {};
-const volatile __u32 self_tgid = 0;
+
+/* jitterscope's own process id in the kernel's numbering (what task->tgid holds), written by
+ * user space after load: inside a PID namespace getpid() is another number, so it is learnt
+ * from js_whoami, which needs the loaded object. 0 until then. */
+__u32 self_tgid = 0;
 
 /* Dummy instances so the skeleton emits the Rust types. */
 struct js_record _js_record = {};
@@ -238,7 +242,9 @@ static __always_inline void end_task_episode(__u32 cpu, struct cpu_state *st, __
 
 	if (!st->task_start)
 		return;
-	r = reserve(cpu, st, now);
+	/* A thread registered as workload while its run was open (it was switched in before
+	 * user space knew its tid): its own run is what is measured, not an interruption. */
+	r = is_workload(st->task_pid) ? NULL : reserve(cpu, st, now);
 	if (r) {
 		r->kind = JS_REC_INTERRUPTION;
 		r->cpu = cpu;
@@ -609,4 +615,17 @@ SEC("raw_tp/cpu_frequency")
 int BPF_PROG(js_cpu_frequency_raw, unsigned int state, unsigned int cpu_id)
 {
 	return handle_cpu_frequency(state, cpu_id);
+}
+
+/* "Who am I, in the kernel's numbering": run through BPF_PROG_TEST_RUN without
+ * BPF_F_TEST_RUN_ON_CPU, a raw_tp program runs synchronously in the calling thread, so this is
+ * the caller's pid and tgid as sched_switch and task->tgid see them, whatever PID namespace
+ * the caller is in. args[0] is the question (enum js_whoami); the answer is the return value
+ * rather than a .bss slot, so threads can ask at the same time. Never attached. */
+SEC("raw_tp")
+int js_whoami(struct bpf_raw_tracepoint_args *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+
+	return ctx->args[0] == JS_WHOAMI_TGID ? id >> 32 : (__u32)id;
 }

@@ -50,6 +50,12 @@ enum js_cause {
 	JS_CAUSE_IPI = 2,
 };
 
+/* js_whoami's question (its args[0]): the caller's thread id or process id. */
+enum js_whoami {
+	JS_WHOAMI_TID = 0,
+	JS_WHOAMI_TGID = 1,
+};
+
 /* Flags of a task episode. */
 #define JS_F_PREEMPTED_WORKLOAD 1 /* it replaced a workload thread that was still runnable */
 #define JS_F_BLOCKED_WORKLOAD 2   /* it replaced a workload thread that had blocked */

@@ -2,6 +2,7 @@
 //! histograms into the .hlog), then print the report and write the run files.
 
 use std::io::Write;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -14,7 +15,7 @@ use crate::live::terminal::{Action, LiveTerminal};
 use crate::live::{CulpritRow, LiveModel};
 use crate::model::{Cpu, Nanos};
 use crate::probe::decode::Record;
-use crate::probe::{AttachState, ProbeConfig, ProbeSession};
+use crate::probe::{AttachState, ProbeConfig, ProbeSession, ThreadRegistrar};
 use crate::report::files::{file_stem, utc_stamp, OutputDir};
 use crate::report::hlog::HlogWriter;
 use crate::report::runfile::{
@@ -33,7 +34,7 @@ use crate::system::cpus::{format_list, Topology};
 use crate::system::cputime;
 use crate::workload::clock::{monotonic_ns, unix_ns};
 use crate::workload::histograms::{new_histogram, IntervalHistograms};
-use crate::workload::{affinity, Output, Workload, WorkloadConfig};
+use crate::workload::{affinity, Output, ThreadStart, Workload, WorkloadConfig, WorkloadThread};
 
 /// Everything a run needs, validated.
 #[derive(Debug, Clone)]
@@ -231,6 +232,58 @@ impl CpuSample {
     }
 }
 
+/// Workload threads' ids in the kernel's numbering, as each learnt its own while registering
+/// with the probes: (id in this PID namespace, kernel id).
+#[derive(Clone, Default)]
+struct KernelTids(Arc<Mutex<Vec<(u32, u32)>>>);
+
+impl KernelTids {
+    fn add(&self, local: u32, kernel: u32) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((local, kernel));
+    }
+
+    fn get(&self) -> Vec<(u32, u32)> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// The workload's start hook when probes run: each thread registers itself with them before
+/// it can spin, so not one of its runs is taken for an interruption — not even the first.
+fn register_with_probes(registrar: ThreadRegistrar, kernel_tids: KernelTids) -> ThreadStart {
+    Arc::new(move |t: &WorkloadThread| {
+        let kernel = registrar
+            .register_current_thread()
+            .map_err(|e| format!("cannot register it with the kernel probes: {e}"))?;
+        kernel_tids.add(t.tid, kernel);
+        Ok(())
+    })
+}
+
+/// `threads: js-producer=18727 …` in the kernel's numbering, like every pid the probes report;
+/// inside a PID namespace the local ids (what `taskset -p` takes there) follow.
+fn threads_line(threads: &[WorkloadThread], kernel: &[(u32, u32)]) -> String {
+    let kernel_of =
+        |t: &WorkloadThread| kernel.iter().find(|k| k.0 == t.tid).map_or(t.tid, |k| k.1);
+    let list = |id: &dyn Fn(&WorkloadThread) -> u32| {
+        threads
+            .iter()
+            .map(|t| format!("{}={}", t.name, id(t)))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let mut line = format!("threads: {}", list(&kernel_of));
+    if threads.iter().any(|t| kernel_of(t) != t.tid) {
+        line += &format!(
+            " (kernel tids; in this PID namespace: {})",
+            list(&|t| t.tid)
+        );
+    }
+    line
+}
+
 /// Puts the calling thread's CPU affinity back on drop.
 struct AffinityGuard(Option<Vec<Cpu>>);
 
@@ -376,13 +429,11 @@ fn run_on(plan: RunPlan, out: &mut Console) -> Result<RunOutcome> {
     // The floor right before the workload takes the CPUs: on a VM it moves within seconds,
     // so each run carries its own and `compare` can say when it moved.
     let floor = measure_floor(&cfg);
-    let mut workload = Workload::spawn(cfg.clone())?;
-    if let Some((session, _)) = &probe {
-        let tids: Vec<u32> = workload.threads().iter().map(|t| t.tid).collect();
-        session
-            .set_workload_tids(&tids)
-            .context("cannot tell the probes the workload's threads")?;
-    }
+    let kernel_tids = KernelTids::default();
+    let on_start = probe
+        .as_ref()
+        .map(|(session, _)| register_with_probes(session.registrar(), kernel_tids.clone()));
+    let mut workload = Workload::spawn(cfg.clone(), on_start)?;
     // The last moment a signal means "never mind": after it, a signal ends a run that has
     // files to write.
     check_startup()?;
@@ -418,12 +469,11 @@ fn run_on(plan: RunPlan, out: &mut Console) -> Result<RunOutcome> {
         if plan.stall_threshold_auto { " (auto)" } else { "" },
         if probe.is_some() { "kernel probes attached" } else { "no kernel probes" },
     )?;
-    let tids: Vec<String> = workload
-        .threads()
-        .iter()
-        .map(|t| format!("{}={}", t.name, t.tid))
-        .collect();
-    writeln!(out, "threads: {}", tids.join(" "))?;
+    writeln!(
+        out,
+        "{}",
+        threads_line(workload.threads(), &kernel_tids.get())
+    )?;
     if let Some((session, _)) = &probe {
         let missing: Vec<&str> = session
             .attach_report()
@@ -1077,5 +1127,41 @@ fn update_live(
         if live.feed.back() != Some(&line) {
             live.push_feed(line);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ThreadRole;
+
+    fn thread(role: ThreadRole, name: &str, tid: u32) -> WorkloadThread {
+        WorkloadThread {
+            role,
+            cpu: Some(0),
+            tid,
+            name: name.into(),
+        }
+    }
+
+    #[test]
+    fn the_threads_line_gives_kernel_tids_and_the_local_ones_only_when_they_differ() {
+        let threads = [
+            thread(ThreadRole::Producer, "js-producer", 3),
+            thread(ThreadRole::Consumer(0), "js-consumer-1", 4),
+        ];
+        assert_eq!(
+            threads_line(&threads, &[(3, 18727), (4, 18728)]),
+            "threads: js-producer=18727 js-consumer-1=18728 (kernel tids; in this PID namespace: js-producer=3 js-consumer-1=4)"
+        );
+        assert_eq!(
+            threads_line(&threads, &[(3, 3), (4, 4)]),
+            "threads: js-producer=3 js-consumer-1=4"
+        );
+        // Without probes nobody asked the kernel: the local ids are all there is.
+        assert_eq!(
+            threads_line(&threads, &[]),
+            "threads: js-producer=3 js-consumer-1=4"
+        );
     }
 }

@@ -214,6 +214,74 @@ fn a_busy_cpu_takes_timer_ticks() {
 }
 
 #[test]
+fn the_probes_learn_this_process_and_each_registering_thread_in_kernel_numbers() {
+    if skip_bpf("the_probes_learn_this_process_and_each_registering_thread_in_kernel_numbers") {
+        return;
+    }
+    let (session, _rx) = start(config());
+    // The tests run in the init PID namespace, where the local ids are the kernel's
+    // (tests/pid_namespace.rs covers the other case).
+    assert_eq!(session.kernel_pid(), std::process::id());
+    let registrar = session.registrar();
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let r = registrar.clone();
+            std::thread::spawn(move || {
+                let mine = unsafe { libc::gettid() } as u32;
+                (mine, r.register_current_thread().expect("register"))
+            })
+        })
+        .collect();
+    for t in threads {
+        let (mine, kernel) = t.join().unwrap();
+        assert_eq!(kernel, mine, "a thread was told another thread's id");
+    }
+    session.stop().unwrap();
+}
+
+#[test]
+fn a_thread_registered_while_its_run_is_open_is_never_recorded_as_an_interruption() {
+    if skip_bpf("a_thread_registered_while_its_run_is_open_is_never_recorded_as_an_interruption") {
+        return;
+    }
+    if nproc() < 2 {
+        return;
+    }
+    let _cpus = exclusive();
+    let (session, rx) = start(config());
+    // The spinner is switched in on CPU 1 before anyone knows its tid: a task run opens for
+    // it there and stays open while it spins.
+    let spinner = Spinner::start(CPU as usize);
+    std::thread::sleep(Duration::from_millis(100));
+    session.set_workload_tids(&[spinner.tid()]).unwrap();
+    let registered = jitterscope::workload::clock::monotonic_ns();
+    // A competitor switches it out, which closes that run.
+    let hog = Competitor::start(CPU as usize);
+    let mut records = collect(&rx, Instant::now() + Duration::from_millis(400));
+    let hog_pid = hog.pid();
+    drop(hog);
+    let tid = spinner.tid();
+    drop(spinner);
+    session.stop().unwrap();
+    records.extend(rx.try_iter().flatten());
+    let own: Vec<_> = interruptions(&records)
+        .into_iter()
+        .filter(|i| i.pid == tid && i.end_ns > registered)
+        .collect();
+    assert!(
+        own.is_empty(),
+        "the workload thread {tid} is its own interruption: {own:?}"
+    );
+    // The switch did happen: the competitor's run is there.
+    assert!(
+        interruptions(&records)
+            .iter()
+            .any(|i| i.pid == hog_pid && i.cpu == CPU),
+        "the competitor never ran on CPU {CPU}"
+    );
+}
+
+#[test]
 fn cpu_frequency_records_old_and_new_khz_through_the_raw_tp_seam() {
     if skip_bpf("cpu_frequency_records_old_and_new_khz_through_the_raw_tp_seam") {
         return;

@@ -22,6 +22,7 @@ mod skel {
 pub use skel::*;
 
 use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -68,6 +69,13 @@ impl ProbeConfig {
         }
     }
 }
+
+/// The section of `js_whoami`, the program that tells a thread its kernel ids: always loaded,
+/// never attached.
+const WHOAMI_SECTION: &str = "raw_tp";
+/// `enum js_whoami` of the ABI header: the question `js_whoami` answers.
+const WHOAMI_TID: u64 = 0;
+const WHOAMI_TGID: u64 = 1;
 
 /// Rounds a requested ring-buffer size to what the kernel accepts: a power of two, at least
 /// one page. Returns the size and whether it was changed.
@@ -144,8 +152,59 @@ pub enum ProbeError {
     Attach { tracepoint: String, cause: String },
     #[error("cannot {action}: {cause}")]
     Other { action: String, cause: String },
+    #[error("cannot learn {what} in the kernel's numbering through BPF_PROG_TEST_RUN: {cause}; jitterscope needs Linux 5.10 or newer (test runs of raw_tp programs)")]
+    Identity { what: &'static str, cause: String },
     #[error("the BPF drain thread ended unexpectedly")]
     ThreadGone,
+}
+
+/// Asks `js_whoami` (see the BPF code) about the calling thread. A PID namespace numbers
+/// threads its own way (`getpid()` is 1 in a container); the programs compare with the
+/// kernel's numbers, which only a program run in the thread's own context can tell.
+fn whoami(prog: BorrowedFd<'_>, question: u64) -> Result<u32, ProbeError> {
+    let ctx = question.to_ne_bytes();
+    let mut opts = libbpf_sys::bpf_test_run_opts {
+        sz: std::mem::size_of::<libbpf_sys::bpf_test_run_opts>() as _,
+        ctx_in: ctx.as_ptr().cast(),
+        ctx_size_in: ctx.len() as u32,
+        ..Default::default()
+    };
+    // SAFETY: `opts` is a properly sized bpf_test_run_opts whose only input buffer (`ctx`)
+    // outlives the call; without BPF_F_TEST_RUN_ON_CPU the program runs in this thread.
+    let rc = unsafe { libbpf_sys::bpf_prog_test_run_opts(prog.as_raw_fd(), &mut opts) };
+    if rc != 0 {
+        return Err(ProbeError::Identity {
+            what: if question == WHOAMI_TGID {
+                "jitterscope's process id"
+            } else {
+                "a workload thread's id"
+            },
+            cause: std::io::Error::from_raw_os_error(-rc).to_string(),
+        });
+    }
+    Ok(opts.retval)
+}
+
+/// Registers workload threads with the probes, each from the thread itself (its kernel id is
+/// known only there). Cheap to clone and usable from any thread while the session runs.
+#[derive(Clone)]
+pub struct ThreadRegistrar {
+    whoami: Arc<OwnedFd>,
+    commands: Sender<Command>,
+}
+
+impl ThreadRegistrar {
+    /// Puts the calling thread in the probes' workload table (its runs stop being
+    /// interruptions from now on) and returns its thread id in the kernel's numbering.
+    pub fn register_current_thread(&self) -> Result<u32, ProbeError> {
+        let tid = whoami(self.whoami.as_fd(), WHOAMI_TID)?;
+        let (tx, rx) = mpsc::sync_channel(1);
+        self.commands
+            .send(Command::SetWorkloadTids(vec![tid], tx))
+            .map_err(|_| ProbeError::ThreadGone)?;
+        rx.recv().map_err(|_| ProbeError::ThreadGone)??;
+        Ok(tid)
+    }
 }
 
 /// Decoded records of one drain.
@@ -161,6 +220,14 @@ pub struct ProbeSession {
     thread: Option<JoinHandle<Result<ProbeSummary, ProbeError>>>,
     attach: Vec<AttachStatus>,
     live: Arc<Mutex<Option<LiveCost>>>,
+    identity: Identity,
+}
+
+/// How the kernel knows this process: what `self` is compared with, and the program that
+/// answers a thread's "who am I".
+struct Identity {
+    tgid: u32,
+    whoami: Arc<OwnedFd>,
 }
 
 /// libbpf's log lines, kept so that a verifier rejection can show its last lines.
@@ -271,12 +338,13 @@ impl ProbeSession {
                 cause: e.to_string(),
             })?;
         match ready_rx.recv() {
-            Ok(Ok(attach)) => Ok((
+            Ok(Ok((attach, identity))) => Ok((
                 ProbeSession {
                     commands: cmd_tx,
                     thread: Some(thread),
                     attach,
                     live,
+                    identity,
                 },
                 batch_rx,
             )),
@@ -300,7 +368,23 @@ impl ProbeSession {
         &self.attach
     }
 
-    /// Tells the programs which threads are the workload's (their runs are not interruptions).
+    /// jitterscope's process id in the kernel's numbering: what the probes class as `self`
+    /// and what task pids in records are numbered like (not `getpid()` in a PID namespace).
+    pub fn kernel_pid(&self) -> u32 {
+        self.identity.tgid
+    }
+
+    /// The way workload threads register themselves, each from its own context.
+    pub fn registrar(&self) -> ThreadRegistrar {
+        ThreadRegistrar {
+            whoami: self.identity.whoami.clone(),
+            commands: self.commands.clone(),
+        }
+    }
+
+    /// Tells the programs which threads are the workload's (their runs are not
+    /// interruptions). The tids are the kernel's (init PID namespace) numbers; from inside a
+    /// namespace use `registrar`.
     pub fn set_workload_tids(&self, tids: &[u32]) -> Result<(), ProbeError> {
         let (tx, rx) = mpsc::sync_channel(1);
         self.commands
@@ -339,6 +423,7 @@ type Loaded<'obj> = (
     JitterscopeSkel<'obj>,
     Vec<libbpf_rs::Link>,
     Vec<AttachStatus>,
+    Identity,
 );
 
 fn load_and_attach<'obj>(
@@ -363,7 +448,6 @@ fn load_and_attach<'obj>(
             rodata.target_cpus[cpu as usize / 64] |= 1 << (cpu % 64);
         }
     }
-    rodata.self_tgid = std::process::id();
     open.maps
         .events
         .set_max_entries(cfg.ringbuf_bytes)
@@ -372,6 +456,9 @@ fn load_and_attach<'obj>(
     for mut prog in open.open_object_mut().progs_mut() {
         let section = prog.section().to_string_lossy().into_owned();
         let tp = tracepoint_of(&section).to_string();
+        if section == WHOAMI_SECTION {
+            continue;
+        }
         if section.starts_with("raw_tp/") {
             prog.set_autoload(cfg.test_seams);
             continue;
@@ -393,11 +480,12 @@ fn load_and_attach<'obj>(
             });
         }
     }
-    let skel = open.load().map_err(|e| classify_load_error(&e))?;
+    let mut skel = open.load().map_err(|e| classify_load_error(&e))?;
+    let identity = learn_identity(&mut skel)?;
     let mut links = Vec::new();
     for prog in skel.object().progs_mut() {
         let section = prog.section().to_string_lossy().into_owned();
-        if !prog.autoload() || section.starts_with("raw_tp/") {
+        if !prog.autoload() || section.starts_with("raw_tp") {
             continue;
         }
         let tp = tracepoint_of(&section).to_string();
@@ -426,7 +514,34 @@ fn load_and_attach<'obj>(
         }
     }
     attach.sort_by(|a, b| a.tracepoint.cmp(&b.tracepoint));
-    Ok((skel, links, attach))
+    Ok((skel, links, attach, identity))
+}
+
+/// Learns this process's kernel id and sets `self_tgid` with it, before anything is attached.
+fn learn_identity(skel: &mut JitterscopeSkel) -> Result<Identity, ProbeError> {
+    let whoami_fd = skel
+        .progs
+        .js_whoami
+        .as_fd()
+        .try_clone_to_owned()
+        .map_err(|e| ProbeError::Other {
+            action: "keep the js_whoami program".into(),
+            cause: e.to_string(),
+        })?;
+    let tgid = whoami(whoami_fd.as_fd(), WHOAMI_TGID)?;
+    match skel.maps.bss_data.as_deref_mut() {
+        Some(bss) => bss.self_tgid = tgid,
+        None => {
+            return Err(ProbeError::Other {
+                action: "tell the probes jitterscope's own process id".into(),
+                cause: "the BPF object's .bss is not memory-mapped".into(),
+            })
+        }
+    }
+    Ok(Identity {
+        tgid,
+        whoami: Arc::new(whoami_fd),
+    })
 }
 
 /// Fills the BPF side's 2-way set-associative tid table (see `is_workload` in the BPF code).
@@ -456,10 +571,10 @@ pub fn register_tids(table: &mut [u32], tids: &[u32]) -> Result<(), String> {
 
 /// Run count and run time of every loaded program (kernel BPF run-time statistics).
 fn program_costs(skel: &JitterscopeSkel) -> Vec<ProgramCost> {
-    use std::os::fd::{AsFd, AsRawFd};
     let mut out = Vec::new();
     for prog in skel.object().progs() {
-        if !prog.autoload() {
+        // Test runs (js_whoami, the seams) are not the cost of tracing.
+        if !prog.autoload() || prog.section().to_string_lossy().starts_with("raw_tp") {
             continue;
         }
         let mut info = libbpf_sys::bpf_prog_info::default();
@@ -526,7 +641,7 @@ fn drain_thread(
     cfg: ProbeConfig,
     commands: Receiver<Command>,
     batches: Sender<ProbeBatch>,
-    ready: SyncSender<Result<Vec<AttachStatus>, ProbeError>>,
+    ready: SyncSender<Result<(Vec<AttachStatus>, Identity), ProbeError>>,
     live: Arc<Mutex<Option<LiveCost>>>,
 ) -> Result<ProbeSummary, ProbeError> {
     if !cfg.drain_cpus.is_empty() {
@@ -538,7 +653,7 @@ fn drain_thread(
     let mut syms = Kallsyms::load();
     let mut storage = MaybeUninit::uninit();
     let setup = load_and_attach(&cfg, &mut storage);
-    let (mut skel, links, attach) = match setup {
+    let (mut skel, links, attach, identity) = match setup {
         Ok(x) => x,
         Err(e) => {
             // The error goes to `start`, which is waiting for it; nothing else to report.
@@ -549,7 +664,7 @@ fn drain_thread(
     // Run-time statistics while this fd is open (no global sysctl to restore).
     // SAFETY: plain syscall wrapper; a negative result means unsupported or refused.
     let stats_fd = unsafe { libbpf_sys::bpf_enable_stats(libbpf_sys::BPF_STATS_RUN_TIME) };
-    let _ = ready.send(Ok(attach));
+    let _ = ready.send(Ok((attach, identity)));
 
     let pending: Arc<Mutex<Vec<Vec<u8>>>> = Arc::new(Mutex::new(Vec::new()));
     let sink = pending.clone();

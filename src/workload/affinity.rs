@@ -71,7 +71,9 @@ pub fn set_current_thread_cpus(cpus: &[Cpu]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The kernel's id of the calling thread (what sched_switch reports as pid).
+/// The calling thread's id in this process's PID namespace: what sched_setaffinity and /proc
+/// take here. sched_switch reports the init namespace's number, the same only outside
+/// containers (the probes learn that one themselves).
 pub fn current_tid() -> u32 {
     // SAFETY: gettid has no preconditions.
     unsafe { libc::gettid() as u32 }

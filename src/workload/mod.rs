@@ -69,9 +69,16 @@ pub struct WorkloadThread {
     pub role: ThreadRole,
     /// The CPU it is pinned to, `None` when unpinned.
     pub cpu: Option<Cpu>,
+    /// Its id in this process's PID namespace (what syscalls and /proc take here; the
+    /// kernel's own number differs inside a container).
     pub tid: u32,
     pub name: String,
 }
+
+/// Run on every workload thread, on the thread itself, once it is placed and before it reports
+/// ready — so before it can spin: the session's way to introduce the thread to whatever
+/// watches it (this module does not know what). An error stops the start.
+pub type ThreadStart = Arc<dyn Fn(&WorkloadThread) -> Result<(), String> + Send + Sync>;
 
 /// Why the workload could not start.
 #[derive(Debug, thiserror::Error)]
@@ -87,6 +94,8 @@ pub enum WorkloadError {
         thread: String,
         source: std::io::Error,
     },
+    #[error("cannot prepare {thread}: {cause}")]
+    Prepare { thread: String, cause: String },
     #[error("workload thread {0} ended before the run started")]
     Vanished(String),
 }
@@ -153,9 +162,12 @@ pub struct Workload {
 const POOL_PER_CONSUMER: usize = 4;
 
 impl Workload {
-    /// Spawns and pins every thread and waits until all wait at the start line (their tids
-    /// are then known); `release` starts them.
-    pub fn spawn(config: WorkloadConfig) -> Result<Workload, WorkloadError> {
+    /// Spawns and pins every thread, runs `on_start` on each, and waits until all wait at the
+    /// start line (their tids are then known); `release` starts them.
+    pub fn spawn(
+        config: WorkloadConfig,
+        on_start: Option<ThreadStart>,
+    ) -> Result<Workload, WorkloadError> {
         let control = Arc::new(Control {
             go: AtomicBool::new(false),
             stop: AtomicBool::new(false),
@@ -195,6 +207,7 @@ impl Workload {
             let pin = config.pin;
             let float_cpus = config.float_cpus.clone();
             let thread_name = name.clone();
+            let on_start = on_start.clone();
             let handle = std::thread::Builder::new()
                 .name(name.clone())
                 .spawn(move || {
@@ -218,6 +231,15 @@ impl Workload {
                         tid: affinity::current_tid(),
                         name: thread_name,
                     };
+                    if let Some(hook) = on_start {
+                        if let Err(cause) = hook(&me) {
+                            let _ = ready.send(Err(WorkloadError::Prepare {
+                                thread: me.name,
+                                cause,
+                            }));
+                            return;
+                        }
+                    }
                     if ready.send(Ok(me)).is_err() {
                         return;
                     }
@@ -302,7 +324,7 @@ impl Workload {
 
     /// Spawns, pins and releases the threads (`spawn` then `release`).
     pub fn start(config: WorkloadConfig) -> Result<Workload, WorkloadError> {
-        let mut wl = Workload::spawn(config)?;
+        let mut wl = Workload::spawn(config, None)?;
         wl.release();
         Ok(wl)
     }
@@ -323,7 +345,7 @@ impl Workload {
         &self.config
     }
 
-    /// The workload's threads (tids for the probes), producer first.
+    /// The workload's threads, producer first.
     pub fn threads(&self) -> &[WorkloadThread] {
         &self.threads
     }
