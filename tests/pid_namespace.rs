@@ -109,7 +109,12 @@ fn a_run_in_a_pid_namespace_blames_neither_the_workload_nor_other_processes_as_s
         named.extend(s.culprits.iter().map(|c| (c.class.clone(), c.name.clone())));
     }
     for s in &run.spikes {
-        named.extend(s.culprits.iter().map(|c| (c.class.clone(), c.name.clone())));
+        named.extend(
+            s.producer_culprits
+                .iter()
+                .chain(&s.consumer_culprits)
+                .map(|c| (c.class.clone(), c.name.clone())),
+        );
     }
     assert!(!named.is_empty(), "no culprits at all:\n{stdout}");
     for (class, name) in &named {
@@ -141,7 +146,7 @@ fn a_run_in_a_pid_namespace_blames_neither_the_workload_nor_other_processes_as_s
         .culprits
         .iter()
         .filter(|c| matches!(c.class.as_str(), "unexplained" | "hypervisor" | "lost"))
-        .map(|c| c.total_ns)
+        .map(|c| c.total_ns())
         .sum();
     assert!(
         not_explained > 0,
