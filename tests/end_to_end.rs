@@ -127,7 +127,35 @@ fn stat_refresh_kworkers_are_the_top_culprit_and_explain_their_stalls() {
         .filter(|s| has(s, |c| c.detail == "refresh_vm_stats"))
         .collect();
     assert!(!named.is_empty());
+    // No work item goes unnamed, and no kept spike names more than its own transit.
+    for st in &run.stalls {
+        assert!(
+            !has(st, |c| c.detail == "(no work item seen)"),
+            "a kworker without its work function: {st:?}"
+        );
+    }
+    spikes_never_exceed_their_transit(&run);
     pin(0, 0);
+}
+
+/// Every kept spike's culprits, both sides together, fit in its transit, and each side's
+/// stalled time in it too.
+fn spikes_never_exceed_their_transit(run: &RunFile) {
+    assert!(run.spike_count > 0, "no spikes to check");
+    for sp in &run.spikes {
+        let named: u64 = sp
+            .producer_culprits
+            .iter()
+            .chain(&sp.consumer_culprits)
+            .map(|c| c.ns())
+            .sum();
+        assert!(
+            named <= sp.transit_ns
+                && sp.producer_stalled_ns + sp.consumer_stalled_ns <= sp.transit_ns,
+            "spike culprits {named} ns beyond its transit {} ns: {sp:?}",
+            sp.transit_ns
+        );
+    }
 }
 
 #[test]
@@ -164,6 +192,8 @@ fn a_competing_task_is_the_top_culprit_by_its_comm() {
         "{named} of {} long stalls name sh[{pid}]",
         long.len()
     );
+    // The hog delays messages by whole slices: those spikes too fit in their transit.
+    spikes_never_exceed_their_transit(&run);
 }
 
 #[test]
