@@ -124,6 +124,52 @@ impl CulpritClass {
     }
 }
 
+/// How a class nests and shows: the one table every layer reads (matched exhaustively, so a
+/// new class fails to compile until it has its row).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClassInfo {
+    /// Nesting level: at an instant covered by several records the deepest wins (NMI 4, hard
+    /// IRQ / tick / IPI 3, softirq 2, task level 1); 0 for what is not a record.
+    pub level: u8,
+    /// Terminal colour (ANSI SGR parameters).
+    pub ansi: &'static str,
+    pub tone: Tone,
+}
+
+/// How strongly a class is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tone {
+    Normal,
+    /// Not a cause of its own: shown faint.
+    Faint,
+    /// Should not happen (the tracer's own time, lost records): shown as an alarm.
+    Alarm,
+}
+
+impl CulpritClass {
+    pub const fn info(self) -> ClassInfo {
+        use CulpritClass as C;
+        let (level, ansi, tone) = match self {
+            C::Kworker | C::Kthread => (1, "33", Tone::Normal),
+            C::Task => (1, "34", Tone::Normal),
+            C::SelfNoise => (1, "1;31", Tone::Alarm),
+            C::Irq | C::Ipi => (3, "35", Tone::Normal),
+            C::TimerTick => (3, "36", Tone::Normal),
+            C::Softirq => (2, "35", Tone::Normal),
+            C::Nmi => (4, "35", Tone::Normal),
+            C::FreqChange => (0, "32", Tone::Normal),
+            C::Hypervisor => (0, "2;36", Tone::Normal),
+            C::Unexplained => (0, "2", Tone::Faint),
+            C::Lost => (0, "1;31", Tone::Alarm),
+        };
+        ClassInfo { level, ansi, tone }
+    }
+
+    pub const fn level(self) -> u8 {
+        self.info().level
+    }
+}
+
 impl fmt::Display for CulpritClass {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())

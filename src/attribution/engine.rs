@@ -178,20 +178,7 @@ pub fn hypervisor_detail(cpu: Cpu) -> String {
 
 /// Nesting level of a class: which record wins an instant covered by several.
 pub fn level(c: CulpritClass) -> u8 {
-    match c {
-        CulpritClass::Nmi => 4,
-        CulpritClass::Irq | CulpritClass::Ipi | CulpritClass::TimerTick => 3,
-        CulpritClass::Softirq => 2,
-        CulpritClass::Kworker
-        | CulpritClass::Kthread
-        | CulpritClass::Task
-        | CulpritClass::SelfNoise => 1,
-        // Not records: never in a sweep.
-        CulpritClass::FreqChange
-        | CulpritClass::Hypervisor
-        | CulpritClass::Unexplained
-        | CulpritClass::Lost => 0,
-    }
+    c.level()
 }
 
 /// A steal-clock growth window and the part of its growth not yet given to a stall.
