@@ -82,7 +82,18 @@ struct cpu_state {
 	/* lost records not yet reported */
 	__u64 lost_since;
 	__u64 lost_count;
+	__u64 lost_flushed_at; /* when drops of the lock-free slot were last taken over */
 };
+
+/* Drops noted where the per-CPU state cannot be used: in NMI context, or from another CPU
+ * (causes). Updated with atomics only; taken over into the CPU's state by the next record
+ * reserved there in normal context, so every dropped record opens a lost window. */
+struct lost_slot {
+	__u64 since; /* time of the first drop not yet taken over, 0 when none */
+	__u64 count;
+};
+
+struct lost_slot lost_pending[JS_MAX_CPUS] = {};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -134,12 +145,55 @@ static __always_inline void count_event(__u32 cpu)
 		counters[cpu].events++;
 }
 
+/* A drop without usable per-CPU state (NMI, another CPU): noted in the CPU's lock-free slot.
+ * Only for measured CPUs: nothing would ever take over another CPU's slot. */
+static __always_inline void note_lost_atomic(__u32 cpu, __u64 now)
+{
+	struct lost_slot *slot;
+
+	if (!is_target(cpu) || cpu >= JS_MAX_CPUS)
+		return;
+	slot = &lost_pending[cpu];
+	/* Time first, then count: whoever takes the count over finds a time with it (or, if it
+	 * raced between the two, the time of the previous take-over, see take_over_lost). */
+	__sync_val_compare_and_swap(&slot->since, 0, now);
+	__sync_fetch_and_add(&slot->count, 1);
+}
+
+/* Moves drops noted in the CPU's lock-free slot into its lost window, reported below. */
+static __always_inline void take_over_lost(__u32 cpu, struct cpu_state *st, __u64 now)
+{
+	struct lost_slot *slot;
+	__u64 count, since;
+
+	if (cpu >= JS_MAX_CPUS)
+		return;
+	slot = &lost_pending[cpu];
+	if (!slot->count)
+		return;
+	count = __sync_lock_test_and_set(&slot->count, 0);
+	if (!count)
+		return;
+	since = __sync_lock_test_and_set(&slot->since, 0);
+	/* A drop counted after its time was taken by the previous take-over: it happened
+	 * after that take-over began. */
+	if (!since)
+		since = st->lost_flushed_at ? st->lost_flushed_at : now;
+	if (!st->lost_count || since < st->lost_since)
+		st->lost_since = since;
+	st->lost_count += count;
+	st->lost_flushed_at = now;
+}
+
 /* Reserves a record for `cpu`; a failure is counted, and the window of lost records is
- * reported with the next record that fits, so user space can mark affected stalls. */
+ * reported with the next record that fits, so user space can mark affected stalls. `st` is
+ * NULL where the per-CPU state must not be written (NMI, another CPU's records). */
 static __always_inline struct js_record *reserve(__u32 cpu, struct cpu_state *st, __u64 now)
 {
 	struct js_record *r;
 
+	if (st)
+		take_over_lost(cpu, st, now);
 	if (st && st->lost_count) {
 		r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 		if (r) {
@@ -161,6 +215,8 @@ static __always_inline struct js_record *reserve(__u32 cpu, struct cpu_state *st
 			if (!st->lost_count)
 				st->lost_since = now;
 			st->lost_count++;
+		} else {
+			note_lost_atomic(cpu, now);
 		}
 		return NULL;
 	}
@@ -394,8 +450,7 @@ int BPF_PROG(js_irq_handler_exit, int irq, struct irqaction *action, int ret)
 
 /* ---- softirqs --------------------------------------------------------------------------- */
 
-SEC("tp_btf/softirq_entry")
-int BPF_PROG(js_softirq_entry, unsigned int vec)
+static __always_inline int handle_softirq_entry(unsigned int vec)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct cpu_state *st;
@@ -411,8 +466,7 @@ int BPF_PROG(js_softirq_entry, unsigned int vec)
 	return 0;
 }
 
-SEC("tp_btf/softirq_exit")
-int BPF_PROG(js_softirq_exit, unsigned int vec)
+static __always_inline int handle_softirq_exit(unsigned int vec)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct cpu_state *st;
@@ -426,6 +480,32 @@ int BPF_PROG(js_softirq_exit, unsigned int vec)
 		     JS_CLASS_SOFTIRQ, st->softirq_parent, NULL);
 	st->softirq_start = 0;
 	return 0;
+}
+
+SEC("tp_btf/softirq_entry")
+int BPF_PROG(js_softirq_entry, unsigned int vec)
+{
+	return handle_softirq_entry(vec);
+}
+
+SEC("tp_btf/softirq_exit")
+int BPF_PROG(js_softirq_exit, unsigned int vec)
+{
+	return handle_softirq_exit(vec);
+}
+
+/* Test seams (see cpu_frequency below): a record of a measured CPU reserved in normal
+ * context, on a chosen CPU. */
+SEC("raw_tp/softirq_entry")
+int BPF_PROG(js_softirq_entry_raw, unsigned int vec)
+{
+	return handle_softirq_entry(vec);
+}
+
+SEC("raw_tp/softirq_exit")
+int BPF_PROG(js_softirq_exit_raw, unsigned int vec)
+{
+	return handle_softirq_exit(vec);
 }
 
 /* ---- x86 system vectors: the tick and the IPIs ------------------------------------------ */
@@ -492,8 +572,9 @@ int BPF_PROG(js_nmi_handler, void *handler, s64 delta_ns, int handled)
 	if (!is_target(cpu))
 		return 0;
 	st = my_state();
+	/* NMI context: no state written (another program may be updating it); a drop goes to
+	 * the lock-free slot. */
 	now = bpf_ktime_get_ns();
-	/* NMI context: do not touch the lost-window state another program may be updating. */
 	r = reserve(cpu, NULL, now);
 	if (!r)
 		return 0;

@@ -360,3 +360,107 @@ fn the_probes_send_no_irq_work_or_call_function_ipis_to_the_measured_cpu() {
         "call-function IPIs grew with the probes: {without_cal} → {with_cal}"
     );
 }
+
+#[test]
+fn records_dropped_where_no_state_is_kept_still_open_a_lost_window() {
+    if skip_bpf("records_dropped_where_no_state_is_kept_still_open_a_lost_window") {
+        return;
+    }
+    if nproc() < 2 {
+        return;
+    }
+    // Each test run is a call-function IPI to the CPU: not while another test counts them.
+    let _cpus = exclusive();
+    let mut storage = MaybeUninit::uninit();
+    let mut open = JitterscopeSkelBuilder::default()
+        .open(&mut storage)
+        .unwrap();
+    open.maps.rodata_data.as_deref_mut().unwrap().target_cpus[0] = 1 << CPU;
+    open.maps.events.set_max_entries(4096).unwrap();
+    for mut p in open.open_object_mut().progs_mut() {
+        let raw = p.section().to_string_lossy().starts_with("raw_tp/");
+        p.set_autoload(raw);
+    }
+    let skel = open.load().expect("load the raw_tp seams");
+    let run = |prog: &libbpf_rs::ProgramMut, args: &[u64]| {
+        let mut ctx: Vec<u8> = args.iter().flat_map(|v| v.to_ne_bytes()).collect();
+        let input = libbpf_rs::ProgramInput {
+            context_in: Some(&mut ctx),
+            cpu: CPU,
+            flags: libbpf_sys::BPF_F_TEST_RUN_ON_CPU,
+            ..Default::default()
+        };
+        prog.test_run(input).expect("BPF_PROG_TEST_RUN");
+    };
+    let drain = || {
+        let mut raw: Vec<Vec<u8>> = Vec::new();
+        {
+            let mut b = RingBufferBuilder::new();
+            b.add(&skel.maps.events, |d: &[u8]| {
+                raw.push(d.to_vec());
+                0
+            })
+            .unwrap();
+            b.build().unwrap().consume().unwrap();
+        }
+        let mut syms = Kallsyms::parse("");
+        raw.iter()
+            .filter_map(|d| decode::parse(d))
+            .filter_map(|r| decode::decode(&r, &mut syms))
+            .collect::<Vec<Record>>()
+    };
+    // Frequency records are reserved without the CPU's state (they may come from any CPU):
+    // more than a 4 KiB ring holds.
+    for khz in 0..100u64 {
+        run(
+            &skel.progs.js_cpu_frequency_raw,
+            &[1_000_000 + khz, CPU as u64],
+        );
+    }
+    let kept = drain();
+    let drops = skel.maps.bss_data.as_deref().unwrap().counters[CPU as usize].rb_drops;
+    assert!(
+        drops > 0 && kept.len() as u64 + drops == 100,
+        "{} kept, {drops} dropped",
+        kept.len()
+    );
+    assert!(!kept.iter().any(|r| matches!(r, Record::Lost { .. })));
+    // The next record reserved on the CPU in normal context reports them.
+    run(&skel.progs.js_softirq_entry_raw, &[3]);
+    run(&skel.progs.js_softirq_exit_raw, &[3]);
+    let after = drain();
+    let lost: Vec<_> = after
+        .iter()
+        .filter_map(|r| match r {
+            Record::Lost {
+                cpu,
+                start_ns,
+                end_ns,
+                count,
+            } => Some((*cpu, *start_ns, *end_ns, *count)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(lost.len(), 1, "{after:#?}");
+    let (cpu, start_ns, end_ns, count) = lost[0];
+    assert_eq!((cpu, count), (CPU, drops));
+    assert!(0 < start_ns && start_ns <= end_ns, "{lost:?}");
+    let last_kept = kept
+        .iter()
+        .filter_map(|r| match r {
+            Record::Interruption(i) => Some(i.end_ns),
+            _ => None,
+        })
+        .max()
+        .unwrap();
+    assert!(
+        start_ns >= last_kept,
+        "the window starts before the first drop: {lost:?}"
+    );
+    assert!(
+        after
+            .iter()
+            .any(|r| matches!(r, Record::Interruption(i) if i.name == "NET_RX")),
+        "{after:#?}"
+    );
+}
