@@ -288,12 +288,70 @@ static __always_inline __u16 task_class_of(struct task_struct *t)
 
 /* ---- task level: sched_switch, workqueue execution ------------------------------------ */
 
+/* Emits the slice of the running work item since `work_start` as its own record, nested in
+ * the worker's run (same level, later start): each item's time goes to its own function,
+ * and the run record keeps only the worker's overhead outside items. */
+static __always_inline void end_work_slice(__u32 cpu, struct cpu_state *st, __u64 now)
+{
+	struct js_record *r = reserve(cpu, st, now);
+
+	if (r) {
+		r->start_ns = st->work_start;
+		r->end_ns = now;
+		r->id = st->task_pid;
+		r->pid = st->task_pid;
+		r->detail = st->work_func;
+		r->class_ = JS_CLASS_KWORKER;
+		r->parent = JS_CLASS_KWORKER;
+		r->aux = st->task_policy;
+		__builtin_memcpy(r->name, st->task_comm, JS_COMM_LEN);
+		submit(r);
+	}
+	st->work_start = 0;
+}
+
+static __always_inline void count_work_item(struct cpu_state *st)
+{
+	st->works++;
+	st->task_flags = (st->task_flags & 0xffff) | ((st->works & 0xffff) << 16);
+}
+
+/* A worker switched back in may be inside a work item (preempted in it, or it slept there):
+ * its `struct worker` says which (task->worker_private is the worker's struct kthread, whose
+ * data is the struct worker), so the rest of the item keeps its name. Not trusted pointers:
+ * read with probe reads, only for kworkers on measured CPUs. */
+static __always_inline void resume_work_item(struct cpu_state *st, struct task_struct *next,
+					     __u64 now)
+{
+	struct kthread *kt = NULL;
+	struct worker *w = NULL;
+	__u64 func = 0;
+
+	/* worker_private is Linux 5.17+. */
+	if (bpf_core_field_exists(next->worker_private))
+		kt = BPF_CORE_READ(next, worker_private);
+	if (kt)
+		w = BPF_CORE_READ(kt, data);
+	if (!w || bpf_core_read(&func, sizeof(func), &w->current_func)) {
+		st->task_flags |= JS_F_WORK_UNREAD;
+		return;
+	}
+	if (!func)
+		return;
+	st->work_func = func;
+	st->best_func = func;
+	st->work_start = now;
+	count_work_item(st);
+}
+
 static __always_inline void end_task_episode(__u32 cpu, struct cpu_state *st, __u64 now)
 {
 	struct js_record *r;
 
 	if (!st->task_start)
 		return;
+	if (st->work_start)
+		end_work_slice(cpu, st, now);
 	r = reserve(cpu, st, now);
 	if (r) {
 		r->kind = JS_REC_INTERRUPTION;
@@ -346,6 +404,8 @@ static __always_inline int handle_sched_switch(bool preempt, struct task_struct 
 		st->task_flags = preempt || prev_state == 0 ? JS_F_PREEMPTED_WORKLOAD
 							    : JS_F_BLOCKED_WORKLOAD;
 	__builtin_memcpy(st->task_comm, next->comm, sizeof(st->task_comm));
+	if (st->task_class == JS_CLASS_KWORKER)
+		resume_work_item(st, next, now);
 	return 0;
 }
 
@@ -361,19 +421,24 @@ int BPF_PROG(js_workqueue_execute_start, struct work_struct *work)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct cpu_state *st;
+	__u64 now;
 
 	if (!is_target(cpu))
 		return 0;
 	st = my_state();
 	if (!st || !st->task_start || st->task_pid != (__u32)bpf_get_current_pid_tgid())
 		return 0;
+	now = bpf_ktime_get_ns();
+	/* A slice still open was taken at switch-in from a current_func the worker had not yet
+	 * cleared: it ends here. */
+	if (st->work_start)
+		end_work_slice(cpu, st, now);
 	/* The function pointer is read here: execute_end cannot read it (verifier). */
 	st->work_func = (__u64)work->func;
 	if (!st->best_func)
 		st->best_func = st->work_func;
-	st->work_start = bpf_ktime_get_ns();
-	st->works++;
-	st->task_flags = (st->task_flags & 0xffff) | ((st->works & 0xffff) << 16);
+	st->work_start = now;
+	count_work_item(st);
 	return 0;
 }
 
@@ -382,32 +447,14 @@ int BPF_PROG(js_workqueue_execute_end, struct work_struct *work)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct cpu_state *st;
-	struct js_record *r;
-	__u64 now;
 
 	if (!is_target(cpu))
 		return 0;
 	st = my_state();
 	if (!st || !st->work_start || st->task_pid != (__u32)bpf_get_current_pid_tgid())
 		return 0;
-	now = bpf_ktime_get_ns();
-	/* Each work item is its own record, nested in the worker's run (same level, later
-	 * start): it gets its own time, and the run record keeps only the worker's wake-up and
-	 * switching overhead, named after the first item — the work that woke it. */
-	r = reserve(cpu, st, now);
-	if (r) {
-		r->start_ns = st->work_start;
-		r->end_ns = now;
-		r->id = st->task_pid;
-		r->pid = st->task_pid;
-		r->detail = st->work_func;
-		r->class_ = JS_CLASS_KWORKER;
-		r->parent = JS_CLASS_KWORKER;
-		r->aux = st->task_policy;
-		__builtin_memcpy(r->name, st->task_comm, JS_COMM_LEN);
-		submit(r);
-	}
-	st->work_start = 0;
+	/* The run record is named after the first item — the work that woke the worker. */
+	end_work_slice(cpu, st, bpf_ktime_get_ns());
 	return 0;
 }
 

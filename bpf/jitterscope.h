@@ -53,6 +53,7 @@ enum js_cause {
 /* Flags of a task episode. */
 #define JS_F_PREEMPTED_WORKLOAD 1 /* it replaced a workload thread that was still runnable */
 #define JS_F_BLOCKED_WORKLOAD 2   /* it replaced a workload thread that had blocked */
+#define JS_F_WORK_UNREAD 4        /* kworker: its current work function could not be read */
 
 struct js_record {
 	__u32 kind;         /* enum js_kind */
@@ -64,7 +65,7 @@ struct js_record {
 	__u32 pid;          /* task episode: its pid; cause: sender pid */
 	__u16 class_;       /* enum js_class (or enum js_cause for causes) */
 	__u16 parent;       /* enum js_class of the enclosing episode, JS_CLASS_NONE if none */
-	__u32 flags;        /* JS_F_*; kworker: number of work items run */
+	__u32 flags;        /* JS_F_*, kworker: items run << 16 */
 	__u32 aux;          /* task: scheduling policy; cause: sender CPU */
 	char name[JS_NAME_LEN]; /* comm, or irq action name */
 };

@@ -362,6 +362,63 @@ fn the_probes_send_no_irq_work_or_call_function_ipis_to_the_measured_cpu() {
 }
 
 #[test]
+fn a_work_item_keeps_its_name_when_its_worker_is_preempted_inside_it() {
+    if skip_bpf("a_work_item_keeps_its_name_when_its_worker_is_preempted_inside_it") {
+        return;
+    }
+    if nproc() < 2 {
+        return;
+    }
+    let _cpus = exclusive();
+    let (session, rx) = start(config());
+    let spinner = Spinner::start(CPU as usize);
+    session.set_workload_tids(&[spinner.tid()]).unwrap();
+    // A SCHED_FIFO thread waking every 10 µs preempts the kworker (SCHED_OTHER) where it is:
+    // now and then inside its work item, which then resumes after a switch.
+    let preempter = Sleeper::start("js-preempter", CPU as usize, 10_000, true);
+    std::thread::sleep(Duration::from_millis(100));
+    for _ in 0..20 {
+        std::fs::write("/proc/sys/vm/stat_refresh", "1").expect("write /proc/sys/vm/stat_refresh");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let records = collect(&rx, Instant::now() + Duration::from_millis(300));
+    drop(preempter);
+    drop(spinner);
+    session.stop().unwrap();
+    let kworkers: Vec<_> = interruptions(&records)
+        .into_iter()
+        .filter(|i| i.cpu == CPU && i.class == CulpritClass::Kworker)
+        .collect();
+    let unnamed: Vec<_> = kworkers
+        .iter()
+        .filter(|i| i.detail == "(no work item seen)")
+        .collect();
+    assert!(
+        unnamed.is_empty(),
+        "kworker runs without a name: {unnamed:#?}"
+    );
+    let item = |i: &&&Interruption| {
+        i.parent == Some(CulpritClass::Kworker) && i.detail == "refresh_vm_stats"
+    };
+    assert!(
+        kworkers.iter().any(|i| item(&i)),
+        "no refresh_vm_stats item on CPU {CPU}: {kworkers:#?}"
+    );
+    // The case this is about happened: a run that began inside refresh_vm_stats, whose
+    // continuation slice starts with the run and carries the item's name.
+    let resumed = kworkers.iter().filter(|r| r.parent.is_none()).find(|run| {
+        run.detail == "refresh_vm_stats"
+            && kworkers
+                .iter()
+                .any(|i| item(&i) && i.pid == run.pid && i.start_ns == run.start_ns)
+    });
+    assert!(
+        resumed.is_some(),
+        "no worker was switched back in inside refresh_vm_stats: {kworkers:#?}"
+    );
+}
+
+#[test]
 fn records_dropped_where_no_state_is_kept_still_open_a_lost_window() {
     if skip_bpf("records_dropped_where_no_state_is_kept_still_open_a_lost_window") {
         return;

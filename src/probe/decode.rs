@@ -9,6 +9,8 @@ use crate::model::{Cause, CauseKind, CulpritClass, Interruption, StealSample};
 pub const REC_INTERRUPTION: u32 = 1;
 pub const REC_CAUSE: u32 = 2;
 pub const REC_LOST: u32 = 3;
+/// Kworker run: its current work function could not be read at switch-in.
+pub const F_WORK_UNREAD: u32 = 4;
 
 const _: () = assert!(std::mem::size_of::<js_record>() == 88);
 
@@ -102,6 +104,21 @@ pub fn parse(data: &[u8]) -> Option<js_record> {
     Some(unsafe { std::ptr::read_unaligned(data.as_ptr() as *const js_record) })
 }
 
+/// The work function of a kworker record. A run with none has two readings, told apart
+/// because they mean different things to whoever tunes the CPU: the worker's current function
+/// could not be read when it was switched in (it may have been inside an item: unknown), or
+/// the worker ran and started no item (it woke to manage its pool, to find the work already
+/// taken by another worker, or to go idle again).
+fn work_function(r: &js_record, syms: &mut Kallsyms) -> String {
+    if r.detail != 0 {
+        syms.name(r.detail)
+    } else if r.flags & F_WORK_UNREAD != 0 {
+        "(no work item seen)".into()
+    } else {
+        "(ran no work item)".into()
+    }
+}
+
 pub fn decode(r: &js_record, syms: &mut Kallsyms) -> Option<Record> {
     match r.kind {
         REC_LOST => Some(Record::Lost {
@@ -128,13 +145,7 @@ pub fn decode(r: &js_record, syms: &mut Kallsyms) -> Option<Record> {
             let class = class_of(r.class_)?;
             let comm = c_string(&r.name);
             let (name, detail) = match class {
-                CulpritClass::Kworker => {
-                    let mut d = syms.name(r.detail);
-                    if d.is_empty() {
-                        d = "(no work item seen)".into();
-                    }
-                    (comm, d)
-                }
+                CulpritClass::Kworker => (comm, work_function(r, syms)),
                 CulpritClass::Kthread => (comm, String::new()),
                 CulpritClass::Task | CulpritClass::SelfNoise => {
                     // The policy only: per-episode facts would split one task's ranking row.
@@ -273,5 +284,22 @@ mod tests {
         );
         assert_eq!(decode(&rec(99, 1), &mut syms), None);
         assert!(parse(&[0u8; 10]).is_none());
+    }
+
+    fn interruption(r: &js_record, syms: &mut Kallsyms) -> Interruption {
+        match decode(r, syms) {
+            Some(Record::Interruption(i)) => i,
+            other => panic!("not an interruption: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_kworker_run_without_a_function_says_why() {
+        let mut syms = Kallsyms::parse("");
+        let mut k = rec(REC_INTERRUPTION, 2);
+        k.name = name("kworker/3:1");
+        assert_eq!(interruption(&k, &mut syms).detail, "(ran no work item)");
+        k.flags = F_WORK_UNREAD;
+        assert_eq!(interruption(&k, &mut syms).detail, "(no work item seen)");
     }
 }
