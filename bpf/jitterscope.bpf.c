@@ -660,15 +660,44 @@ static __always_inline void emit_cause(__u32 target, __u16 cause, __u64 what, __
 	submit(r);
 }
 
+/* A cause for each measured CPU among the first 64 of `bits`; a cause is a hint, the
+ * interruption itself is always recorded. */
+static __always_inline void emit_causes(__u64 bits, __u16 cause, __u64 what, __u64 callsite)
+{
+	bits &= target_cpus[0];
+	for (int i = 0; i < 64 && bits; i++) {
+		if (bits & (1ULL << i)) {
+			emit_cause(i, cause, what, callsite);
+			bits &= ~(1ULL << i);
+		}
+	}
+}
+
 SEC("tp_btf/workqueue_queue_work")
 int BPF_PROG(js_workqueue_queue_work, int req_cpu, struct pool_workqueue *pwq,
 	     struct work_struct *work)
 {
-	int cpu = BPF_CORE_READ(pwq, pool, cpu);
+	struct worker_pool *pool = BPF_CORE_READ(pwq, pool);
+	int cpu = BPF_CORE_READ(pool, cpu);
+	struct workqueue_attrs *attrs;
+	__u64 bits;
 
-	if (cpu < 0 || !is_target(cpu))
+	if (cpu >= 0) {
+		if (is_target(cpu))
+			emit_cause(cpu, JS_CAUSE_QUEUE_WORK, (__u64)BPF_CORE_READ(work, func), 0);
 		return 0;
-	emit_cause(cpu, JS_CAUSE_QUEUE_WORK, (__u64)BPF_CORE_READ(work, func), 0);
+	}
+	/* Unbound pool: its workers may run on any CPU the pool allows (its pod's CPUs only
+	 * when the workqueue is strict about affinity, Linux 6.6+), measured ones included. */
+	attrs = BPF_CORE_READ(pool, attrs);
+	if (!attrs)
+		return 0;
+	if (bpf_core_field_exists(attrs->affn_strict) && BPF_CORE_READ(attrs, affn_strict))
+		bits = BPF_CORE_READ(attrs, __pod_cpumask[0].bits[0]);
+	else
+		bits = BPF_CORE_READ(attrs, cpumask[0].bits[0]);
+	if (bits & target_cpus[0])
+		emit_causes(bits, JS_CAUSE_QUEUE_WORK, (__u64)BPF_CORE_READ(work, func), 0);
 	return 0;
 }
 
@@ -685,15 +714,7 @@ SEC("tp_btf/ipi_send_cpumask")
 int BPF_PROG(js_ipi_send_cpumask, const struct cpumask *mask, unsigned long callsite,
 	     void *callback)
 {
-	/* The first 64 CPUs; a cause is a hint, the interruption itself is always recorded. */
-	__u64 bits = BPF_CORE_READ(mask, bits[0]) & target_cpus[0];
-
-	for (int i = 0; i < 64 && bits; i++) {
-		if (bits & (1ULL << i)) {
-			emit_cause(i, JS_CAUSE_IPI, (__u64)callback, callsite);
-			bits &= ~(1ULL << i);
-		}
-	}
+	emit_causes(BPF_CORE_READ(mask, bits[0]), JS_CAUSE_IPI, (__u64)callback, callsite);
 	return 0;
 }
 

@@ -9,7 +9,7 @@ use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use common::*;
-use jitterscope::model::{CulpritClass, Interruption};
+use jitterscope::model::{CauseKind, CulpritClass, Interruption};
 use jitterscope::probe::decode::{self, Record};
 use jitterscope::probe::kallsyms::Kallsyms;
 use jitterscope::probe::{
@@ -415,6 +415,51 @@ fn a_work_item_keeps_its_name_when_its_worker_is_preempted_inside_it() {
     assert!(
         resumed.is_some(),
         "no worker was switched back in inside refresh_vm_stats: {kworkers:#?}"
+    );
+}
+
+#[test]
+fn unbound_work_is_a_cause_for_each_measured_cpu_it_may_run_on() {
+    if skip_bpf("unbound_work_is_a_cause_for_each_measured_cpu_it_may_run_on") {
+        return;
+    }
+    if nproc() < 2 {
+        return;
+    }
+    let mask = std::fs::read_to_string("/sys/devices/virtual/workqueue/cpumask").unwrap();
+    let mask = u64::from_str_radix(mask.trim().rsplit(',').next().unwrap(), 16).unwrap();
+    if mask & (1 << CPU) == 0 {
+        eprintln!("skipped: unbound work may not run on CPU {CPU} (workqueue cpumask {mask:x})");
+        return;
+    }
+    let _cpus = exclusive();
+    let (session, rx) = start(config());
+    // Dirty data on a disk filesystem, then sync from CPU 0: the flusher's work (wb_workfn)
+    // goes to the unbound writeback workqueue.
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("unbound-work");
+    std::thread::spawn(move || {
+        pin(0, 0);
+        std::fs::write(&path, vec![7u8; 1 << 20]).unwrap();
+        // SAFETY: plain syscall.
+        unsafe { libc::sync() };
+        let _ = std::fs::remove_file(&path);
+    })
+    .join()
+    .unwrap();
+    let records = collect(&rx, Instant::now() + Duration::from_millis(300));
+    session.stop().unwrap();
+    let causes: Vec<_> = records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Cause(c) if c.kind == CauseKind::QueueWork => Some(c),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        causes
+            .iter()
+            .any(|c| c.target_cpu == CPU && c.what == "wb_workfn"),
+        "no unbound wb_workfn queued for CPU {CPU}: {causes:#?}"
     );
 }
 
