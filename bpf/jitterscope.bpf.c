@@ -22,6 +22,9 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 /* Set by user space before load. */
 const volatile __u64 target_cpus[JS_MAX_CPUS / 64] = {};
 const volatile __u32 self_tgid = 0;
+/* The address of hrtimer_wakeup (from /proc/kallsyms; 0 when hidden): its timers are a
+ * sleeping task's, whose name is worth reading. */
+const volatile __u64 hrtimer_wakeup_fn = 0;
 
 /* Dummy instances so the skeleton emits the Rust types. */
 struct js_record _js_record = {};
@@ -48,6 +51,17 @@ static __always_inline bool is_workload(__u32 pid)
 		return false;
 	return workload_tids[set] == pid || workload_tids[set + 1] == pid;
 }
+
+/* One expired hrtimer's callback, running now. */
+struct hrtimer_slot {
+	__u64 start;
+	__u64 timer; /* its address, to pair exit with entry */
+	__u64 func;
+	__u32 pid;   /* the sleeper's, for hrtimer_wakeup */
+	__u16 parent;
+	__u16 flags; /* JS_HRT_* */
+	char comm[JS_COMM_LEN];
+};
 
 /* Per-CPU episode state; each level of nesting has its own slot. */
 struct cpu_state {
@@ -78,7 +92,10 @@ struct cpu_state {
 	__u64 vec_start;
 	__u32 vec_kind;
 	__u16 vec_parent;
-	__u16 pad3;
+	__u16 vec_callbacks; /* hrtimer callbacks run inside this vector */
+	/* hrtimer level: [0] from the timer interrupt, [1] from the HRTIMER softirq, which the
+	 * timer interrupt can interrupt to run hard hrtimers of its own */
+	struct hrtimer_slot hrt[2];
 	/* lost records not yet reported */
 	__u64 lost_since;
 	__u64 lost_count;
@@ -126,10 +143,14 @@ static __always_inline struct cpu_state *my_state(void)
 /* The innermost episode running now: what a new episode nests in. */
 static __always_inline __u16 innermost(struct cpu_state *st)
 {
+	if (st->hrt[0].start)
+		return JS_CLASS_HRTIMER;
 	if (st->vec_start)
 		return st->vec_kind == JS_VEC_LOCAL_TIMER ? JS_CLASS_TIMER_TICK : JS_CLASS_IPI;
 	if (st->irq_start)
 		return JS_CLASS_IRQ;
+	if (st->hrt[1].start)
+		return JS_CLASS_HRTIMER;
 	if (st->softirq_start)
 		return JS_CLASS_SOFTIRQ;
 	if (st->task_start)
@@ -255,7 +276,7 @@ static __always_inline void submit(struct js_record *r)
 /* Emits one completed interruption record of a nesting level (IRQ, softirq, vector). */
 static __always_inline void emit_episode(__u32 cpu, struct cpu_state *st, __u64 start,
 					 __u64 now, __u64 id, __u16 class, __u16 parent,
-					 const char *name)
+					 __u32 flags, const char *name)
 {
 	struct js_record *r = reserve(cpu, st, now);
 
@@ -266,11 +287,17 @@ static __always_inline void emit_episode(__u32 cpu, struct cpu_state *st, __u64 
 	r->id = id;
 	r->class_ = class;
 	r->parent = parent;
+	r->flags = flags;
 	if (name)
 		__builtin_memcpy(r->name, name, JS_NAME_LEN);
 	else
 		zero_name(r);
 	submit(r);
+}
+
+static __always_inline bool is_self_tgid(__u32 tgid)
+{
+	return self_tgid && tgid == self_tgid;
 }
 
 static __always_inline __u16 task_class_of(struct task_struct *t)
@@ -281,7 +308,7 @@ static __always_inline __u16 task_class_of(struct task_struct *t)
 		return JS_CLASS_KWORKER;
 	if (flags & PF_KTHREAD)
 		return JS_CLASS_KTHREAD;
-	if (self_tgid && t->tgid == self_tgid)
+	if (is_self_tgid(t->tgid))
 		return JS_CLASS_SELF;
 	return JS_CLASS_TASK;
 }
@@ -490,7 +517,7 @@ int BPF_PROG(js_irq_handler_exit, int irq, struct irqaction *action, int ret)
 	if (!st || !st->irq_start)
 		return 0;
 	emit_episode(cpu, st, st->irq_start, bpf_ktime_get_ns(), st->irq_nr, JS_CLASS_IRQ,
-		     st->irq_parent, st->irq_name);
+		     st->irq_parent, 0, st->irq_name);
 	st->irq_start = 0;
 	return 0;
 }
@@ -524,7 +551,7 @@ static __always_inline int handle_softirq_exit(unsigned int vec)
 	if (!st || !st->softirq_start)
 		return 0;
 	emit_episode(cpu, st, st->softirq_start, bpf_ktime_get_ns(), st->softirq_vec,
-		     JS_CLASS_SOFTIRQ, st->softirq_parent, NULL);
+		     JS_CLASS_SOFTIRQ, st->softirq_parent, 0, NULL);
 	st->softirq_start = 0;
 	return 0;
 }
@@ -570,6 +597,7 @@ static __always_inline int vector_entry(__u32 kind)
 	st->vec_parent = innermost(st);
 	st->vec_start = bpf_ktime_get_ns();
 	st->vec_kind = kind;
+	st->vec_callbacks = 0;
 	return 0;
 }
 
@@ -585,7 +613,7 @@ static __always_inline int vector_exit(__u32 kind)
 		return 0;
 	emit_episode(cpu, st, st->vec_start, bpf_ktime_get_ns(), kind,
 		     kind == JS_VEC_LOCAL_TIMER ? JS_CLASS_TIMER_TICK : JS_CLASS_IPI,
-		     st->vec_parent, NULL);
+		     st->vec_parent, st->vec_callbacks, NULL);
 	st->vec_start = 0;
 	return 0;
 }
@@ -605,6 +633,93 @@ VECTOR_PROGS(thermal_apic, JS_VEC_THERMAL)
 VECTOR_PROGS(x86_platform_ipi, JS_VEC_X86_PLATFORM_IPI)
 VECTOR_PROGS(spurious_apic, JS_VEC_SPURIOUS)
 VECTOR_PROGS(error_apic, JS_VEC_ERROR)
+
+/* ---- hrtimers: what the timer interrupt (or the HRTIMER softirq) ran --------------------- */
+
+/* The sleeping task an hrtimer_wakeup timer belongs to (the timer is the first member of its
+ * struct hrtimer_sleeper). Reached from the timer, so not a trusted pointer: probe reads. */
+static __always_inline void read_sleeper(struct hrtimer_slot *h, struct hrtimer *timer)
+{
+	struct hrtimer_sleeper *sl = container_of(timer, struct hrtimer_sleeper, timer);
+	struct task_struct *t = BPF_CORE_READ(sl, task);
+
+	if (!t)
+		return;
+	h->pid = BPF_CORE_READ(t, pid);
+	bpf_core_read(h->comm, sizeof(h->comm), &t->comm);
+	h->flags |= JS_HRT_SLEEPER;
+	if (is_self_tgid(BPF_CORE_READ(t, tgid)))
+		h->flags |= JS_HRT_SELF;
+}
+
+SEC("tp_btf/hrtimer_expire_entry")
+int BPF_PROG(js_hrtimer_expire_entry, struct hrtimer *timer, ktime_t *expires)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct hrtimer_slot *h;
+	struct cpu_state *st;
+	bool soft;
+
+	if (!is_target(cpu))
+		return 0;
+	st = my_state();
+	if (!st)
+		return 0;
+	soft = timer->is_soft;
+	h = soft ? &st->hrt[1] : &st->hrt[0];
+	h->parent = innermost(st);
+	h->timer = (__u64)timer;
+	h->func = (__u64)timer->function;
+	h->flags = soft ? JS_HRT_SOFT : 0;
+	h->pid = 0;
+	if (hrtimer_wakeup_fn && h->func == hrtimer_wakeup_fn)
+		read_sleeper(h, timer);
+	if (!soft && st->vec_start)
+		st->vec_callbacks++;
+	h->start = bpf_ktime_get_ns();
+	return 0;
+}
+
+SEC("tp_btf/hrtimer_expire_exit")
+int BPF_PROG(js_hrtimer_expire_exit, struct hrtimer *timer)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct hrtimer_slot *h;
+	struct cpu_state *st;
+	struct js_record *r;
+	__u64 now;
+
+	if (!is_target(cpu))
+		return 0;
+	st = my_state();
+	if (!st)
+		return 0;
+	/* Matched by address: the callback may have freed or reused the timer (a sleeper's lives
+	 * on its task's stack), so it is not read again. */
+	if (st->hrt[0].start && st->hrt[0].timer == (__u64)timer)
+		h = &st->hrt[0];
+	else if (st->hrt[1].start && st->hrt[1].timer == (__u64)timer)
+		h = &st->hrt[1];
+	else
+		return 0;
+	now = bpf_ktime_get_ns();
+	r = reserve(cpu, st, now);
+	if (r) {
+		r->start_ns = h->start;
+		r->end_ns = now;
+		r->id = h->func;
+		r->pid = h->pid;
+		r->class_ = JS_CLASS_HRTIMER;
+		r->parent = h->parent;
+		r->flags = h->flags;
+		zero_name(r);
+		if (h->flags & JS_HRT_SLEEPER)
+			__builtin_memcpy(r->name, h->comm, JS_COMM_LEN);
+		submit(r);
+	}
+	h->start = 0;
+	return 0;
+}
 
 /* ---- NMIs: the tracepoint fires after each handler with its duration --------------------- */
 

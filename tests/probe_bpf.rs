@@ -419,6 +419,73 @@ fn a_work_item_keeps_its_name_when_its_worker_is_preempted_inside_it() {
 }
 
 #[test]
+fn the_local_timer_is_split_into_the_scheduler_tick_and_sleepers_wakeups() {
+    if skip_bpf("the_local_timer_is_split_into_the_scheduler_tick_and_sleepers_wakeups") {
+        return;
+    }
+    if nproc() < 2 {
+        return;
+    }
+    let _cpus = exclusive();
+    let (session, rx) = start(config());
+    let spinner = Spinner::start(CPU as usize);
+    session.set_workload_tids(&[spinner.tid()]).unwrap();
+    let other = SleepLoop::start(CPU as usize);
+    let own = Sleeper::start("js-own-sleep", CPU as usize, 1_000_000, false);
+    let records = collect(&rx, Instant::now() + Duration::from_secs(1));
+    drop(other);
+    let slept = own.finish();
+    drop(spinner);
+    session.stop().unwrap();
+    let timers: Vec<_> = interruptions(&records)
+        .into_iter()
+        .filter(|i| i.cpu == CPU && i.name == "local timer")
+        .collect();
+    let callbacks: Vec<_> = timers
+        .iter()
+        .filter(|i| i.parent == Some(CulpritClass::TimerTick))
+        .collect();
+    let vectors: Vec<_> = timers
+        .iter()
+        .filter(|i| i.class == CulpritClass::TimerTick && i.parent != Some(CulpritClass::TimerTick))
+        .collect();
+    assert!(
+        callbacks
+            .iter()
+            .any(|i| i.class == CulpritClass::TimerTick && i.detail == "scheduler tick"),
+        "no scheduler tick under the local timer on a busy CPU: {timers:#?}"
+    );
+    let wake = callbacks
+        .iter()
+        .find(|i| {
+            i.class == CulpritClass::TimerTick && i.detail.starts_with("hrtimer_wakeup of sleep[")
+        })
+        .unwrap_or_else(|| panic!("no hrtimer_wakeup of the sleep loop: {timers:#?}"));
+    assert!(wake.pid > 0, "{wake:?}");
+    assert_eq!(
+        wake.detail,
+        format!("hrtimer_wakeup of sleep[{}]", wake.pid)
+    );
+    assert!(
+        callbacks.iter().any(|i| i.class == CulpritClass::SelfNoise
+            && i.detail == "hrtimer_wakeup of js-own-sleep (jitterscope's own sleep)"),
+        "none of {slept} sleeps of jitterscope's own thread shows as its own: {timers:#?}"
+    );
+    assert!(vectors
+        .iter()
+        .any(|v| v.detail == "timer interrupt outside callbacks"));
+    // Each callback lies inside a timer interrupt, where it takes its own time.
+    for c in &callbacks {
+        assert!(
+            vectors
+                .iter()
+                .any(|v| v.start_ns <= c.start_ns && c.end_ns <= v.end_ns),
+            "callback {c:?} outside every timer interrupt"
+        );
+    }
+}
+
+#[test]
 fn unbound_work_is_a_cause_for_each_measured_cpu_it_may_run_on() {
     if skip_bpf("unbound_work_is_a_cause_for_each_measured_cpu_it_may_run_on") {
         return;

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use super::decode::Record;
 use super::{AttachState, AttachStatus, ProbeSummary};
-use crate::model::{CauseKind, Cpu, CulpritClass, Nanos};
+use crate::model::{without_pid, CauseKind, Cpu, CulpritClass, Nanos};
 use crate::report::units::fmt_ns;
 
 /// One line of the log, times relative to `base_ns`.
@@ -92,12 +92,12 @@ pub fn summary(
     for r in records {
         match r {
             Record::Interruption(i) => {
-                let name = if i.detail.is_empty()
-                    || matches!(i.class, CulpritClass::Task | CulpritClass::SelfNoise)
-                {
+                // A task's detail is its policy: one row per task. Elsewhere a task named in
+                // the detail (a sleeper's hrtimer_wakeup) is one row per comm, not per pid.
+                let name = if i.detail.is_empty() || i.class == CulpritClass::Task {
                     i.name.clone()
                 } else {
-                    format!("{} {}", i.name, i.detail)
+                    format!("{} {}", i.name, without_pid(&i.detail))
                 };
                 let t = by.entry((i.cpu, i.class, name)).or_default();
                 t.count += 1;
@@ -136,7 +136,7 @@ pub fn summary(
     );
     let _ = writeln!(
         s,
-        "{:<5} {:<11} {:<44} {:>8} {:>10} {:>10} {:>9}",
+        "{:<5} {:<11} {:<52} {:>8} {:>10} {:>10} {:>9}",
         "cpu", "class", "name", "count", "total", "max", "of time"
     );
     let mut rows: Vec<_> = by.into_iter().collect();
@@ -149,10 +149,10 @@ pub fn summary(
         };
         let _ = writeln!(
             s,
-            "{:<5} {:<11} {:<44} {:>8} {:>10} {:>10} {:>8.3}%",
+            "{:<5} {:<11} {:<52} {:>8} {:>10} {:>10} {:>8.3}%",
             cpu,
             class.as_str(),
-            name.chars().take(44).collect::<String>(),
+            name.chars().take(52).collect::<String>(),
             t.count,
             fmt_ns(t.total),
             fmt_ns(t.max),

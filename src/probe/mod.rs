@@ -339,6 +339,7 @@ type Loaded<'obj> = (
 
 fn load_and_attach<'obj>(
     cfg: &ProbeConfig,
+    syms: &Kallsyms,
     storage: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
 ) -> Result<Loaded<'obj>, ProbeError> {
     capture_libbpf_log();
@@ -360,6 +361,7 @@ fn load_and_attach<'obj>(
         }
     }
     rodata.self_tgid = std::process::id();
+    rodata.hrtimer_wakeup_fn = syms.address_of("hrtimer_wakeup").unwrap_or(0);
     open.maps
         .events
         .set_max_entries(cfg.ringbuf_bytes)
@@ -533,7 +535,7 @@ fn drain_thread(
     // moment `start` returns.
     let mut syms = Kallsyms::load();
     let mut storage = MaybeUninit::uninit();
-    let setup = load_and_attach(&cfg, &mut storage);
+    let setup = load_and_attach(&cfg, &syms, &mut storage);
     let (mut skel, links, attach) = match setup {
         Ok(x) => x,
         Err(e) => {

@@ -125,6 +125,33 @@ impl Drop for Spinner {
     }
 }
 
+/// A shell loop pinned to a CPU that sleeps 2 ms at a time (`sleep`, a new process each
+/// time): hrtimer_wakeup timers of a task that is not jitterscope's. Killed by its pid on drop.
+pub struct SleepLoop(pub Child);
+
+impl SleepLoop {
+    pub fn start(cpu: usize) -> SleepLoop {
+        let child = Command::new("taskset")
+            .args([
+                "-c",
+                &cpu.to_string(),
+                "sh",
+                "-c",
+                "while :; do sleep 0.002; done",
+            ])
+            .spawn()
+            .expect("spawn taskset sh");
+        SleepLoop(child)
+    }
+}
+
+impl Drop for SleepLoop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// An in-process thread pinned to a CPU that sleeps `period_ns` at a time with
 /// clock_nanosleep (an hrtimer_wakeup timer each time), optionally SCHED_FIFO so that every
 /// wake-up preempts whatever runs there. Named `name`.
