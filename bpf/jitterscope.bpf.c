@@ -25,6 +25,13 @@ const volatile __u32 self_tgid = 0;
 /* The address of hrtimer_wakeup (from /proc/kallsyms; 0 when hidden): its timers are a
  * sleeping task's, whose name is worth reading. */
 const volatile __u64 hrtimer_wakeup_fn = 0;
+/* True when this kernel has the per-CPU KVM steal clock (`steal_time`: ns the host kept this
+ * vCPU runnable but off its physical CPU) and a KVM host keeps it up to date; false leaves
+ * the read out of every program. It cannot be named as a __ksym (no data symbols in kallsyms
+ * without CONFIG_KALLSYMS_ALL): it is found from the CPU's runqueue, `steal_time_from_rq`
+ * bytes away on every CPU (per-CPU section offsets from the kernel's BTF). */
+const volatile bool steal_clock = false;
+const volatile __s64 steal_time_from_rq = 0;
 
 /* Dummy instances so the skeleton emits the Rust types. */
 struct js_record _js_record = {};
@@ -100,6 +107,10 @@ struct cpu_state {
 	__u64 lost_since;
 	__u64 lost_count;
 	__u64 lost_flushed_at; /* when drops of the lock-free slot were last taken over */
+	/* KVM steal clock: its address on this CPU, the value and time of the last read */
+	__u64 steal_addr;
+	__u64 steal_last;
+	__u64 steal_at;
 };
 
 /* Drops noted where the per-CPU state cannot be used: in NMI context, or from another CPU
@@ -111,6 +122,10 @@ struct lost_slot {
 };
 
 struct lost_slot lost_pending[JS_MAX_CPUS] = {};
+
+/* The steal clock's value at its last change seen on each CPU (ns), read by user space: it
+ * says the clock was found and lets it be checked against /proc/stat. */
+__u64 steal_read[JS_MAX_CPUS] = {};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -271,6 +286,72 @@ static __always_inline void submit(struct js_record *r)
 	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
 }
 
+/* This CPU's steal_time, found once from its runqueue (the running task's CFS runqueue
+ * points to it; without group scheduling the CFS runqueue is inside it). */
+static __always_inline bool find_steal_time(__u32 cpu, struct cpu_state *st)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	struct cfs_rq *cfs = t->se.cfs_rq;
+	struct rq *rq;
+
+	if (!cfs)
+		return false;
+	if (bpf_core_field_exists(cfs->rq))
+		rq = cfs->rq;
+	else
+		rq = container_of(cfs, struct rq, cfs);
+	if (!rq || rq->cpu != cpu)
+		return false;
+	st->steal_addr = (__u64)rq + steal_time_from_rq;
+	return true;
+}
+
+/* Compares the CPU's steal clock with its last read here and reports any growth: the host
+ * kept this vCPU off its physical CPU somewhere in [last read, now]. The last-seen value is
+ * replaced before the record is reserved, so a program nesting in this one (an IRQ during a
+ * softirq program) does not report the same growth again. */
+static __always_inline void sample_steal(__u32 cpu, struct cpu_state *st, __u64 now)
+{
+	struct kvm_steal_time *kst;
+	__u64 value, last = st->steal_last, at = st->steal_at;
+	struct js_record *r;
+
+	if (!st->steal_addr && !find_steal_time(cpu, st))
+		return;
+	kst = bpf_core_cast((void *)st->steal_addr, struct kvm_steal_time);
+	value = kst->steal;
+	st->steal_last = value;
+	st->steal_at = now;
+	if (at && value == last)
+		return;
+	if (cpu < JS_MAX_CPUS)
+		steal_read[cpu] = value;
+	if (!at || value < last)
+		return;
+	r = reserve(cpu, st, now);
+	if (!r)
+		return;
+	r->kind = JS_REC_STEAL;
+	r->start_ns = at;
+	r->end_ns = now;
+	r->id = value - last;
+	r->detail = value;
+	zero_name(r);
+	submit(r);
+}
+
+/* The time, for programs about a measured CPU in normal context (state `st` is this CPU's):
+ * every such clock read also samples the steal clock, so steal is located between two
+ * consecutive events on the CPU. */
+static __always_inline __u64 clock_now(__u32 cpu, struct cpu_state *st)
+{
+	__u64 now = bpf_ktime_get_ns();
+
+	if (steal_clock)
+		sample_steal(cpu, st, now);
+	return now;
+}
+
 /* tp_btf arguments are trusted BTF pointers: their fields are read with plain loads (CO-RE
  * relocated), no bpf_probe_read helper call per field. */
 /* Emits one completed interruption record of a nesting level (IRQ, softirq, vector). */
@@ -414,7 +495,7 @@ static __always_inline int handle_sched_switch(bool preempt, struct task_struct 
 	st = my_state();
 	if (!st)
 		return 0;
-	now = bpf_ktime_get_ns();
+	now = clock_now(cpu, st);
 	end_task_episode(cpu, st, now);
 
 	next_pid = next->pid;
@@ -455,7 +536,7 @@ int BPF_PROG(js_workqueue_execute_start, struct work_struct *work)
 	st = my_state();
 	if (!st || !st->task_start || st->task_pid != (__u32)bpf_get_current_pid_tgid())
 		return 0;
-	now = bpf_ktime_get_ns();
+	now = clock_now(cpu, st);
 	/* A slice still open was taken at switch-in from a current_func the worker had not yet
 	 * cleared: it ends here. */
 	if (st->work_start)
@@ -481,7 +562,7 @@ int BPF_PROG(js_workqueue_execute_end, struct work_struct *work)
 	if (!st || !st->work_start || st->task_pid != (__u32)bpf_get_current_pid_tgid())
 		return 0;
 	/* The run record is named after the first item — the work that woke the worker. */
-	end_work_slice(cpu, st, bpf_ktime_get_ns());
+	end_work_slice(cpu, st, clock_now(cpu, st));
 	return 0;
 }
 
@@ -499,7 +580,7 @@ int BPF_PROG(js_irq_handler_entry, int irq, struct irqaction *action)
 	if (!st)
 		return 0;
 	st->irq_parent = innermost(st);
-	st->irq_start = bpf_ktime_get_ns();
+	st->irq_start = clock_now(cpu, st);
 	st->irq_nr = irq;
 	bpf_probe_read_kernel_str(st->irq_name, sizeof(st->irq_name), BPF_CORE_READ(action, name));
 	return 0;
@@ -516,7 +597,7 @@ int BPF_PROG(js_irq_handler_exit, int irq, struct irqaction *action, int ret)
 	st = my_state();
 	if (!st || !st->irq_start)
 		return 0;
-	emit_episode(cpu, st, st->irq_start, bpf_ktime_get_ns(), st->irq_nr, JS_CLASS_IRQ,
+	emit_episode(cpu, st, st->irq_start, clock_now(cpu, st), st->irq_nr, JS_CLASS_IRQ,
 		     st->irq_parent, 0, st->irq_name);
 	st->irq_start = 0;
 	return 0;
@@ -535,7 +616,7 @@ static __always_inline int handle_softirq_entry(unsigned int vec)
 	if (!st)
 		return 0;
 	st->softirq_parent = innermost(st);
-	st->softirq_start = bpf_ktime_get_ns();
+	st->softirq_start = clock_now(cpu, st);
 	st->softirq_vec = vec;
 	return 0;
 }
@@ -550,7 +631,7 @@ static __always_inline int handle_softirq_exit(unsigned int vec)
 	st = my_state();
 	if (!st || !st->softirq_start)
 		return 0;
-	emit_episode(cpu, st, st->softirq_start, bpf_ktime_get_ns(), st->softirq_vec,
+	emit_episode(cpu, st, st->softirq_start, clock_now(cpu, st), st->softirq_vec,
 		     JS_CLASS_SOFTIRQ, st->softirq_parent, 0, NULL);
 	st->softirq_start = 0;
 	return 0;
@@ -595,7 +676,7 @@ static __always_inline int vector_entry(__u32 kind)
 	if (!st)
 		return 0;
 	st->vec_parent = innermost(st);
-	st->vec_start = bpf_ktime_get_ns();
+	st->vec_start = clock_now(cpu, st);
 	st->vec_kind = kind;
 	st->vec_callbacks = 0;
 	return 0;
@@ -611,7 +692,7 @@ static __always_inline int vector_exit(__u32 kind)
 	st = my_state();
 	if (!st || !st->vec_start || st->vec_kind != kind)
 		return 0;
-	emit_episode(cpu, st, st->vec_start, bpf_ktime_get_ns(), kind,
+	emit_episode(cpu, st, st->vec_start, clock_now(cpu, st), kind,
 		     kind == JS_VEC_LOCAL_TIMER ? JS_CLASS_TIMER_TICK : JS_CLASS_IPI,
 		     st->vec_parent, st->vec_callbacks, NULL);
 	st->vec_start = 0;
@@ -676,7 +757,7 @@ int BPF_PROG(js_hrtimer_expire_entry, struct hrtimer *timer, ktime_t *expires)
 		read_sleeper(h, timer);
 	if (!soft && st->vec_start)
 		st->vec_callbacks++;
-	h->start = bpf_ktime_get_ns();
+	h->start = clock_now(cpu, st);
 	return 0;
 }
 
@@ -702,7 +783,7 @@ int BPF_PROG(js_hrtimer_expire_exit, struct hrtimer *timer)
 		h = &st->hrt[1];
 	else
 		return 0;
-	now = bpf_ktime_get_ns();
+	now = clock_now(cpu, st);
 	r = reserve(cpu, st, now);
 	if (r) {
 		r->start_ns = h->start;
@@ -734,8 +815,8 @@ int BPF_PROG(js_nmi_handler, void *handler, s64 delta_ns, int handled)
 	if (!is_target(cpu))
 		return 0;
 	st = my_state();
-	/* NMI context: no state written (another program may be updating it); a drop goes to
-	 * the lock-free slot. */
+	/* NMI context: no steal sample and no state written (another program may be updating
+	 * it); a drop goes to the lock-free slot. */
 	now = bpf_ktime_get_ns();
 	r = reserve(cpu, NULL, now);
 	if (!r)

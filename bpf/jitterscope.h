@@ -14,6 +14,7 @@ enum js_kind {
 	JS_REC_INTERRUPTION = 1, /* a completed episode on a measured CPU */
 	JS_REC_CAUSE = 2,        /* work queued or an IPI sent to a measured CPU */
 	JS_REC_LOST = 3,         /* records of this CPU were lost in [start_ns, end_ns] */
+	JS_REC_STEAL = 4,        /* the CPU's KVM steal clock grew by `id` ns in [start_ns, end_ns] */
 };
 
 /* Interruption classes; user space maps them to the stable culprit class strings. */
@@ -67,8 +68,9 @@ struct js_record {
 	__u64 start_ns;     /* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
 	__u64 end_ns;
 	__u64 id;           /* irq nr, softirq vector, js_vector, new kHz, lost count, work func,
-			     * hrtimer callback */
-	__u64 detail;       /* kworker: work function address; freq: old kHz; cause: callsite */
+			     * hrtimer callback, steal growth (ns) */
+	__u64 detail;       /* kworker: work function address; freq: old kHz; cause: callsite;
+			     * steal: the clock's new absolute value (ns) */
 	__u32 pid;          /* task episode: its pid; cause: sender pid; hrtimer: sleeper pid */
 	__u16 class_;       /* enum js_class (or enum js_cause for causes) */
 	__u16 parent;       /* enum js_class of the enclosing episode, JS_CLASS_NONE if none */

@@ -485,6 +485,91 @@ fn the_local_timer_is_split_into_the_scheduler_tick_and_sleepers_wakeups() {
     }
 }
 
+/// CPU `cpu`'s steal time in /proc/stat, in ns (it counts in USER_HZ ticks).
+fn proc_stat_steal_ns(cpu: u32) -> u64 {
+    let text = std::fs::read_to_string("/proc/stat").unwrap();
+    let ticks: u64 = text
+        .lines()
+        .find(|l| l.starts_with(&format!("cpu{cpu} ")))
+        .and_then(|l| l.split_whitespace().nth(8))
+        .and_then(|v| v.parse().ok())
+        .expect("a steal column in /proc/stat");
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+    ticks * 1_000_000_000 / hz
+}
+
+#[test]
+fn the_steal_clock_is_reported_and_reads_what_proc_stat_counts() {
+    if skip_bpf("the_steal_clock_is_reported_and_reads_what_proc_stat_counts") {
+        return;
+    }
+    if nproc() < 2 {
+        return;
+    }
+    let _cpus = exclusive();
+    let (session, rx) = start(config());
+    let (on, note) = (
+        session.steal_clock(),
+        session.steal_clock_note().map(str::to_string),
+    );
+    // A busy CPU takes probe events (ticks, switches), each of which reads the clock.
+    let spinner = Spinner::start(CPU as usize);
+    let records = collect(&rx, Instant::now() + Duration::from_secs(2));
+    drop(spinner);
+    let summary = session.stop().unwrap();
+    let stat_ns = proc_stat_steal_ns(CPU);
+    assert_eq!(
+        (summary.steal_clock, &summary.steal_clock_note),
+        (on, &note)
+    );
+    let kvm = std::fs::read_to_string(
+        "/sys/devices/system/clocksource/clocksource0/available_clocksource",
+    )
+    .unwrap_or_default()
+    .contains("kvm-clock");
+    if !on {
+        let note = note.expect("a reason when there is no steal clock");
+        assert!(note.starts_with("no KVM steal clock ("), "{note}");
+        assert!(
+            !(kvm && stat_ns > 0),
+            "a KVM guest with steal in /proc/stat, yet: {note}"
+        );
+        println!("{note}");
+        return;
+    }
+    assert_eq!(note, None);
+    let samples: Vec<_> = records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Steal(s) => Some(*s),
+            _ => None,
+        })
+        .collect();
+    for s in &samples {
+        assert_eq!(s.cpu, CPU, "{s:?}");
+        assert!(s.steal_ns > 0 && s.from_ns < s.to_ns, "{s:?}");
+        // Steal found between two reads happened between them (the host updates the
+        // clock before it lets the vCPU run again).
+        assert!(s.steal_ns <= s.to_ns - s.from_ns + 50_000, "{s:?}");
+    }
+    // The value read is the kernel's: /proc/stat accounts it at ticks, in 10 ms units.
+    let read = summary
+        .steal_clock_ns
+        .iter()
+        .find(|c| c.0 == CPU)
+        .map_or(0, |c| c.1);
+    assert!(
+        read.abs_diff(stat_ns) <= 50_000_000,
+        "steal clock read {read} ns, /proc/stat says {stat_ns} ns"
+    );
+    println!(
+        "steal clock: {} growth records on CPU {CPU} in 2 s ({} ns in all); read {read} ns, /proc/stat {stat_ns} ns",
+        samples.len(),
+        samples.iter().map(|s| s.steal_ns).sum::<u64>()
+    );
+}
+
 #[test]
 fn unbound_work_is_a_cause_for_each_measured_cpu_it_may_run_on() {
     if skip_bpf("unbound_work_is_a_cause_for_each_measured_cpu_it_may_run_on") {

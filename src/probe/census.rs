@@ -180,6 +180,7 @@ pub fn summary(
         );
     }
     s.push_str(&costs(probes));
+    s.push_str(&steal_clock(probes));
     let drops = probes.total_drops();
     if drops > 0 {
         let per: Vec<String> = probes
@@ -218,16 +219,42 @@ pub fn costs(p: &ProbeSummary) -> String {
     s
 }
 
+/// Whether host preemption can be told from the rest: the steal clock, read or why not.
+pub fn steal_clock(p: &ProbeSummary) -> String {
+    if let Some(note) = &p.steal_clock_note {
+        return format!("{note}: host preemption cannot be told from other unexplained time\n");
+    }
+    if !p.steal_clock {
+        return String::new();
+    }
+    let per: Vec<String> = p
+        .steal_clock_ns
+        .iter()
+        .map(|(c, ns)| format!("CPU {c} {}", fmt_ns(*ns)))
+        .collect();
+    format!(
+        "KVM steal clock: read at every probe event{}\n",
+        if per.is_empty() {
+            String::new()
+        } else {
+            format!(" (stolen since boot: {})", per.join(", "))
+        }
+    )
+}
+
 /// The census as JSON, for scripts (scripts/bench.sh): records per class, BPF cost per
 /// program, drops per CPU.
 pub fn summary_json(records: &[Record], duration_ns: Nanos, probes: &ProbeSummary) -> String {
     let mut classes: BTreeMap<&str, (u64, Nanos)> = BTreeMap::new();
     for r in records {
-        if let Record::Interruption(i) = r {
-            let e = classes.entry(i.class.as_str()).or_default();
-            e.0 += 1;
-            e.1 += i.duration_ns();
-        }
+        let (class, ns) = match r {
+            Record::Interruption(i) => (i.class, i.duration_ns()),
+            Record::Steal(st) => (CulpritClass::Hypervisor, st.steal_ns),
+            Record::Cause(_) | Record::Lost { .. } => continue,
+        };
+        let e = classes.entry(class.as_str()).or_default();
+        e.0 += 1;
+        e.1 += ns;
     }
     serde_json::json!({
         "duration_ns": duration_ns,
@@ -237,6 +264,8 @@ pub fn summary_json(records: &[Record], duration_ns: Nanos, probes: &ProbeSummar
             "ns_per_event": c.ns_per_event(),
         })).collect::<Vec<_>>(),
         "stats_enabled": probes.stats_enabled,
+        "steal_clock": probes.steal_clock,
+        "steal_clock_note": probes.steal_clock_note,
         "drops": probes.drops.iter().map(|(c, d)| serde_json::json!({"cpu": c, "count": d})).collect::<Vec<_>>(),
         "events": probes.events.iter().map(|(c, d)| serde_json::json!({"cpu": c, "count": d})).collect::<Vec<_>>(),
     })

@@ -9,6 +9,7 @@ use crate::model::{Cause, CauseKind, CulpritClass, Interruption, StealSample};
 pub const REC_INTERRUPTION: u32 = 1;
 pub const REC_CAUSE: u32 = 2;
 pub const REC_LOST: u32 = 3;
+pub const REC_STEAL: u32 = 4;
 pub const CLASS_HRTIMER: u16 = 11;
 /// Kworker run: its current work function could not be read at switch-in.
 pub const F_WORK_UNREAD: u32 = 4;
@@ -157,6 +158,12 @@ fn hrtimer(r: &js_record, syms: &mut Kallsyms) -> (CulpritClass, String, String)
 
 pub fn decode(r: &js_record, syms: &mut Kallsyms) -> Option<Record> {
     match r.kind {
+        REC_STEAL => Some(Record::Steal(StealSample {
+            cpu: r.cpu,
+            from_ns: r.start_ns,
+            to_ns: r.end_ns.max(r.start_ns),
+            steal_ns: r.id,
+        })),
         REC_LOST => Some(Record::Lost {
             cpu: r.cpu,
             start_ns: r.start_ns,
@@ -351,6 +358,23 @@ mod tests {
             Some(Record::Interruption(i)) => i,
             other => panic!("not an interruption: {other:?}"),
         }
+    }
+
+    #[test]
+    fn steal_growth_decodes_to_a_steal_sample() {
+        let mut syms = Kallsyms::parse("");
+        let mut s = rec(REC_STEAL, 0);
+        s.id = 612_000;
+        s.detail = 9_000_000_000;
+        assert_eq!(
+            decode(&s, &mut syms),
+            Some(Record::Steal(StealSample {
+                cpu: 3,
+                from_ns: 100,
+                to_ns: 250,
+                steal_ns: 612_000
+            }))
+        );
     }
 
     #[test]

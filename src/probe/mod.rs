@@ -8,6 +8,7 @@
 pub mod census;
 pub mod decode;
 pub mod kallsyms;
+pub mod steal;
 
 #[allow(
     clippy::all,
@@ -118,6 +119,14 @@ pub struct ProbeSummary {
     /// False when /proc/kallsyms hid its addresses (no CAP_SYSLOG): work functions and
     /// IPI callbacks are then shown as addresses.
     pub symbols: bool,
+    /// True when the probes read the CPUs' KVM steal clock (`Record::Steal`): uncovered time
+    /// without steal growth is then not host preemption.
+    pub steal_clock: bool,
+    /// Why there is no steal clock, one line (`no KVM steal clock (…)`); None when there is.
+    pub steal_clock_note: Option<String>,
+    /// The steal clock's last value read on each measured CPU (ns the host has kept it off
+    /// its physical CPU since boot; `steal` in /proc/stat), for CPUs where it was read.
+    pub steal_clock_ns: Vec<(Cpu, u64)>,
 }
 
 impl ProbeSummary {
@@ -156,7 +165,15 @@ pub struct ProbeSession {
     commands: Sender<Command>,
     thread: Option<JoinHandle<Result<ProbeSummary, ProbeError>>>,
     attach: Vec<AttachStatus>,
+    /// Ok when the steal clock is read, else why not.
+    steal: Result<i64, String>,
     live: Arc<Mutex<Option<LiveCost>>>,
+}
+
+/// What loading found, sent from the drain thread to `start`.
+struct Loaded {
+    attach: Vec<AttachStatus>,
+    steal: Result<i64, String>,
 }
 
 /// libbpf's log lines, kept so that a verifier rejection can show its last lines.
@@ -267,11 +284,12 @@ impl ProbeSession {
                 cause: e.to_string(),
             })?;
         match ready_rx.recv() {
-            Ok(Ok(attach)) => Ok((
+            Ok(Ok(Loaded { attach, steal })) => Ok((
                 ProbeSession {
                     commands: cmd_tx,
                     thread: Some(thread),
                     attach,
+                    steal,
                     live,
                 },
                 batch_rx,
@@ -294,6 +312,16 @@ impl ProbeSession {
 
     pub fn attach_report(&self) -> &[AttachStatus] {
         &self.attach
+    }
+
+    /// True when the probes read the KVM steal clock (see `ProbeSummary::steal_clock`).
+    pub fn steal_clock(&self) -> bool {
+        self.steal.is_ok()
+    }
+
+    /// Why there is no steal clock, one line; None when there is.
+    pub fn steal_clock_note(&self) -> Option<&str> {
+        self.steal.as_ref().err().map(String::as_str)
     }
 
     /// Tells the programs which threads are the workload's (their runs are not interruptions).
@@ -331,17 +359,13 @@ fn other(action: &str) -> impl Fn(libbpf_rs::Error) -> ProbeError + '_ {
     }
 }
 
-type Loaded<'obj> = (
-    JitterscopeSkel<'obj>,
-    Vec<libbpf_rs::Link>,
-    Vec<AttachStatus>,
-);
+type Attached<'obj> = (JitterscopeSkel<'obj>, Vec<libbpf_rs::Link>, Loaded);
 
 fn load_and_attach<'obj>(
     cfg: &ProbeConfig,
     syms: &Kallsyms,
     storage: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
-) -> Result<Loaded<'obj>, ProbeError> {
+) -> Result<Attached<'obj>, ProbeError> {
     capture_libbpf_log();
     let btf = libbpf_rs::btf::Btf::from_vmlinux().map_err(|_| ProbeError::NoBtf)?;
     let mut open = JitterscopeSkelBuilder::default()
@@ -362,6 +386,9 @@ fn load_and_attach<'obj>(
     }
     rodata.self_tgid = std::process::id();
     rodata.hrtimer_wakeup_fn = syms.address_of("hrtimer_wakeup").unwrap_or(0);
+    let steal = steal::status(steal::percpu_offsets(&btf), steal::host());
+    rodata.steal_clock = steal.is_ok();
+    rodata.steal_time_from_rq = *steal.as_ref().unwrap_or(&0);
     open.maps
         .events
         .set_max_entries(cfg.ringbuf_bytes)
@@ -424,7 +451,7 @@ fn load_and_attach<'obj>(
         }
     }
     attach.sort_by(|a, b| a.tracepoint.cmp(&b.tracepoint));
-    Ok((skel, links, attach))
+    Ok((skel, links, Loaded { attach, steal }))
 }
 
 /// Fills the BPF side's 2-way set-associative tid table (see `is_workload` in the BPF code).
@@ -524,7 +551,7 @@ fn drain_thread(
     cfg: ProbeConfig,
     commands: Receiver<Command>,
     batches: Sender<ProbeBatch>,
-    ready: SyncSender<Result<Vec<AttachStatus>, ProbeError>>,
+    ready: SyncSender<Result<Loaded, ProbeError>>,
     live: Arc<Mutex<Option<LiveCost>>>,
 ) -> Result<ProbeSummary, ProbeError> {
     if !cfg.drain_cpus.is_empty() {
@@ -536,7 +563,7 @@ fn drain_thread(
     let mut syms = Kallsyms::load();
     let mut storage = MaybeUninit::uninit();
     let setup = load_and_attach(&cfg, &syms, &mut storage);
-    let (mut skel, links, attach) = match setup {
+    let (mut skel, links, loaded) = match setup {
         Ok(x) => x,
         Err(e) => {
             // The error goes to `start`, which is waiting for it; nothing else to report.
@@ -547,7 +574,8 @@ fn drain_thread(
     // Run-time statistics while this fd is open (no global sysctl to restore).
     // SAFETY: plain syscall wrapper; a negative result means unsupported or refused.
     let stats_fd = unsafe { libbpf_sys::bpf_enable_stats(libbpf_sys::BPF_STATS_RUN_TIME) };
-    let _ = ready.send(Ok(attach));
+    let steal = loaded.steal.clone();
+    let _ = ready.send(Ok(loaded));
 
     let pending: Arc<Mutex<Vec<Vec<u8>>>> = Arc::new(Mutex::new(Vec::new()));
     let sink = pending.clone();
@@ -613,6 +641,8 @@ fn drain_thread(
     let mut summary = ProbeSummary {
         stats_enabled: stats_fd >= 0,
         symbols: !syms.is_empty(),
+        steal_clock: steal.is_ok(),
+        steal_clock_note: steal.err(),
         ..Default::default()
     };
     if let Some(bss) = skel.maps.bss_data.as_deref() {
@@ -623,6 +653,11 @@ fn drain_thread(
                 summary.events.push((cpu, c.events));
                 if c.rb_drops > 0 {
                     summary.drops.push((cpu, c.rb_drops));
+                }
+            }
+            if let Some(&ns) = bss.steal_read.get(cpu as usize) {
+                if ns > 0 {
+                    summary.steal_clock_ns.push((cpu, ns));
                 }
             }
         }
