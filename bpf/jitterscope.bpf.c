@@ -26,6 +26,16 @@ const volatile __u64 target_cpus[JS_MAX_CPUS / 64] = {};
  * user space after load: inside a PID namespace getpid() is another number, so it is learnt
  * from js_whoami, which needs the loaded object. 0 until then. */
 __u32 self_tgid = 0;
+/* The address of hrtimer_wakeup (from /proc/kallsyms; 0 when hidden): its timers are a
+ * sleeping task's, whose name is worth reading. */
+const volatile __u64 hrtimer_wakeup_fn = 0;
+/* True when this kernel has the per-CPU KVM steal clock (`steal_time`: ns the host kept this
+ * vCPU runnable but off its physical CPU) and a KVM host keeps it up to date; false leaves
+ * the read out of every program. It cannot be named as a __ksym (no data symbols in kallsyms
+ * without CONFIG_KALLSYMS_ALL): it is found from the CPU's runqueue, `steal_time_from_rq`
+ * bytes away on every CPU (per-CPU section offsets from the kernel's BTF). */
+const volatile bool steal_clock = false;
+const volatile __s64 steal_time_from_rq = 0;
 
 /* Dummy instances so the skeleton emits the Rust types. */
 struct js_record _js_record = {};
@@ -52,6 +62,17 @@ static __always_inline bool is_workload(__u32 pid)
 		return false;
 	return workload_tids[set] == pid || workload_tids[set + 1] == pid;
 }
+
+/* One expired hrtimer's callback, running now. */
+struct hrtimer_slot {
+	__u64 start;
+	__u64 timer; /* its address, to pair exit with entry */
+	__u64 func;
+	__u32 pid;   /* the sleeper's, for hrtimer_wakeup */
+	__u16 parent;
+	__u16 flags; /* JS_HRT_* */
+	char comm[JS_COMM_LEN];
+};
 
 /* Per-CPU episode state; each level of nesting has its own slot. */
 struct cpu_state {
@@ -82,11 +103,33 @@ struct cpu_state {
 	__u64 vec_start;
 	__u32 vec_kind;
 	__u16 vec_parent;
-	__u16 pad3;
+	__u16 vec_callbacks; /* hrtimer callbacks run inside this vector */
+	/* hrtimer level: [0] from the timer interrupt, [1] from the HRTIMER softirq, which the
+	 * timer interrupt can interrupt to run hard hrtimers of its own */
+	struct hrtimer_slot hrt[2];
 	/* lost records not yet reported */
 	__u64 lost_since;
 	__u64 lost_count;
+	__u64 lost_flushed_at; /* when drops of the lock-free slot were last taken over */
+	/* KVM steal clock: its address on this CPU, the value and time of the last read */
+	__u64 steal_addr;
+	__u64 steal_last;
+	__u64 steal_at;
 };
+
+/* Drops noted where the per-CPU state cannot be used: in NMI context, or from another CPU
+ * (causes). Updated with atomics only; taken over into the CPU's state by the next record
+ * reserved there in normal context, so every dropped record opens a lost window. */
+struct lost_slot {
+	__u64 since; /* time of the first drop not yet taken over, 0 when none */
+	__u64 count;
+};
+
+struct lost_slot lost_pending[JS_MAX_CPUS] = {};
+
+/* The steal clock's value at its last change seen on each CPU (ns), read by user space: it
+ * says the clock was found and lets it be checked against /proc/stat. */
+__u64 steal_read[JS_MAX_CPUS] = {};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -119,10 +162,14 @@ static __always_inline struct cpu_state *my_state(void)
 /* The innermost episode running now: what a new episode nests in. */
 static __always_inline __u16 innermost(struct cpu_state *st)
 {
+	if (st->hrt[0].start)
+		return JS_CLASS_HRTIMER;
 	if (st->vec_start)
 		return st->vec_kind == JS_VEC_LOCAL_TIMER ? JS_CLASS_TIMER_TICK : JS_CLASS_IPI;
 	if (st->irq_start)
 		return JS_CLASS_IRQ;
+	if (st->hrt[1].start)
+		return JS_CLASS_HRTIMER;
 	if (st->softirq_start)
 		return JS_CLASS_SOFTIRQ;
 	if (st->task_start)
@@ -138,12 +185,55 @@ static __always_inline void count_event(__u32 cpu)
 		counters[cpu].events++;
 }
 
+/* A drop without usable per-CPU state (NMI, another CPU): noted in the CPU's lock-free slot.
+ * Only for measured CPUs: nothing would ever take over another CPU's slot. */
+static __always_inline void note_lost_atomic(__u32 cpu, __u64 now)
+{
+	struct lost_slot *slot;
+
+	if (!is_target(cpu) || cpu >= JS_MAX_CPUS)
+		return;
+	slot = &lost_pending[cpu];
+	/* Time first, then count: whoever takes the count over finds a time with it (or, if it
+	 * raced between the two, the time of the previous take-over, see take_over_lost). */
+	__sync_val_compare_and_swap(&slot->since, 0, now);
+	__sync_fetch_and_add(&slot->count, 1);
+}
+
+/* Moves drops noted in the CPU's lock-free slot into its lost window, reported below. */
+static __always_inline void take_over_lost(__u32 cpu, struct cpu_state *st, __u64 now)
+{
+	struct lost_slot *slot;
+	__u64 count, since;
+
+	if (cpu >= JS_MAX_CPUS)
+		return;
+	slot = &lost_pending[cpu];
+	if (!slot->count)
+		return;
+	count = __sync_lock_test_and_set(&slot->count, 0);
+	if (!count)
+		return;
+	since = __sync_lock_test_and_set(&slot->since, 0);
+	/* A drop counted after its time was taken by the previous take-over: it happened
+	 * after that take-over began. */
+	if (!since)
+		since = st->lost_flushed_at ? st->lost_flushed_at : now;
+	if (!st->lost_count || since < st->lost_since)
+		st->lost_since = since;
+	st->lost_count += count;
+	st->lost_flushed_at = now;
+}
+
 /* Reserves a record for `cpu`; a failure is counted, and the window of lost records is
- * reported with the next record that fits, so user space can mark affected stalls. */
+ * reported with the next record that fits, so user space can mark affected stalls. `st` is
+ * NULL where the per-CPU state must not be written (NMI, another CPU's records). */
 static __always_inline struct js_record *reserve(__u32 cpu, struct cpu_state *st, __u64 now)
 {
 	struct js_record *r;
 
+	if (st)
+		take_over_lost(cpu, st, now);
 	if (st && st->lost_count) {
 		r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 		if (r) {
@@ -165,6 +255,8 @@ static __always_inline struct js_record *reserve(__u32 cpu, struct cpu_state *st
 			if (!st->lost_count)
 				st->lost_since = now;
 			st->lost_count++;
+		} else {
+			note_lost_atomic(cpu, now);
 		}
 		return NULL;
 	}
@@ -198,12 +290,78 @@ static __always_inline void submit(struct js_record *r)
 	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
 }
 
+/* This CPU's steal_time, found once from its runqueue (the running task's CFS runqueue
+ * points to it; without group scheduling the CFS runqueue is inside it). */
+static __always_inline bool find_steal_time(__u32 cpu, struct cpu_state *st)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	struct cfs_rq *cfs = t->se.cfs_rq;
+	struct rq *rq;
+
+	if (!cfs)
+		return false;
+	if (bpf_core_field_exists(cfs->rq))
+		rq = cfs->rq;
+	else
+		rq = container_of(cfs, struct rq, cfs);
+	if (!rq || rq->cpu != cpu)
+		return false;
+	st->steal_addr = (__u64)rq + steal_time_from_rq;
+	return true;
+}
+
+/* Compares the CPU's steal clock with its last read here and reports any growth: the host
+ * kept this vCPU off its physical CPU somewhere in [last read, now]. The last-seen value is
+ * replaced before the record is reserved, so a program nesting in this one (an IRQ during a
+ * softirq program) does not report the same growth again. */
+static __always_inline void sample_steal(__u32 cpu, struct cpu_state *st, __u64 now)
+{
+	struct kvm_steal_time *kst;
+	__u64 value, last = st->steal_last, at = st->steal_at;
+	struct js_record *r;
+
+	if (!st->steal_addr && !find_steal_time(cpu, st))
+		return;
+	kst = bpf_core_cast((void *)st->steal_addr, struct kvm_steal_time);
+	value = kst->steal;
+	st->steal_last = value;
+	st->steal_at = now;
+	if (at && value == last)
+		return;
+	if (cpu < JS_MAX_CPUS)
+		steal_read[cpu] = value;
+	if (!at || value < last)
+		return;
+	r = reserve(cpu, st, now);
+	if (!r)
+		return;
+	r->kind = JS_REC_STEAL;
+	r->start_ns = at;
+	r->end_ns = now;
+	r->id = value - last;
+	r->detail = value;
+	zero_name(r);
+	submit(r);
+}
+
+/* The time, for programs about a measured CPU in normal context (state `st` is this CPU's):
+ * every such clock read also samples the steal clock, so steal is located between two
+ * consecutive events on the CPU. */
+static __always_inline __u64 clock_now(__u32 cpu, struct cpu_state *st)
+{
+	__u64 now = bpf_ktime_get_ns();
+
+	if (steal_clock)
+		sample_steal(cpu, st, now);
+	return now;
+}
+
 /* tp_btf arguments are trusted BTF pointers: their fields are read with plain loads (CO-RE
  * relocated), no bpf_probe_read helper call per field. */
 /* Emits one completed interruption record of a nesting level (IRQ, softirq, vector). */
 static __always_inline void emit_episode(__u32 cpu, struct cpu_state *st, __u64 start,
 					 __u64 now, __u64 id, __u16 class, __u16 parent,
-					 const char *name)
+					 __u32 flags, const char *name)
 {
 	struct js_record *r = reserve(cpu, st, now);
 
@@ -214,11 +372,17 @@ static __always_inline void emit_episode(__u32 cpu, struct cpu_state *st, __u64 
 	r->id = id;
 	r->class_ = class;
 	r->parent = parent;
+	r->flags = flags;
 	if (name)
 		__builtin_memcpy(r->name, name, JS_NAME_LEN);
 	else
 		zero_name(r);
 	submit(r);
+}
+
+static __always_inline bool is_self_tgid(__u32 tgid)
+{
+	return self_tgid && tgid == self_tgid;
 }
 
 static __always_inline __u16 task_class_of(struct task_struct *t)
@@ -229,12 +393,68 @@ static __always_inline __u16 task_class_of(struct task_struct *t)
 		return JS_CLASS_KWORKER;
 	if (flags & PF_KTHREAD)
 		return JS_CLASS_KTHREAD;
-	if (self_tgid && t->tgid == self_tgid)
+	if (is_self_tgid(t->tgid))
 		return JS_CLASS_SELF;
 	return JS_CLASS_TASK;
 }
 
 /* ---- task level: sched_switch, workqueue execution ------------------------------------ */
+
+/* Emits the slice of the running work item since `work_start` as its own record, nested in
+ * the worker's run (same level, later start): each item's time goes to its own function,
+ * and the run record keeps only the worker's overhead outside items. */
+static __always_inline void end_work_slice(__u32 cpu, struct cpu_state *st, __u64 now)
+{
+	struct js_record *r = reserve(cpu, st, now);
+
+	if (r) {
+		r->start_ns = st->work_start;
+		r->end_ns = now;
+		r->id = st->task_pid;
+		r->pid = st->task_pid;
+		r->detail = st->work_func;
+		r->class_ = JS_CLASS_KWORKER;
+		r->parent = JS_CLASS_KWORKER;
+		r->aux = st->task_policy;
+		__builtin_memcpy(r->name, st->task_comm, JS_COMM_LEN);
+		submit(r);
+	}
+	st->work_start = 0;
+}
+
+static __always_inline void count_work_item(struct cpu_state *st)
+{
+	st->works++;
+	st->task_flags = (st->task_flags & 0xffff) | ((st->works & 0xffff) << 16);
+}
+
+/* A worker switched back in may be inside a work item (preempted in it, or it slept there):
+ * its `struct worker` says which (task->worker_private is the worker's struct kthread, whose
+ * data is the struct worker), so the rest of the item keeps its name. Not trusted pointers:
+ * read with probe reads, only for kworkers on measured CPUs. */
+static __always_inline void resume_work_item(struct cpu_state *st, struct task_struct *next,
+					     __u64 now)
+{
+	struct kthread *kt = NULL;
+	struct worker *w = NULL;
+	__u64 func = 0;
+
+	/* worker_private is Linux 5.17+. */
+	if (bpf_core_field_exists(next->worker_private))
+		kt = BPF_CORE_READ(next, worker_private);
+	if (kt)
+		w = BPF_CORE_READ(kt, data);
+	if (!w || bpf_core_read(&func, sizeof(func), &w->current_func)) {
+		st->task_flags |= JS_F_WORK_UNREAD;
+		return;
+	}
+	if (!func)
+		return;
+	st->work_func = func;
+	st->best_func = func;
+	st->work_start = now;
+	count_work_item(st);
+}
 
 static __always_inline void end_task_episode(__u32 cpu, struct cpu_state *st, __u64 now)
 {
@@ -244,7 +464,13 @@ static __always_inline void end_task_episode(__u32 cpu, struct cpu_state *st, __
 		return;
 	/* A thread registered as workload while its run was open (it was switched in before
 	 * user space knew its tid): its own run is what is measured, not an interruption. */
-	r = is_workload(st->task_pid) ? NULL : reserve(cpu, st, now);
+	if (is_workload(st->task_pid)) {
+		r = NULL;
+	} else {
+		if (st->work_start)
+			end_work_slice(cpu, st, now);
+		r = reserve(cpu, st, now);
+	}
 	if (r) {
 		r->kind = JS_REC_INTERRUPTION;
 		r->cpu = cpu;
@@ -279,7 +505,7 @@ static __always_inline int handle_sched_switch(bool preempt, struct task_struct 
 	st = my_state();
 	if (!st)
 		return 0;
-	now = bpf_ktime_get_ns();
+	now = clock_now(cpu, st);
 	end_task_episode(cpu, st, now);
 
 	next_pid = next->pid;
@@ -296,6 +522,8 @@ static __always_inline int handle_sched_switch(bool preempt, struct task_struct 
 		st->task_flags = preempt || prev_state == 0 ? JS_F_PREEMPTED_WORKLOAD
 							    : JS_F_BLOCKED_WORKLOAD;
 	__builtin_memcpy(st->task_comm, next->comm, sizeof(st->task_comm));
+	if (st->task_class == JS_CLASS_KWORKER)
+		resume_work_item(st, next, now);
 	return 0;
 }
 
@@ -311,19 +539,24 @@ int BPF_PROG(js_workqueue_execute_start, struct work_struct *work)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct cpu_state *st;
+	__u64 now;
 
 	if (!is_target(cpu))
 		return 0;
 	st = my_state();
 	if (!st || !st->task_start || st->task_pid != (__u32)bpf_get_current_pid_tgid())
 		return 0;
+	now = clock_now(cpu, st);
+	/* A slice still open was taken at switch-in from a current_func the worker had not yet
+	 * cleared: it ends here. */
+	if (st->work_start)
+		end_work_slice(cpu, st, now);
 	/* The function pointer is read here: execute_end cannot read it (verifier). */
 	st->work_func = (__u64)work->func;
 	if (!st->best_func)
 		st->best_func = st->work_func;
-	st->work_start = bpf_ktime_get_ns();
-	st->works++;
-	st->task_flags = (st->task_flags & 0xffff) | ((st->works & 0xffff) << 16);
+	st->work_start = now;
+	count_work_item(st);
 	return 0;
 }
 
@@ -332,32 +565,14 @@ int BPF_PROG(js_workqueue_execute_end, struct work_struct *work)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct cpu_state *st;
-	struct js_record *r;
-	__u64 now;
 
 	if (!is_target(cpu))
 		return 0;
 	st = my_state();
 	if (!st || !st->work_start || st->task_pid != (__u32)bpf_get_current_pid_tgid())
 		return 0;
-	now = bpf_ktime_get_ns();
-	/* Each work item is its own record, nested in the worker's run (same level, later
-	 * start): it gets its own time, and the run record keeps only the worker's wake-up and
-	 * switching overhead, named after the first item — the work that woke it. */
-	r = reserve(cpu, st, now);
-	if (r) {
-		r->start_ns = st->work_start;
-		r->end_ns = now;
-		r->id = st->task_pid;
-		r->pid = st->task_pid;
-		r->detail = st->work_func;
-		r->class_ = JS_CLASS_KWORKER;
-		r->parent = JS_CLASS_KWORKER;
-		r->aux = st->task_policy;
-		__builtin_memcpy(r->name, st->task_comm, JS_COMM_LEN);
-		submit(r);
-	}
-	st->work_start = 0;
+	/* The run record is named after the first item — the work that woke the worker. */
+	end_work_slice(cpu, st, clock_now(cpu, st));
 	return 0;
 }
 
@@ -375,7 +590,7 @@ int BPF_PROG(js_irq_handler_entry, int irq, struct irqaction *action)
 	if (!st)
 		return 0;
 	st->irq_parent = innermost(st);
-	st->irq_start = bpf_ktime_get_ns();
+	st->irq_start = clock_now(cpu, st);
 	st->irq_nr = irq;
 	bpf_probe_read_kernel_str(st->irq_name, sizeof(st->irq_name), BPF_CORE_READ(action, name));
 	return 0;
@@ -392,16 +607,15 @@ int BPF_PROG(js_irq_handler_exit, int irq, struct irqaction *action, int ret)
 	st = my_state();
 	if (!st || !st->irq_start)
 		return 0;
-	emit_episode(cpu, st, st->irq_start, bpf_ktime_get_ns(), st->irq_nr, JS_CLASS_IRQ,
-		     st->irq_parent, st->irq_name);
+	emit_episode(cpu, st, st->irq_start, clock_now(cpu, st), st->irq_nr, JS_CLASS_IRQ,
+		     st->irq_parent, 0, st->irq_name);
 	st->irq_start = 0;
 	return 0;
 }
 
 /* ---- softirqs --------------------------------------------------------------------------- */
 
-SEC("tp_btf/softirq_entry")
-int BPF_PROG(js_softirq_entry, unsigned int vec)
+static __always_inline int handle_softirq_entry(unsigned int vec)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct cpu_state *st;
@@ -412,13 +626,12 @@ int BPF_PROG(js_softirq_entry, unsigned int vec)
 	if (!st)
 		return 0;
 	st->softirq_parent = innermost(st);
-	st->softirq_start = bpf_ktime_get_ns();
+	st->softirq_start = clock_now(cpu, st);
 	st->softirq_vec = vec;
 	return 0;
 }
 
-SEC("tp_btf/softirq_exit")
-int BPF_PROG(js_softirq_exit, unsigned int vec)
+static __always_inline int handle_softirq_exit(unsigned int vec)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct cpu_state *st;
@@ -428,10 +641,36 @@ int BPF_PROG(js_softirq_exit, unsigned int vec)
 	st = my_state();
 	if (!st || !st->softirq_start)
 		return 0;
-	emit_episode(cpu, st, st->softirq_start, bpf_ktime_get_ns(), st->softirq_vec,
-		     JS_CLASS_SOFTIRQ, st->softirq_parent, NULL);
+	emit_episode(cpu, st, st->softirq_start, clock_now(cpu, st), st->softirq_vec,
+		     JS_CLASS_SOFTIRQ, st->softirq_parent, 0, NULL);
 	st->softirq_start = 0;
 	return 0;
+}
+
+SEC("tp_btf/softirq_entry")
+int BPF_PROG(js_softirq_entry, unsigned int vec)
+{
+	return handle_softirq_entry(vec);
+}
+
+SEC("tp_btf/softirq_exit")
+int BPF_PROG(js_softirq_exit, unsigned int vec)
+{
+	return handle_softirq_exit(vec);
+}
+
+/* Test seams (see cpu_frequency below): a record of a measured CPU reserved in normal
+ * context, on a chosen CPU. */
+SEC("raw_tp/softirq_entry")
+int BPF_PROG(js_softirq_entry_raw, unsigned int vec)
+{
+	return handle_softirq_entry(vec);
+}
+
+SEC("raw_tp/softirq_exit")
+int BPF_PROG(js_softirq_exit_raw, unsigned int vec)
+{
+	return handle_softirq_exit(vec);
 }
 
 /* ---- x86 system vectors: the tick and the IPIs ------------------------------------------ */
@@ -447,8 +686,9 @@ static __always_inline int vector_entry(__u32 kind)
 	if (!st)
 		return 0;
 	st->vec_parent = innermost(st);
-	st->vec_start = bpf_ktime_get_ns();
+	st->vec_start = clock_now(cpu, st);
 	st->vec_kind = kind;
+	st->vec_callbacks = 0;
 	return 0;
 }
 
@@ -462,9 +702,9 @@ static __always_inline int vector_exit(__u32 kind)
 	st = my_state();
 	if (!st || !st->vec_start || st->vec_kind != kind)
 		return 0;
-	emit_episode(cpu, st, st->vec_start, bpf_ktime_get_ns(), kind,
+	emit_episode(cpu, st, st->vec_start, clock_now(cpu, st), kind,
 		     kind == JS_VEC_LOCAL_TIMER ? JS_CLASS_TIMER_TICK : JS_CLASS_IPI,
-		     st->vec_parent, NULL);
+		     st->vec_parent, st->vec_callbacks, NULL);
 	st->vec_start = 0;
 	return 0;
 }
@@ -485,6 +725,93 @@ VECTOR_PROGS(x86_platform_ipi, JS_VEC_X86_PLATFORM_IPI)
 VECTOR_PROGS(spurious_apic, JS_VEC_SPURIOUS)
 VECTOR_PROGS(error_apic, JS_VEC_ERROR)
 
+/* ---- hrtimers: what the timer interrupt (or the HRTIMER softirq) ran --------------------- */
+
+/* The sleeping task an hrtimer_wakeup timer belongs to (the timer is the first member of its
+ * struct hrtimer_sleeper). Reached from the timer, so not a trusted pointer: probe reads. */
+static __always_inline void read_sleeper(struct hrtimer_slot *h, struct hrtimer *timer)
+{
+	struct hrtimer_sleeper *sl = container_of(timer, struct hrtimer_sleeper, timer);
+	struct task_struct *t = BPF_CORE_READ(sl, task);
+
+	if (!t)
+		return;
+	h->pid = BPF_CORE_READ(t, pid);
+	bpf_core_read(h->comm, sizeof(h->comm), &t->comm);
+	h->flags |= JS_HRT_SLEEPER;
+	if (is_self_tgid(BPF_CORE_READ(t, tgid)))
+		h->flags |= JS_HRT_SELF;
+}
+
+SEC("tp_btf/hrtimer_expire_entry")
+int BPF_PROG(js_hrtimer_expire_entry, struct hrtimer *timer, ktime_t *expires)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct hrtimer_slot *h;
+	struct cpu_state *st;
+	bool soft;
+
+	if (!is_target(cpu))
+		return 0;
+	st = my_state();
+	if (!st)
+		return 0;
+	soft = timer->is_soft;
+	h = soft ? &st->hrt[1] : &st->hrt[0];
+	h->parent = innermost(st);
+	h->timer = (__u64)timer;
+	h->func = (__u64)timer->function;
+	h->flags = soft ? JS_HRT_SOFT : 0;
+	h->pid = 0;
+	if (hrtimer_wakeup_fn && h->func == hrtimer_wakeup_fn)
+		read_sleeper(h, timer);
+	if (!soft && st->vec_start)
+		st->vec_callbacks++;
+	h->start = clock_now(cpu, st);
+	return 0;
+}
+
+SEC("tp_btf/hrtimer_expire_exit")
+int BPF_PROG(js_hrtimer_expire_exit, struct hrtimer *timer)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct hrtimer_slot *h;
+	struct cpu_state *st;
+	struct js_record *r;
+	__u64 now;
+
+	if (!is_target(cpu))
+		return 0;
+	st = my_state();
+	if (!st)
+		return 0;
+	/* Matched by address: the callback may have freed or reused the timer (a sleeper's lives
+	 * on its task's stack), so it is not read again. */
+	if (st->hrt[0].start && st->hrt[0].timer == (__u64)timer)
+		h = &st->hrt[0];
+	else if (st->hrt[1].start && st->hrt[1].timer == (__u64)timer)
+		h = &st->hrt[1];
+	else
+		return 0;
+	now = clock_now(cpu, st);
+	r = reserve(cpu, st, now);
+	if (r) {
+		r->start_ns = h->start;
+		r->end_ns = now;
+		r->id = h->func;
+		r->pid = h->pid;
+		r->class_ = JS_CLASS_HRTIMER;
+		r->parent = h->parent;
+		r->flags = h->flags;
+		zero_name(r);
+		if (h->flags & JS_HRT_SLEEPER)
+			__builtin_memcpy(r->name, h->comm, JS_COMM_LEN);
+		submit(r);
+	}
+	h->start = 0;
+	return 0;
+}
+
 /* ---- NMIs: the tracepoint fires after each handler with its duration --------------------- */
 
 SEC("tp_btf/nmi_handler")
@@ -498,8 +825,9 @@ int BPF_PROG(js_nmi_handler, void *handler, s64 delta_ns, int handled)
 	if (!is_target(cpu))
 		return 0;
 	st = my_state();
+	/* NMI context: no steal sample and no state written (another program may be updating
+	 * it); a drop goes to the lock-free slot. */
 	now = bpf_ktime_get_ns();
-	/* NMI context: do not touch the lost-window state another program may be updating. */
 	r = reserve(cpu, NULL, now);
 	if (!r)
 		return 0;
@@ -538,15 +866,44 @@ static __always_inline void emit_cause(__u32 target, __u16 cause, __u64 what, __
 	submit(r);
 }
 
+/* A cause for each measured CPU among the first 64 of `bits`; a cause is a hint, the
+ * interruption itself is always recorded. */
+static __always_inline void emit_causes(__u64 bits, __u16 cause, __u64 what, __u64 callsite)
+{
+	bits &= target_cpus[0];
+	for (int i = 0; i < 64 && bits; i++) {
+		if (bits & (1ULL << i)) {
+			emit_cause(i, cause, what, callsite);
+			bits &= ~(1ULL << i);
+		}
+	}
+}
+
 SEC("tp_btf/workqueue_queue_work")
 int BPF_PROG(js_workqueue_queue_work, int req_cpu, struct pool_workqueue *pwq,
 	     struct work_struct *work)
 {
-	int cpu = BPF_CORE_READ(pwq, pool, cpu);
+	struct worker_pool *pool = BPF_CORE_READ(pwq, pool);
+	int cpu = BPF_CORE_READ(pool, cpu);
+	struct workqueue_attrs *attrs;
+	__u64 bits;
 
-	if (cpu < 0 || !is_target(cpu))
+	if (cpu >= 0) {
+		if (is_target(cpu))
+			emit_cause(cpu, JS_CAUSE_QUEUE_WORK, (__u64)BPF_CORE_READ(work, func), 0);
 		return 0;
-	emit_cause(cpu, JS_CAUSE_QUEUE_WORK, (__u64)BPF_CORE_READ(work, func), 0);
+	}
+	/* Unbound pool: its workers may run on any CPU the pool allows (its pod's CPUs only
+	 * when the workqueue is strict about affinity, Linux 6.6+), measured ones included. */
+	attrs = BPF_CORE_READ(pool, attrs);
+	if (!attrs)
+		return 0;
+	if (bpf_core_field_exists(attrs->affn_strict) && BPF_CORE_READ(attrs, affn_strict))
+		bits = BPF_CORE_READ(attrs, __pod_cpumask[0].bits[0]);
+	else
+		bits = BPF_CORE_READ(attrs, cpumask[0].bits[0]);
+	if (bits & target_cpus[0])
+		emit_causes(bits, JS_CAUSE_QUEUE_WORK, (__u64)BPF_CORE_READ(work, func), 0);
 	return 0;
 }
 
@@ -563,15 +920,7 @@ SEC("tp_btf/ipi_send_cpumask")
 int BPF_PROG(js_ipi_send_cpumask, const struct cpumask *mask, unsigned long callsite,
 	     void *callback)
 {
-	/* The first 64 CPUs; a cause is a hint, the interruption itself is always recorded. */
-	__u64 bits = BPF_CORE_READ(mask, bits[0]) & target_cpus[0];
-
-	for (int i = 0; i < 64 && bits; i++) {
-		if (bits & (1ULL << i)) {
-			emit_cause(i, JS_CAUSE_IPI, (__u64)callback, callsite);
-			bits &= ~(1ULL << i);
-		}
-	}
+	emit_causes(BPF_CORE_READ(mask, bits[0]), JS_CAUSE_IPI, (__u64)callback, callsite);
 	return 0;
 }
 

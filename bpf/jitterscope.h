@@ -14,6 +14,7 @@ enum js_kind {
 	JS_REC_INTERRUPTION = 1, /* a completed episode on a measured CPU */
 	JS_REC_CAUSE = 2,        /* work queued or an IPI sent to a measured CPU */
 	JS_REC_LOST = 3,         /* records of this CPU were lost in [start_ns, end_ns] */
+	JS_REC_STEAL = 4,        /* the CPU's KVM steal clock grew by `id` ns in [start_ns, end_ns] */
 };
 
 /* Interruption classes; user space maps them to the stable culprit class strings. */
@@ -29,6 +30,7 @@ enum js_class {
 	JS_CLASS_IPI = 8,
 	JS_CLASS_NMI = 9,
 	JS_CLASS_FREQ = 10,
+	JS_CLASS_HRTIMER = 11, /* one expired hrtimer's callback (id: its address) */
 };
 
 /* x86 system vectors (JS_CLASS_IPI / JS_CLASS_TIMER_TICK `id`). */
@@ -59,20 +61,29 @@ enum js_whoami {
 /* Flags of a task episode. */
 #define JS_F_PREEMPTED_WORKLOAD 1 /* it replaced a workload thread that was still runnable */
 #define JS_F_BLOCKED_WORKLOAD 2   /* it replaced a workload thread that had blocked */
+#define JS_F_WORK_UNREAD 4        /* kworker: its current work function could not be read */
+
+/* Flags of a JS_CLASS_HRTIMER record. */
+#define JS_HRT_SOFT 1    /* ran from the HRTIMER softirq, not from the timer interrupt */
+#define JS_HRT_SLEEPER 2 /* hrtimer_wakeup of a sleeping task: pid and name are the sleeper's */
+#define JS_HRT_SELF 4    /* that sleeper is one of jitterscope's own threads */
 
 struct js_record {
 	__u32 kind;         /* enum js_kind */
 	__u32 cpu;          /* the measured CPU it happened on (target CPU for causes) */
 	__u64 start_ns;     /* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
 	__u64 end_ns;
-	__u64 id;           /* irq nr, softirq vector, js_vector, new kHz, lost count, work func */
-	__u64 detail;       /* kworker: work function address; freq: old kHz; cause: callsite */
-	__u32 pid;          /* task episode: its pid; cause: sender pid */
+	__u64 id;           /* irq nr, softirq vector, js_vector, new kHz, lost count, work func,
+			     * hrtimer callback, steal growth (ns) */
+	__u64 detail;       /* kworker: work function address; freq: old kHz; cause: callsite;
+			     * steal: the clock's new absolute value (ns) */
+	__u32 pid;          /* task episode: its pid; cause: sender pid; hrtimer: sleeper pid */
 	__u16 class_;       /* enum js_class (or enum js_cause for causes) */
 	__u16 parent;       /* enum js_class of the enclosing episode, JS_CLASS_NONE if none */
-	__u32 flags;        /* JS_F_*; kworker: number of work items run */
+	__u32 flags;        /* JS_F_*, kworker: items run << 16; JS_HRT_*; local timer vector:
+			     * number of hrtimer callbacks it ran */
 	__u32 aux;          /* task: scheduling policy; cause: sender CPU */
-	char name[JS_NAME_LEN]; /* comm, or irq action name */
+	char name[JS_NAME_LEN]; /* comm (hrtimer: the sleeper's), or irq action name */
 };
 
 _Static_assert(sizeof(struct js_record) == 88, "js_record ABI");

@@ -517,6 +517,10 @@ fn run_on(plan: RunPlan, out: &mut Console) -> Result<RunOutcome> {
         record_from,
         steal_seen: Default::default(),
     };
+    // With a steal clock, uncovered time without steal growth is "no kernel event and no
+    // steal"; without one it cannot be told apart from host preemption.
+    attr.engine
+        .set_steal_clock(probe.as_ref().is_some_and(|(p, _)| p.steal_clock()));
     let mut live = LiveModel {
         label: plan.label.clone(),
         producer_cpu: cfg.producer_cpu,
@@ -894,7 +898,7 @@ fn run_on(plan: RunPlan, out: &mut Console) -> Result<RunOutcome> {
             stats_enabled: p.stats_enabled,
             symbols: p.symbols,
             steal_clock: p.steal_clock,
-            steal_note: p.steal_note.clone(),
+            steal_note: p.steal_clock_note.clone().unwrap_or_default(),
             steal: attr
                 .steal_seen
                 .iter()

@@ -239,6 +239,28 @@ fn entry_and_exit_paths_next_to_a_record_are_inferred_apart_from_its_measured_ti
 }
 
 #[test]
+fn a_task_level_record_nested_in_an_interrupt_takes_its_time_from_it() {
+    let mut e = exact();
+    // The timer interrupt 0..10_000 ran jitterscope's own sleeper's hrtimer 2_000..6_000.
+    e.push_interruption(rec(1, C::TimerTick, 0, 10_000, "local timer", ""));
+    let mut own = rec(
+        1,
+        C::SelfNoise,
+        2_000,
+        6_000,
+        "local timer",
+        "hrtimer_wakeup of js-collector",
+    );
+    own.parent = Some(C::TimerTick);
+    e.push_interruption(own);
+    let v = one(&mut e, stall(1, 0, 10_000));
+    assert_eq!(
+        split(&v.culprits),
+        [(C::TimerTick, 6_000, 0), (C::SelfNoise, 4_000, 0)]
+    );
+}
+
+#[test]
 fn the_inference_boundary_is_exact() {
     for (gap, inferred) in [(5_000, true), (5_001, false)] {
         let mut e = Engine::new(EngineConfig {

@@ -9,7 +9,7 @@ use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use common::*;
-use jitterscope::model::{CulpritClass, Interruption};
+use jitterscope::model::{CauseKind, CulpritClass, Interruption};
 use jitterscope::probe::decode::{self, Record};
 use jitterscope::probe::kallsyms::Kallsyms;
 use jitterscope::probe::{
@@ -426,5 +426,363 @@ fn the_probes_send_no_irq_work_or_call_function_ipis_to_the_measured_cpu() {
     assert!(
         with_cal <= without_cal + 5,
         "call-function IPIs grew with the probes: {without_cal} → {with_cal}"
+    );
+}
+
+#[test]
+fn a_work_item_keeps_its_name_when_its_worker_is_preempted_inside_it() {
+    if skip_bpf("a_work_item_keeps_its_name_when_its_worker_is_preempted_inside_it") {
+        return;
+    }
+    if nproc() < 2 {
+        return;
+    }
+    let _cpus = exclusive();
+    let (session, rx) = start(config());
+    let spinner = Spinner::start(CPU as usize);
+    session.set_workload_tids(&[spinner.tid()]).unwrap();
+    // A SCHED_FIFO thread waking every 10 µs preempts the kworker (SCHED_OTHER) where it is:
+    // now and then inside its work item, which then resumes after a switch.
+    let preempter = Sleeper::start("js-preempter", CPU as usize, 10_000, true);
+    std::thread::sleep(Duration::from_millis(100));
+    for _ in 0..20 {
+        std::fs::write("/proc/sys/vm/stat_refresh", "1").expect("write /proc/sys/vm/stat_refresh");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let records = collect(&rx, Instant::now() + Duration::from_millis(300));
+    drop(preempter);
+    drop(spinner);
+    session.stop().unwrap();
+    let kworkers: Vec<_> = interruptions(&records)
+        .into_iter()
+        .filter(|i| i.cpu == CPU && i.class == CulpritClass::Kworker)
+        .collect();
+    let unnamed: Vec<_> = kworkers
+        .iter()
+        .filter(|i| i.detail == "(no work item seen)")
+        .collect();
+    assert!(
+        unnamed.is_empty(),
+        "kworker runs without a name: {unnamed:#?}"
+    );
+    let item = |i: &&&Interruption| {
+        i.parent == Some(CulpritClass::Kworker) && i.detail == "refresh_vm_stats"
+    };
+    assert!(
+        kworkers.iter().any(|i| item(&i)),
+        "no refresh_vm_stats item on CPU {CPU}: {kworkers:#?}"
+    );
+    // The case this is about happened: a run that began inside refresh_vm_stats, whose
+    // continuation slice starts with the run and carries the item's name.
+    let resumed = kworkers.iter().filter(|r| r.parent.is_none()).find(|run| {
+        run.detail == "refresh_vm_stats"
+            && kworkers
+                .iter()
+                .any(|i| item(&i) && i.pid == run.pid && i.start_ns == run.start_ns)
+    });
+    assert!(
+        resumed.is_some(),
+        "no worker was switched back in inside refresh_vm_stats: {kworkers:#?}"
+    );
+}
+
+#[test]
+fn the_local_timer_is_split_into_the_scheduler_tick_and_sleepers_wakeups() {
+    if skip_bpf("the_local_timer_is_split_into_the_scheduler_tick_and_sleepers_wakeups") {
+        return;
+    }
+    if nproc() < 2 {
+        return;
+    }
+    let _cpus = exclusive();
+    let (session, rx) = start(config());
+    let spinner = Spinner::start(CPU as usize);
+    session.set_workload_tids(&[spinner.tid()]).unwrap();
+    let other = SleepLoop::start(CPU as usize);
+    let own = Sleeper::start("js-own-sleep", CPU as usize, 1_000_000, false);
+    let records = collect(&rx, Instant::now() + Duration::from_secs(1));
+    drop(other);
+    let slept = own.finish();
+    drop(spinner);
+    session.stop().unwrap();
+    let timers: Vec<_> = interruptions(&records)
+        .into_iter()
+        .filter(|i| i.cpu == CPU && i.name == "local timer")
+        .collect();
+    let callbacks: Vec<_> = timers
+        .iter()
+        .filter(|i| i.parent == Some(CulpritClass::TimerTick))
+        .collect();
+    let vectors: Vec<_> = timers
+        .iter()
+        .filter(|i| i.class == CulpritClass::TimerTick && i.parent != Some(CulpritClass::TimerTick))
+        .collect();
+    assert!(
+        callbacks
+            .iter()
+            .any(|i| i.class == CulpritClass::TimerTick && i.detail == "scheduler tick"),
+        "no scheduler tick under the local timer on a busy CPU: {timers:#?}"
+    );
+    let wake = callbacks
+        .iter()
+        .find(|i| {
+            i.class == CulpritClass::TimerTick && i.detail.starts_with("hrtimer_wakeup of sleep[")
+        })
+        .unwrap_or_else(|| panic!("no hrtimer_wakeup of the sleep loop: {timers:#?}"));
+    assert!(wake.pid > 0, "{wake:?}");
+    assert_eq!(
+        wake.detail,
+        format!("hrtimer_wakeup of sleep[{}]", wake.pid)
+    );
+    assert!(
+        callbacks.iter().any(|i| i.class == CulpritClass::SelfNoise
+            && i.detail == "hrtimer_wakeup of js-own-sleep (jitterscope's own sleep)"),
+        "none of {slept} sleeps of jitterscope's own thread shows as its own: {timers:#?}"
+    );
+    assert!(vectors
+        .iter()
+        .any(|v| v.detail == "timer interrupt outside callbacks"));
+    // Each callback lies inside a timer interrupt, where it takes its own time.
+    for c in &callbacks {
+        assert!(
+            vectors
+                .iter()
+                .any(|v| v.start_ns <= c.start_ns && c.end_ns <= v.end_ns),
+            "callback {c:?} outside every timer interrupt"
+        );
+    }
+}
+
+/// CPU `cpu`'s steal time in /proc/stat, in ns (it counts in USER_HZ ticks).
+fn proc_stat_steal_ns(cpu: u32) -> u64 {
+    let text = std::fs::read_to_string("/proc/stat").unwrap();
+    let ticks: u64 = text
+        .lines()
+        .find(|l| l.starts_with(&format!("cpu{cpu} ")))
+        .and_then(|l| l.split_whitespace().nth(8))
+        .and_then(|v| v.parse().ok())
+        .expect("a steal column in /proc/stat");
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+    ticks * 1_000_000_000 / hz
+}
+
+#[test]
+fn the_steal_clock_is_reported_and_reads_what_proc_stat_counts() {
+    if skip_bpf("the_steal_clock_is_reported_and_reads_what_proc_stat_counts") {
+        return;
+    }
+    if nproc() < 2 {
+        return;
+    }
+    let _cpus = exclusive();
+    let (session, rx) = start(config());
+    let (on, note) = (
+        session.steal_clock(),
+        session.steal_clock_note().map(str::to_string),
+    );
+    // A busy CPU takes probe events (ticks, switches), each of which reads the clock.
+    let spinner = Spinner::start(CPU as usize);
+    let records = collect(&rx, Instant::now() + Duration::from_secs(2));
+    drop(spinner);
+    let summary = session.stop().unwrap();
+    let stat_ns = proc_stat_steal_ns(CPU);
+    assert_eq!(
+        (summary.steal_clock, &summary.steal_clock_note),
+        (on, &note)
+    );
+    let kvm = std::fs::read_to_string(
+        "/sys/devices/system/clocksource/clocksource0/available_clocksource",
+    )
+    .unwrap_or_default()
+    .contains("kvm-clock");
+    if !on {
+        let note = note.expect("a reason when there is no steal clock");
+        assert!(note.starts_with("no KVM steal clock ("), "{note}");
+        assert!(
+            !(kvm && stat_ns > 0),
+            "a KVM guest with steal in /proc/stat, yet: {note}"
+        );
+        println!("{note}");
+        return;
+    }
+    assert_eq!(note, None);
+    let samples: Vec<_> = records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Steal(s) => Some(*s),
+            _ => None,
+        })
+        .collect();
+    for s in &samples {
+        assert_eq!(s.cpu, CPU, "{s:?}");
+        assert!(s.steal_ns > 0 && s.from_ns < s.to_ns, "{s:?}");
+        // Steal found between two reads happened between them (the host updates the
+        // clock before it lets the vCPU run again).
+        assert!(s.steal_ns <= s.to_ns - s.from_ns + 50_000, "{s:?}");
+    }
+    // The value read is the kernel's: /proc/stat accounts it at ticks, in 10 ms units.
+    let read = summary
+        .steal_clock_ns
+        .iter()
+        .find(|c| c.0 == CPU)
+        .map_or(0, |c| c.1);
+    assert!(
+        read.abs_diff(stat_ns) <= 50_000_000,
+        "steal clock read {read} ns, /proc/stat says {stat_ns} ns"
+    );
+    println!(
+        "steal clock: {} growth records on CPU {CPU} in 2 s ({} ns in all); read {read} ns, /proc/stat {stat_ns} ns",
+        samples.len(),
+        samples.iter().map(|s| s.steal_ns).sum::<u64>()
+    );
+}
+
+#[test]
+fn unbound_work_is_a_cause_for_each_measured_cpu_it_may_run_on() {
+    if skip_bpf("unbound_work_is_a_cause_for_each_measured_cpu_it_may_run_on") {
+        return;
+    }
+    if nproc() < 2 {
+        return;
+    }
+    let mask = std::fs::read_to_string("/sys/devices/virtual/workqueue/cpumask").unwrap();
+    let mask = u64::from_str_radix(mask.trim().rsplit(',').next().unwrap(), 16).unwrap();
+    if mask & (1 << CPU) == 0 {
+        eprintln!("skipped: unbound work may not run on CPU {CPU} (workqueue cpumask {mask:x})");
+        return;
+    }
+    let _cpus = exclusive();
+    let (session, rx) = start(config());
+    // Dirty data on a disk filesystem, then sync from CPU 0: the flusher's work (wb_workfn)
+    // goes to the unbound writeback workqueue.
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("unbound-work");
+    std::thread::spawn(move || {
+        pin(0, 0);
+        std::fs::write(&path, vec![7u8; 1 << 20]).unwrap();
+        // SAFETY: plain syscall.
+        unsafe { libc::sync() };
+        let _ = std::fs::remove_file(&path);
+    })
+    .join()
+    .unwrap();
+    let records = collect(&rx, Instant::now() + Duration::from_millis(300));
+    session.stop().unwrap();
+    let causes: Vec<_> = records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Cause(c) if c.kind == CauseKind::QueueWork => Some(c),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        causes
+            .iter()
+            .any(|c| c.target_cpu == CPU && c.what == "wb_workfn"),
+        "no unbound wb_workfn queued for CPU {CPU}: {causes:#?}"
+    );
+}
+
+#[test]
+fn records_dropped_where_no_state_is_kept_still_open_a_lost_window() {
+    if skip_bpf("records_dropped_where_no_state_is_kept_still_open_a_lost_window") {
+        return;
+    }
+    if nproc() < 2 {
+        return;
+    }
+    // Each test run is a call-function IPI to the CPU: not while another test counts them.
+    let _cpus = exclusive();
+    let mut storage = MaybeUninit::uninit();
+    let mut open = JitterscopeSkelBuilder::default()
+        .open(&mut storage)
+        .unwrap();
+    open.maps.rodata_data.as_deref_mut().unwrap().target_cpus[0] = 1 << CPU;
+    open.maps.events.set_max_entries(4096).unwrap();
+    for mut p in open.open_object_mut().progs_mut() {
+        let raw = p.section().to_string_lossy().starts_with("raw_tp/");
+        p.set_autoload(raw);
+    }
+    let skel = open.load().expect("load the raw_tp seams");
+    let run = |prog: &libbpf_rs::ProgramMut, args: &[u64]| {
+        let mut ctx: Vec<u8> = args.iter().flat_map(|v| v.to_ne_bytes()).collect();
+        let input = libbpf_rs::ProgramInput {
+            context_in: Some(&mut ctx),
+            cpu: CPU,
+            flags: libbpf_sys::BPF_F_TEST_RUN_ON_CPU,
+            ..Default::default()
+        };
+        prog.test_run(input).expect("BPF_PROG_TEST_RUN");
+    };
+    let drain = || {
+        let mut raw: Vec<Vec<u8>> = Vec::new();
+        {
+            let mut b = RingBufferBuilder::new();
+            b.add(&skel.maps.events, |d: &[u8]| {
+                raw.push(d.to_vec());
+                0
+            })
+            .unwrap();
+            b.build().unwrap().consume().unwrap();
+        }
+        let mut syms = Kallsyms::parse("");
+        raw.iter()
+            .filter_map(|d| decode::parse(d))
+            .filter_map(|r| decode::decode(&r, &mut syms))
+            .collect::<Vec<Record>>()
+    };
+    // Frequency records are reserved without the CPU's state (they may come from any CPU):
+    // more than a 4 KiB ring holds.
+    for khz in 0..100u64 {
+        run(
+            &skel.progs.js_cpu_frequency_raw,
+            &[1_000_000 + khz, CPU as u64],
+        );
+    }
+    let kept = drain();
+    let drops = skel.maps.bss_data.as_deref().unwrap().counters[CPU as usize].rb_drops;
+    assert!(
+        drops > 0 && kept.len() as u64 + drops == 100,
+        "{} kept, {drops} dropped",
+        kept.len()
+    );
+    assert!(!kept.iter().any(|r| matches!(r, Record::Lost { .. })));
+    // The next record reserved on the CPU in normal context reports them.
+    run(&skel.progs.js_softirq_entry_raw, &[3]);
+    run(&skel.progs.js_softirq_exit_raw, &[3]);
+    let after = drain();
+    let lost: Vec<_> = after
+        .iter()
+        .filter_map(|r| match r {
+            Record::Lost {
+                cpu,
+                start_ns,
+                end_ns,
+                count,
+            } => Some((*cpu, *start_ns, *end_ns, *count)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(lost.len(), 1, "{after:#?}");
+    let (cpu, start_ns, end_ns, count) = lost[0];
+    assert_eq!((cpu, count), (CPU, drops));
+    assert!(0 < start_ns && start_ns <= end_ns, "{lost:?}");
+    let last_kept = kept
+        .iter()
+        .filter_map(|r| match r {
+            Record::Interruption(i) => Some(i.end_ns),
+            _ => None,
+        })
+        .max()
+        .unwrap();
+    assert!(
+        start_ns >= last_kept,
+        "the window starts before the first drop: {lost:?}"
+    );
+    assert!(
+        after
+            .iter()
+            .any(|r| matches!(r, Record::Interruption(i) if i.name == "NET_RX")),
+        "{after:#?}"
     );
 }

@@ -181,6 +181,12 @@ pub fn level(c: CulpritClass) -> u8 {
     c.level()
 }
 
+/// A record's level where it ran: never below the episode it is nested in (jitterscope's own
+/// hrtimer, class `self`, runs inside the timer interrupt and takes that time from it).
+fn nested_level(r: &Interruption) -> u8 {
+    level(r.class).max(r.parent.map_or(0, level))
+}
+
 /// A steal-clock growth window and the part of its growth not yet given to a stall.
 #[derive(Debug, Clone, Copy)]
 struct StealWindow {
@@ -300,7 +306,7 @@ impl<'a> Sweep<'a> {
             while next < records.len() && records[next].start_ns <= a {
                 let r = records[next];
                 active.push((
-                    level(r.class),
+                    nested_level(r),
                     r.start_ns,
                     std::cmp::Reverse(r.end_ns),
                     next,

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use super::decode::Record;
 use super::{AttachState, AttachStatus, ProbeSummary};
-use crate::model::{CauseKind, Cpu, CulpritClass, Nanos};
+use crate::model::{without_pid, CauseKind, Cpu, CulpritClass, Nanos};
 use crate::report::units::fmt_ns;
 
 /// One line of the log, times relative to `base_ns`.
@@ -92,12 +92,12 @@ pub fn summary(
     for r in records {
         match r {
             Record::Interruption(i) => {
-                let name = if i.detail.is_empty()
-                    || matches!(i.class, CulpritClass::Task | CulpritClass::SelfNoise)
-                {
+                // A task's detail is its policy: one row per task. Elsewhere a task named in
+                // the detail (a sleeper's hrtimer_wakeup) is one row per comm, not per pid.
+                let name = if i.detail.is_empty() || i.class == CulpritClass::Task {
                     i.name.clone()
                 } else {
-                    format!("{} {}", i.name, i.detail)
+                    format!("{} {}", i.name, without_pid(&i.detail))
                 };
                 let t = by.entry((i.cpu, i.class, name)).or_default();
                 t.count += 1;
@@ -136,7 +136,7 @@ pub fn summary(
     );
     let _ = writeln!(
         s,
-        "{:<5} {:<11} {:<44} {:>8} {:>10} {:>10} {:>9}",
+        "{:<5} {:<11} {:<52} {:>8} {:>10} {:>10} {:>9}",
         "cpu", "class", "name", "count", "total", "max", "of time"
     );
     let mut rows: Vec<_> = by.into_iter().collect();
@@ -149,10 +149,10 @@ pub fn summary(
         };
         let _ = writeln!(
             s,
-            "{:<5} {:<11} {:<44} {:>8} {:>10} {:>10} {:>8.3}%",
+            "{:<5} {:<11} {:<52} {:>8} {:>10} {:>10} {:>8.3}%",
             cpu,
             class.as_str(),
-            name.chars().take(44).collect::<String>(),
+            name.chars().take(52).collect::<String>(),
             t.count,
             fmt_ns(t.total),
             fmt_ns(t.max),
@@ -180,6 +180,7 @@ pub fn summary(
         );
     }
     s.push_str(&costs(probes));
+    s.push_str(&steal_clock(probes));
     let drops = probes.total_drops();
     if drops > 0 {
         let per: Vec<String> = probes
@@ -218,16 +219,42 @@ pub fn costs(p: &ProbeSummary) -> String {
     s
 }
 
+/// Whether host preemption can be told from the rest: the steal clock, read or why not.
+pub fn steal_clock(p: &ProbeSummary) -> String {
+    if let Some(note) = &p.steal_clock_note {
+        return format!("{note}: host preemption cannot be told from other unexplained time\n");
+    }
+    if !p.steal_clock {
+        return String::new();
+    }
+    let per: Vec<String> = p
+        .steal_clock_ns
+        .iter()
+        .map(|(c, ns)| format!("CPU {c} {}", fmt_ns(*ns)))
+        .collect();
+    format!(
+        "KVM steal clock: read at every probe event{}\n",
+        if per.is_empty() {
+            String::new()
+        } else {
+            format!(" (stolen since boot: {})", per.join(", "))
+        }
+    )
+}
+
 /// The census as JSON, for scripts (scripts/bench.sh): records per class, BPF cost per
 /// program, drops per CPU.
 pub fn summary_json(records: &[Record], duration_ns: Nanos, probes: &ProbeSummary) -> String {
     let mut classes: BTreeMap<&str, (u64, Nanos)> = BTreeMap::new();
     for r in records {
-        if let Record::Interruption(i) = r {
-            let e = classes.entry(i.class.as_str()).or_default();
-            e.0 += 1;
-            e.1 += i.duration_ns();
-        }
+        let (class, ns) = match r {
+            Record::Interruption(i) => (i.class, i.duration_ns()),
+            Record::Steal(st) => (CulpritClass::Hypervisor, st.steal_ns),
+            Record::Cause(_) | Record::Lost { .. } => continue,
+        };
+        let e = classes.entry(class.as_str()).or_default();
+        e.0 += 1;
+        e.1 += ns;
     }
     serde_json::json!({
         "duration_ns": duration_ns,
@@ -237,6 +264,8 @@ pub fn summary_json(records: &[Record], duration_ns: Nanos, probes: &ProbeSummar
             "ns_per_event": c.ns_per_event(),
         })).collect::<Vec<_>>(),
         "stats_enabled": probes.stats_enabled,
+        "steal_clock": probes.steal_clock,
+        "steal_clock_note": probes.steal_clock_note,
         "drops": probes.drops.iter().map(|(c, d)| serde_json::json!({"cpu": c, "count": d})).collect::<Vec<_>>(),
         "events": probes.events.iter().map(|(c, d)| serde_json::json!({"cpu": c, "count": d})).collect::<Vec<_>>(),
     })

@@ -9,6 +9,15 @@ use crate::model::{vector, Cause, CauseKind, CulpritClass, Interruption, StealSa
 pub const REC_INTERRUPTION: u32 = 1;
 pub const REC_CAUSE: u32 = 2;
 pub const REC_LOST: u32 = 3;
+pub const REC_STEAL: u32 = 4;
+pub const CLASS_HRTIMER: u16 = 11;
+/// Kworker run: its current work function could not be read at switch-in.
+pub const F_WORK_UNREAD: u32 = 4;
+/// Hrtimer record flags (`JS_HRT_*`).
+pub const HRT_SOFT: u32 = 1;
+pub const HRT_SLEEPER: u32 = 2;
+pub const HRT_SELF: u32 = 4;
+const VEC_LOCAL_TIMER: u64 = 1;
 
 const _: () = assert!(std::mem::size_of::<js_record>() == 88);
 
@@ -40,6 +49,8 @@ pub fn class_of(c: u16) -> Option<CulpritClass> {
         8 => CulpritClass::Ipi,
         9 => CulpritClass::Nmi,
         10 => CulpritClass::FreqChange,
+        // An hrtimer callback: the timer interrupt's work (see `hrtimer`).
+        11 => CulpritClass::TimerTick,
         _ => return None,
     })
 }
@@ -102,8 +113,57 @@ pub fn parse(data: &[u8]) -> Option<js_record> {
     Some(unsafe { std::ptr::read_unaligned(data.as_ptr() as *const js_record) })
 }
 
+/// The work function of a kworker record. A run with none has two readings, told apart
+/// because they mean different things to whoever tunes the CPU: the worker's current function
+/// could not be read when it was switched in (it may have been inside an item: unknown), or
+/// the worker ran and started no item (it woke to manage its pool, to find the work already
+/// taken by another worker, or to go idle again).
+fn work_function(r: &js_record, syms: &mut Kallsyms) -> String {
+    if r.detail != 0 {
+        syms.name(r.detail)
+    } else if r.flags & F_WORK_UNREAD != 0 {
+        "(no work item seen)".into()
+    } else {
+        "(ran no work item)".into()
+    }
+}
+
+/// One expired hrtimer's callback. Named `local timer` like the timer interrupt that ran it,
+/// so that per-cause totals stay comparable with a recorder's local_timer vector; `hrtimer
+/// (softirq)` when the HRTIMER softirq ran it instead. The detail says what it ran.
+fn hrtimer(r: &js_record, syms: &mut Kallsyms) -> (CulpritClass, String, String) {
+    let name = if r.flags & HRT_SOFT != 0 {
+        "hrtimer (softirq)"
+    } else {
+        "local timer"
+    }
+    .to_string();
+    if r.flags & HRT_SLEEPER != 0 {
+        let comm = c_string(&r.name);
+        if r.flags & HRT_SELF != 0 {
+            let detail = format!("hrtimer_wakeup of {comm} (jitterscope's own sleep)");
+            return (CulpritClass::SelfNoise, name, detail);
+        }
+        let detail = format!("hrtimer_wakeup of {comm}[{}]", r.pid);
+        return (CulpritClass::TimerTick, name, detail);
+    }
+    let func = syms.name(r.id);
+    // tick_sched_timer became tick_nohz_handler in Linux 6.9.
+    let detail = match func.as_str() {
+        "tick_nohz_handler" | "tick_sched_timer" => "scheduler tick".to_string(),
+        _ => func,
+    };
+    (CulpritClass::TimerTick, name, detail)
+}
+
 pub fn decode(r: &js_record, syms: &mut Kallsyms) -> Option<Record> {
     match r.kind {
+        REC_STEAL => Some(Record::Steal(StealSample {
+            cpu: r.cpu,
+            from_ns: r.start_ns,
+            to_ns: r.end_ns.max(r.start_ns),
+            steal_ns: r.id,
+        })),
         REC_LOST => Some(Record::Lost {
             cpu: r.cpu,
             start_ns: r.start_ns,
@@ -124,17 +184,25 @@ pub fn decode(r: &js_record, syms: &mut Kallsyms) -> Option<Record> {
             what: syms.name(r.id),
             callsite: syms.name(r.detail),
         })),
+        REC_INTERRUPTION if r.class_ == CLASS_HRTIMER => {
+            let (class, name, detail) = hrtimer(r, syms);
+            Some(Record::Interruption(Interruption {
+                cpu: r.cpu,
+                class,
+                start_ns: r.start_ns,
+                end_ns: r.end_ns.max(r.start_ns),
+                id: r.id,
+                name,
+                detail,
+                pid: r.pid,
+                parent: class_of(r.parent),
+            }))
+        }
         REC_INTERRUPTION => {
             let class = class_of(r.class_)?;
             let comm = c_string(&r.name);
             let (name, detail) = match class {
-                CulpritClass::Kworker => {
-                    let mut d = syms.name(r.detail);
-                    if d.is_empty() {
-                        d = "(no work item seen)".into();
-                    }
-                    (comm, d)
-                }
+                CulpritClass::Kworker => (comm, work_function(r, syms)),
                 CulpritClass::Kthread => (comm, String::new()),
                 CulpritClass::Task | CulpritClass::SelfNoise => {
                     // The policy only: per-episode facts would split one task's ranking row.
@@ -142,6 +210,16 @@ pub fn decode(r: &js_record, syms: &mut Kallsyms) -> Option<Record> {
                 }
                 CulpritClass::Irq => (format!("{} {comm}", r.id), String::new()),
                 CulpritClass::Softirq => (softirq_name(r.id), String::new()),
+                // The local timer's own time: its hrtimer callbacks (counted in `flags`) are
+                // records of their own, nested in it.
+                CulpritClass::TimerTick if r.id == VEC_LOCAL_TIMER => (
+                    vector_name(r.id).to_string(),
+                    if r.flags > 0 {
+                        "timer interrupt outside callbacks".to_string()
+                    } else {
+                        "timer interrupt, no hrtimer callback seen".to_string()
+                    },
+                ),
                 CulpritClass::TimerTick | CulpritClass::Ipi => {
                     (vector_name(r.id).to_string(), String::new())
                 }
@@ -273,5 +351,129 @@ mod tests {
         );
         assert_eq!(decode(&rec(99, 1), &mut syms), None);
         assert!(parse(&[0u8; 10]).is_none());
+    }
+
+    fn interruption(r: &js_record, syms: &mut Kallsyms) -> Interruption {
+        match decode(r, syms) {
+            Some(Record::Interruption(i)) => i,
+            other => panic!("not an interruption: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn steal_growth_decodes_to_a_steal_sample() {
+        let mut syms = Kallsyms::parse("");
+        let mut s = rec(REC_STEAL, 0);
+        s.id = 612_000;
+        s.detail = 9_000_000_000;
+        assert_eq!(
+            decode(&s, &mut syms),
+            Some(Record::Steal(StealSample {
+                cpu: 3,
+                from_ns: 100,
+                to_ns: 250,
+                steal_ns: 612_000
+            }))
+        );
+    }
+
+    #[test]
+    fn a_kworker_run_without_a_function_says_why() {
+        let mut syms = Kallsyms::parse("");
+        let mut k = rec(REC_INTERRUPTION, 2);
+        k.name = name("kworker/3:1");
+        assert_eq!(interruption(&k, &mut syms).detail, "(ran no work item)");
+        k.flags = F_WORK_UNREAD;
+        assert_eq!(interruption(&k, &mut syms).detail, "(no work item seen)");
+    }
+
+    #[test]
+    fn hrtimers_decode_as_the_local_timer_with_what_they_ran() {
+        let mut syms = Kallsyms::parse(
+            "ffffffff81000100 t tick_nohz_handler\nffffffff81000200 t hrtimer_wakeup\nffffffff81000300 t it_real_fn\n",
+        );
+        let mut h = rec(REC_INTERRUPTION, CLASS_HRTIMER);
+        h.parent = 7;
+        h.id = 0xffffffff81000100;
+        let i = interruption(&h, &mut syms);
+        assert_eq!(
+            (i.class, i.name.as_str(), i.detail.as_str(), i.parent),
+            (
+                CulpritClass::TimerTick,
+                "local timer",
+                "scheduler tick",
+                Some(CulpritClass::TimerTick)
+            )
+        );
+
+        h.id = 0xffffffff81000200;
+        h.flags = HRT_SLEEPER;
+        h.pid = 4121;
+        h.name = name("sleep");
+        let i = interruption(&h, &mut syms);
+        assert_eq!(
+            (i.class, i.name.as_str(), i.detail.as_str(), i.pid),
+            (
+                CulpritClass::TimerTick,
+                "local timer",
+                "hrtimer_wakeup of sleep[4121]",
+                4121
+            )
+        );
+
+        h.flags = HRT_SLEEPER | HRT_SELF;
+        h.name = name("js-collector");
+        let i = interruption(&h, &mut syms);
+        assert_eq!(
+            (i.class, i.name.as_str(), i.detail.as_str()),
+            (
+                CulpritClass::SelfNoise,
+                "local timer",
+                "hrtimer_wakeup of js-collector (jitterscope's own sleep)"
+            )
+        );
+
+        h.flags = HRT_SOFT;
+        h.id = 0xffffffff81000300;
+        h.parent = 6;
+        let i = interruption(&h, &mut syms);
+        assert_eq!(
+            (i.name.as_str(), i.detail.as_str(), i.parent),
+            (
+                "hrtimer (softirq)",
+                "it_real_fn",
+                Some(CulpritClass::Softirq)
+            )
+        );
+
+        // A record nested in an hrtimer (an NMI) names the timer tick as its parent.
+        let mut n = rec(REC_INTERRUPTION, 9);
+        n.parent = CLASS_HRTIMER;
+        assert_eq!(
+            interruption(&n, &mut syms).parent,
+            Some(CulpritClass::TimerTick)
+        );
+    }
+
+    #[test]
+    fn the_local_timer_vector_keeps_the_time_outside_its_callbacks() {
+        let mut syms = Kallsyms::parse("");
+        let mut v = rec(REC_INTERRUPTION, 7);
+        v.id = 1;
+        v.flags = 2;
+        assert_eq!(
+            interruption(&v, &mut syms).detail,
+            "timer interrupt outside callbacks"
+        );
+        v.flags = 0;
+        assert_eq!(
+            interruption(&v, &mut syms).detail,
+            "timer interrupt, no hrtimer callback seen"
+        );
+        let mut ipi = rec(REC_INTERRUPTION, 8);
+        ipi.id = 2;
+        ipi.flags = 0;
+        let i = interruption(&ipi, &mut syms);
+        assert_eq!((i.name.as_str(), i.detail.as_str()), ("reschedule", ""));
     }
 }

@@ -41,6 +41,12 @@ impl Kallsyms {
         self.syms.is_empty()
     }
 
+    /// The address of a text symbol, None when absent or hidden. A linear scan: for the few
+    /// addresses the probes are given before load.
+    pub fn address_of(&self, name: &str) -> Option<u64> {
+        self.syms.iter().find(|s| s.1 == name).map(|s| s.0)
+    }
+
     /// `vmstat_update`, `vmstat_update+0x12` inside a function, or the address in hex.
     pub fn name(&mut self, addr: u64) -> String {
         if addr == 0 {
@@ -74,5 +80,8 @@ mod tests {
         assert_eq!(k.name(0xffffffff81234600), "refresh_vm_stats");
         assert_eq!(k.name(0x1000), "0x1000");
         assert_eq!(k.name(0), "");
+        assert_eq!(k.address_of("refresh_vm_stats"), Some(0xffffffff81234600));
+        assert_eq!(k.address_of("fixed"), None);
+        assert_eq!(k.address_of("hrtimer_wakeup"), None);
     }
 }

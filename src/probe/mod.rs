@@ -8,6 +8,7 @@
 pub mod census;
 pub mod decode;
 pub mod kallsyms;
+pub mod steal;
 
 #[allow(
     clippy::all,
@@ -126,10 +127,14 @@ pub struct ProbeSummary {
     /// False when /proc/kallsyms hid its addresses (no CAP_SYSLOG): work functions and
     /// IPI callbacks are then shown as addresses.
     pub symbols: bool,
-    /// True when the probes read a KVM steal clock.
+    /// True when the probes read the CPUs' KVM steal clock (`Record::Steal`): uncovered time
+    /// without steal growth is then not host preemption.
     pub steal_clock: bool,
-    /// Why there is no steal clock (empty when there is one).
-    pub steal_note: String,
+    /// Why there is no steal clock, one line (`no KVM steal clock (…)`); None when there is.
+    pub steal_clock_note: Option<String>,
+    /// The steal clock's last value read on each measured CPU (ns the host has kept it off
+    /// its physical CPU since boot; `steal` in /proc/stat), for CPUs where it was read.
+    pub steal_clock_ns: Vec<(Cpu, u64)>,
 }
 
 impl ProbeSummary {
@@ -219,6 +224,8 @@ pub struct ProbeSession {
     commands: Sender<Command>,
     thread: Option<JoinHandle<Result<ProbeSummary, ProbeError>>>,
     attach: Vec<AttachStatus>,
+    /// Ok when the steal clock is read, else why not.
+    steal: Result<i64, String>,
     live: Arc<Mutex<Option<LiveCost>>>,
     identity: Identity,
 }
@@ -228,6 +235,13 @@ pub struct ProbeSession {
 struct Identity {
     tgid: u32,
     whoami: Arc<OwnedFd>,
+}
+
+/// What loading found, sent from the drain thread to `start`.
+struct Loaded {
+    attach: Vec<AttachStatus>,
+    steal: Result<i64, String>,
+    identity: Identity,
 }
 
 /// libbpf's log lines, kept so that a verifier rejection can show its last lines.
@@ -338,11 +352,16 @@ impl ProbeSession {
                 cause: e.to_string(),
             })?;
         match ready_rx.recv() {
-            Ok(Ok((attach, identity))) => Ok((
+            Ok(Ok(Loaded {
+                attach,
+                steal,
+                identity,
+            })) => Ok((
                 ProbeSession {
                     commands: cmd_tx,
                     thread: Some(thread),
                     attach,
+                    steal,
                     live,
                     identity,
                 },
@@ -366,6 +385,16 @@ impl ProbeSession {
 
     pub fn attach_report(&self) -> &[AttachStatus] {
         &self.attach
+    }
+
+    /// True when the probes read the KVM steal clock (see `ProbeSummary::steal_clock`).
+    pub fn steal_clock(&self) -> bool {
+        self.steal.is_ok()
+    }
+
+    /// Why there is no steal clock, one line; None when there is.
+    pub fn steal_clock_note(&self) -> Option<&str> {
+        self.steal.as_ref().err().map(String::as_str)
     }
 
     /// jitterscope's process id in the kernel's numbering: what the probes class as `self`
@@ -419,17 +448,13 @@ fn other(action: &str) -> impl Fn(libbpf_rs::Error) -> ProbeError + '_ {
     }
 }
 
-type Loaded<'obj> = (
-    JitterscopeSkel<'obj>,
-    Vec<libbpf_rs::Link>,
-    Vec<AttachStatus>,
-    Identity,
-);
+type Attached<'obj> = (JitterscopeSkel<'obj>, Vec<libbpf_rs::Link>, Loaded);
 
 fn load_and_attach<'obj>(
     cfg: &ProbeConfig,
+    syms: &Kallsyms,
     storage: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
-) -> Result<Loaded<'obj>, ProbeError> {
+) -> Result<Attached<'obj>, ProbeError> {
     capture_libbpf_log();
     let btf = libbpf_rs::btf::Btf::from_vmlinux().map_err(|_| ProbeError::NoBtf)?;
     let mut open = JitterscopeSkelBuilder::default()
@@ -448,6 +473,10 @@ fn load_and_attach<'obj>(
             rodata.target_cpus[cpu as usize / 64] |= 1 << (cpu % 64);
         }
     }
+    rodata.hrtimer_wakeup_fn = syms.address_of("hrtimer_wakeup").unwrap_or(0);
+    let steal = steal::status(steal::percpu_offsets(&btf), steal::host());
+    rodata.steal_clock = steal.is_ok();
+    rodata.steal_time_from_rq = *steal.as_ref().unwrap_or(&0);
     open.maps
         .events
         .set_max_entries(cfg.ringbuf_bytes)
@@ -514,7 +543,15 @@ fn load_and_attach<'obj>(
         }
     }
     attach.sort_by(|a, b| a.tracepoint.cmp(&b.tracepoint));
-    Ok((skel, links, attach, identity))
+    Ok((
+        skel,
+        links,
+        Loaded {
+            attach,
+            steal,
+            identity,
+        },
+    ))
 }
 
 /// Learns this process's kernel id and sets `self_tgid` with it, before anything is attached.
@@ -641,7 +678,7 @@ fn drain_thread(
     cfg: ProbeConfig,
     commands: Receiver<Command>,
     batches: Sender<ProbeBatch>,
-    ready: SyncSender<Result<(Vec<AttachStatus>, Identity), ProbeError>>,
+    ready: SyncSender<Result<Loaded, ProbeError>>,
     live: Arc<Mutex<Option<LiveCost>>>,
 ) -> Result<ProbeSummary, ProbeError> {
     if !cfg.drain_cpus.is_empty() {
@@ -652,8 +689,8 @@ fn drain_thread(
     // moment `start` returns.
     let mut syms = Kallsyms::load();
     let mut storage = MaybeUninit::uninit();
-    let setup = load_and_attach(&cfg, &mut storage);
-    let (mut skel, links, attach, identity) = match setup {
+    let setup = load_and_attach(&cfg, &syms, &mut storage);
+    let (mut skel, links, loaded) = match setup {
         Ok(x) => x,
         Err(e) => {
             // The error goes to `start`, which is waiting for it; nothing else to report.
@@ -664,7 +701,8 @@ fn drain_thread(
     // Run-time statistics while this fd is open (no global sysctl to restore).
     // SAFETY: plain syscall wrapper; a negative result means unsupported or refused.
     let stats_fd = unsafe { libbpf_sys::bpf_enable_stats(libbpf_sys::BPF_STATS_RUN_TIME) };
-    let _ = ready.send(Ok((attach, identity)));
+    let steal = loaded.steal.clone();
+    let _ = ready.send(Ok(loaded));
 
     let pending: Arc<Mutex<Vec<Vec<u8>>>> = Arc::new(Mutex::new(Vec::new()));
     let sink = pending.clone();
@@ -730,6 +768,8 @@ fn drain_thread(
     let mut summary = ProbeSummary {
         stats_enabled: stats_fd >= 0,
         symbols: !syms.is_empty(),
+        steal_clock: steal.is_ok(),
+        steal_clock_note: steal.err(),
         ..Default::default()
     };
     if let Some(bss) = skel.maps.bss_data.as_deref() {
@@ -740,6 +780,11 @@ fn drain_thread(
                 summary.events.push((cpu, c.events));
                 if c.rb_drops > 0 {
                     summary.drops.push((cpu, c.rb_drops));
+                }
+            }
+            if let Some(&ns) = bss.steal_read.get(cpu as usize) {
+                if ns > 0 {
+                    summary.steal_clock_ns.push((cpu, ns));
                 }
             }
         }

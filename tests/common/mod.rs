@@ -125,6 +125,95 @@ impl Drop for Spinner {
     }
 }
 
+/// A shell loop pinned to a CPU that sleeps 2 ms at a time (`sleep`, a new process each
+/// time): hrtimer_wakeup timers of a task that is not jitterscope's. Killed by its pid on drop.
+pub struct SleepLoop(pub Child);
+
+impl SleepLoop {
+    pub fn start(cpu: usize) -> SleepLoop {
+        let child = Command::new("taskset")
+            .args([
+                "-c",
+                &cpu.to_string(),
+                "sh",
+                "-c",
+                "while :; do sleep 0.002; done",
+            ])
+            .spawn()
+            .expect("spawn taskset sh");
+        SleepLoop(child)
+    }
+}
+
+impl Drop for SleepLoop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// An in-process thread pinned to a CPU that sleeps `period_ns` at a time with
+/// clock_nanosleep (an hrtimer_wakeup timer each time), optionally SCHED_FIFO so that every
+/// wake-up preempts whatever runs there. Named `name`.
+pub struct Sleeper {
+    stop: Arc<AtomicBool>,
+    handle: Option<std::thread::JoinHandle<u64>>,
+}
+
+impl Sleeper {
+    pub fn start(name: &str, cpu: usize, period_ns: u64, fifo: bool) -> Sleeper {
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name(name.to_string())
+            .spawn(move || {
+                pin(0, cpu);
+                if fifo {
+                    let p = libc::sched_param { sched_priority: 1 };
+                    // SAFETY: sets this thread's own policy; 0 means the calling thread.
+                    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) };
+                    assert_eq!(rc, 0, "SCHED_FIFO needs root");
+                }
+                let t = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: period_ns as libc::c_long,
+                };
+                let mut n = 0;
+                while !s.load(Ordering::Relaxed) {
+                    // SAFETY: plain syscall with a valid timespec and no remainder pointer.
+                    unsafe {
+                        libc::clock_nanosleep(libc::CLOCK_MONOTONIC, 0, &t, std::ptr::null_mut())
+                    };
+                    n += 1;
+                }
+                n
+            })
+            .expect("spawn the sleeper thread");
+        Sleeper {
+            stop,
+            handle: Some(handle),
+        }
+    }
+
+    /// Stops the thread and returns how many times it slept.
+    pub fn finish(mut self) -> u64 {
+        self.stop.store(true, Ordering::SeqCst);
+        self.handle
+            .take()
+            .map(|h| h.join().unwrap())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Sleeper {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
 /// Writes a system setting and puts the old value back on drop (also when a test fails).
 pub struct Restore {
     path: String,
