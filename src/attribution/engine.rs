@@ -26,8 +26,8 @@
 //!   before it, is listed as a culprit with 0 ns and the gap before the stall; it takes no
 //!   time from the other culprits or from the unexplained remainder.
 //! - A reschedule IPI that is followed at once (within `edge_ns`) by a task-level run is
-//!   the wake-up of that run: its time goes to the task it woke (kworker, task…), with
-//!   `via` saying so, since that task is what the IPI was for.
+//!   the wake-up of that run: it keeps its own measured time (moving it to the task would
+//!   pass one record's time off as another's), and its `via` names the task it woke.
 //! - A message spike `[publish, receive]` is explained inside its own window, the two sides
 //!   apart: a producer stall that contains the publish held the message back until it ended
 //!   (or the receive); the consumer's stalls count only after that, inside the window. Each
@@ -238,7 +238,7 @@ pub struct Engine {
 /// that wins it under the nesting rule, or uncovered.
 struct Sweep<'a> {
     records: Vec<&'a Interruption>,
-    /// For a reschedule IPI: the task-level run it woke (which gets its time).
+    /// For a reschedule IPI: the task-level run it woke (named in its `via`).
     woke: Vec<Option<usize>>,
     /// Consecutive pieces, `None` where no record covers the time.
     pieces: Vec<(Nanos, Nanos, Option<usize>)>,
@@ -316,7 +316,7 @@ impl<'a> Sweep<'a> {
             while active.peek().is_some_and(|&(.., i)| records[i].end_ns < b) {
                 active.pop();
             }
-            let winner = active.peek().map(|&(.., i)| woke[i].unwrap_or(i));
+            let winner = active.peek().map(|&(.., i)| i);
             match pieces.last_mut() {
                 Some(last) if last.1 == a && last.2 == winner => last.1 = b,
                 _ => pieces.push((a, b, winner)),
@@ -703,7 +703,7 @@ fn verdict_of(
             .then(|| sweep.ends_at.get(&a).or_else(|| sweep.starts_at.get(&b)))
             .flatten();
         match next_to {
-            Some(&i) => per_record[sweep.woke[i].unwrap_or(i)].1 += b - a,
+            Some(&i) => per_record[i].1 += b - a,
             None => unexplained.push((a, b)),
         }
     }
@@ -771,13 +771,6 @@ fn record_shares(
     sweep: &Sweep<'_>,
     per_record: &RecordTime,
 ) -> Vec<Share> {
-    let woken: Vec<bool> = {
-        let mut w = vec![false; sweep.records.len()];
-        for &t in sweep.woke.iter().flatten() {
-            w[t] = true;
-        }
-        w
-    };
     let mut out: Vec<Share> = Vec::new();
     let mut at: HashMap<(CulpritClass, &str, &str), usize> = HashMap::new();
     for (i, &(measured, inferred)) in per_record.iter().enumerate() {
@@ -796,11 +789,12 @@ fn record_shares(
             }
             None => {
                 let mut via = via(cfg, c, r);
-                if woken[i] {
+                if let Some(t) = sweep.woke[i] {
                     if !via.is_empty() {
                         via.push_str("; ");
                     }
-                    via.push_str("woken by a reschedule IPI (included)");
+                    via.push_str("woke ");
+                    via.push_str(&sweep.records[t].name);
                 }
                 at.insert(key, out.len());
                 out.push(Share {
