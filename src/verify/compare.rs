@@ -180,13 +180,17 @@ pub fn compare(js: &Measured, perf: &NetDurations, tol: &Tolerances) -> Comparis
             (n.clone(), j)
         })
         .collect();
-    // perf's `comm[pid]` joins jitterscope's row of that name, or of the comm alone (kernel
-    // threads are named so).
+    // perf's `comm[pid]` joins jitterscope's row of that name, else of the comm alone (kernel
+    // threads are named so), else `comm[*]` (the ranking folds short-lived tasks' pids once it
+    // holds many culprits).
     let key_of = |name: &str| {
+        let folded = format!("{}[*]", without_pid(name));
         if by_name.contains_key(name) {
             name.to_string()
         } else if by_name.contains_key(without_pid(name)) {
             without_pid(name).to_string()
+        } else if name != without_pid(name) && by_name.contains_key(&folded) {
+            folded
         } else {
             name.to_string()
         }
@@ -643,6 +647,26 @@ mod tests {
         let md = c.to_markdown();
         assert!(md.contains("| 1.00 (+ ≤ 19.00 unknown) |"), "{md}");
         assert_eq!(c.failures().len(), 2, "{:?}", c.failures()); // sh[42] and the agreement
+    }
+
+    #[test]
+    fn folded_pids_join_the_tasks_jitterscope_folded() {
+        let js = measured(vec![
+            js_row(CulpritClass::Task, "sleep[7]", "", 5 * MS),
+            js_row(CulpritClass::Task, "sleep[*]", "", 9 * MS),
+        ]);
+        let p = perf(
+            &[
+                (CulpritClass::Task, "sleep[7]", 5 * MS),
+                (CulpritClass::Task, "sleep[8]", 4 * MS),
+                (CulpritClass::Task, "sleep[9]", 5 * MS),
+            ],
+            0,
+        );
+        let c = compare(&js, &p, &Tolerances::default());
+        assert_eq!(c.row("sleep[7]").unwrap().perf_ns, 5 * MS);
+        assert_eq!(c.row("sleep[*]").unwrap().perf_ns, 9 * MS);
+        assert!(c.row("sleep[8]").is_none());
     }
 
     #[test]

@@ -387,7 +387,7 @@ pub struct PerfCause {
     pub details: BTreeSet<String>,
 }
 
-/// The net durations on one CPU within a window.
+/// The net durations on one CPU, over the stalls of the window.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NetDurations {
     pub cpu: Cpu,
@@ -404,6 +404,10 @@ pub struct NetDurations {
     /// Per cause (jitterscope's name for a task), the unknown time of the intervals it opened
     /// or closed: the most of the unknown time that can be that cause's.
     pub unknown_involving: BTreeMap<String, Nanos>,
+    /// Stalls (spans away from the workload) counted, and those left out because they
+    /// started before the window or after it.
+    pub stalls: u64,
+    pub stalls_outside: u64,
     /// Exits without an entry or entries without an exit (at the trace's edges, or lost).
     pub unpaired: u64,
     /// The first and last event perf recorded on the CPU (0 when none).
@@ -421,9 +425,6 @@ impl NetDurations {
     }
 
     fn credit(&mut self, class: CulpritClass, name: &str, ns: Nanos) {
-        if ns == 0 {
-            return;
-        }
         let c = self
             .causes
             .entry(name.to_string())
@@ -435,12 +436,32 @@ impl NetDurations {
             });
         c.ns += ns;
     }
+}
 
-    fn detail(&mut self, name: &str, detail: &str) {
-        if let Some(c) = self.causes.get_mut(name) {
-            c.details.insert(detail.to_string());
-        }
-    }
+/// Who a piece of the CPU's time belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Owner {
+    Cause(CulpritClass, String),
+    /// The workload's own thread ran: no stall.
+    Workload,
+    /// The CPU idled: a stall with no cause.
+    Idle,
+    /// Task-level time of the unknown interval with this index.
+    Unknown(usize),
+}
+
+/// A stretch of the CPU's time with one owner (nested time already taken out).
+#[derive(Debug, Clone)]
+struct Piece {
+    start: Nanos,
+    end: Nanos,
+    owner: Owner,
+}
+
+/// An interval whose closing switch named another task: who opened and who closed it.
+struct UnknownInterval {
+    shown: [String; 2],
+    causes: Vec<String>,
 }
 
 /// An open IRQ-level episode.
@@ -459,13 +480,23 @@ enum ExitKey {
     Vector(Vector),
 }
 
-/// The task-level interval under way: who was switched in, and its time so far (credited at
-/// its closing switch, once the owner is confirmed).
+/// The task-level interval under way: who was switched in, and its pieces so far (owned
+/// once its closing switch confirms the owner).
 struct TaskRun {
     /// None before the first switch: the owner is then the first switch's `prev`.
     owner: Option<Task>,
-    pending_ns: Nanos,
+    pieces: Vec<(Nanos, Nanos)>,
     functions: BTreeSet<String>,
+}
+
+impl TaskRun {
+    fn new(owner: Option<Task>) -> TaskRun {
+        TaskRun {
+            owner,
+            pieces: Vec::new(),
+            functions: BTreeSet::new(),
+        }
+    }
 }
 
 /// The cause a task's run is, in jitterscope's names; None for idle and the workload.
@@ -480,61 +511,77 @@ fn task_cause(t: &Task) -> Option<(CulpritClass, String)> {
     Some((CulpritClass::Task, format!("{}[{}]", t.comm, t.pid)))
 }
 
-/// Net durations per cause on `cpu` within `[from_ns, to_ns]` from `events` (any order;
-/// other CPUs' events are ignored).
-pub fn net_durations(events: &[Event], cpu: Cpu, from_ns: Nanos, to_ns: Nanos) -> NetDurations {
-    let mut mine: Vec<&Event> = events.iter().filter(|e| e.cpu == cpu).collect();
-    mine.sort_by_key(|e| e.ns); // stable: events at the same ns keep perf's order
-    let mut out = NetDurations {
-        cpu,
-        from_ns,
-        to_ns,
-        first_event_ns: mine.first().map_or(0, |e| e.ns),
-        last_event_ns: mine.last().map_or(0, |e| e.ns),
-        ..NetDurations::default()
+fn owner_of(t: &Task) -> Owner {
+    match task_cause(t) {
+        Some((class, name)) => Owner::Cause(class, name),
+        None if t.pid == 0 => Owner::Idle,
+        None => Owner::Workload,
+    }
+}
+
+/// The CPU's time cut into owned pieces: nested time to the innermost level, task-level time
+/// to the task a switch pair confirms.
+struct Pieces {
+    pieces: Vec<Piece>,
+    unknown: Vec<UnknownInterval>,
+    functions: BTreeMap<String, BTreeSet<String>>,
+    nmi_handlers: BTreeSet<String>,
+    unpaired: u64,
+}
+
+fn cut(events: &[&Event]) -> Pieces {
+    let mut p = Pieces {
+        pieces: Vec::new(),
+        unknown: Vec::new(),
+        functions: BTreeMap::new(),
+        nmi_handlers: BTreeSet::new(),
+        unpaired: 0,
     };
-    let clip = |a: Nanos, b: Nanos| b.min(to_ns).saturating_sub(a.max(from_ns));
     let mut stack: Vec<Open> = Vec::new();
-    let mut run = TaskRun {
-        owner: None,
-        pending_ns: 0,
-        functions: BTreeSet::new(),
-    };
-    let mut last = out.first_event_ns;
-    // Credits [a, b] to the innermost open episode, or to the task-level interval.
-    let advance = |out: &mut NetDurations, run: &mut TaskRun, stack: &[Open], a, b| {
-        let ns = clip(a, b);
+    let mut run = TaskRun::new(None);
+    let mut last = events.first().map_or(0, |e| e.ns);
+    // [a, b] to the innermost open episode, or to the task-level interval.
+    let give = |p: &mut Pieces, run: &mut TaskRun, stack: &[Open], a: Nanos, b: Nanos| {
+        if b <= a {
+            return;
+        }
         match stack.last() {
-            Some(top) => out.credit(top.class, &top.name, ns),
-            None => run.pending_ns += ns,
+            Some(top) => p.pieces.push(Piece {
+                start: a,
+                end: b,
+                owner: Owner::Cause(top.class, top.name.clone()),
+            }),
+            None => run.pieces.push((a, b)),
         }
     };
-    for e in mine {
+    for e in events {
         let now = e.ns.max(last);
         if let EventKind::Nmi { handler, delta_ns } = &e.kind {
             // The handler ran [now - delta, now]: that part of the gap is the NMI's.
             let split = now.saturating_sub(*delta_ns).max(last);
-            advance(&mut out, &mut run, &stack, last, split);
-            out.credit(CulpritClass::Nmi, "nmi", clip(split, now));
-            out.detail("nmi", handler);
+            give(&mut p, &mut run, &stack, last, split);
+            if now > split {
+                p.pieces.push(Piece {
+                    start: split,
+                    end: now,
+                    owner: Owner::Cause(CulpritClass::Nmi, "nmi".into()),
+                });
+            }
+            p.nmi_handlers.insert(handler.clone());
         } else {
-            advance(&mut out, &mut run, &stack, last, now);
+            give(&mut p, &mut run, &stack, last, now);
         }
         last = now;
         match &e.kind {
             EventKind::Switch { prev, next } => {
                 // No switch happens inside an IRQ or softirq: what is still open lost its exit.
-                out.unpaired += stack.len() as u64;
+                p.unpaired += stack.len() as u64;
                 stack.clear();
-                settle(&mut out, &mut run, Some(prev));
-                run = TaskRun {
-                    owner: Some(next.clone()),
-                    pending_ns: 0,
-                    functions: BTreeSet::new(),
-                };
+                settle(&mut p, &mut run, Some(prev));
+                run = TaskRun::new(Some(next.clone()));
             }
             EventKind::IrqEntry { irq, name } => open(
-                &mut out,
+                &mut p,
                 &mut stack,
                 Open {
                     level: Level::Hardirq,
@@ -544,7 +591,7 @@ pub fn net_durations(events: &[Event], cpu: Cpu, from_ns: Nanos, to_ns: Nanos) -
                 },
             ),
             EventKind::SoftirqEntry { vec } => open(
-                &mut out,
+                &mut p,
                 &mut stack,
                 Open {
                     level: Level::Softirq,
@@ -554,7 +601,7 @@ pub fn net_durations(events: &[Event], cpu: Cpu, from_ns: Nanos, to_ns: Nanos) -
                 },
             ),
             EventKind::VectorEntry(v) => open(
-                &mut out,
+                &mut p,
                 &mut stack,
                 Open {
                     level: Level::Hardirq,
@@ -563,78 +610,164 @@ pub fn net_durations(events: &[Event], cpu: Cpu, from_ns: Nanos, to_ns: Nanos) -
                     key: ExitKey::Vector(*v),
                 },
             ),
-            EventKind::IrqExit { irq } => close(&mut out, &mut stack, ExitKey::Irq(*irq)),
-            EventKind::SoftirqExit { vec } => close(&mut out, &mut stack, ExitKey::Softirq(*vec)),
-            EventKind::VectorExit(v) => close(&mut out, &mut stack, ExitKey::Vector(*v)),
+            EventKind::IrqExit { irq } => close(&mut p, &mut stack, ExitKey::Irq(*irq)),
+            EventKind::SoftirqExit { vec } => close(&mut p, &mut stack, ExitKey::Softirq(*vec)),
+            EventKind::VectorExit(v) => close(&mut p, &mut stack, ExitKey::Vector(*v)),
             EventKind::WorkStart { function } => {
                 run.functions.insert(function.clone());
             }
             EventKind::WorkEnd | EventKind::Nmi { .. } => {}
         }
     }
-    out.unpaired += stack.len() as u64;
-    settle(&mut out, &mut run, None);
-    out
+    p.unpaired += stack.len() as u64;
+    settle(&mut p, &mut run, None);
+    // Task-level pieces are owned at their closing switch, after the episodes inside them.
+    p.pieces.sort_by_key(|x| x.start);
+    p
 }
 
 /// Ends the task-level interval at a switch whose `prev` is `closing` (None: the trace
-/// ended): credited to its owner when the switch confirms it, unknown otherwise.
-fn settle(out: &mut NetDurations, run: &mut TaskRun, closing: Option<&Task>) {
+/// ended): its pieces go to its owner when the switch confirms it, to unknown otherwise.
+fn settle(p: &mut Pieces, run: &mut TaskRun, closing: Option<&Task>) {
     let owner = match (&run.owner, closing) {
         (Some(o), Some(c)) if o.pid != c.pid => {
-            if run.pending_ns > 0 {
-                out.unknown_ns += run.pending_ns;
-                out.unknown_intervals += 1;
-                for t in [o, c] {
-                    out.unknown_owners.insert(format!("{}[{}]", t.comm, t.pid));
-                    if let Some((_, name)) = task_cause(t) {
-                        *out.unknown_involving.entry(name).or_default() += run.pending_ns;
-                    }
-                }
+            if !run.pieces.is_empty() {
+                p.unknown.push(UnknownInterval {
+                    shown: [o, c].map(|t| format!("{}[{}]", t.comm, t.pid)),
+                    causes: [o, c]
+                        .iter()
+                        .filter_map(|t| task_cause(t).map(|(_, n)| n))
+                        .collect(),
+                });
             }
-            return;
+            Owner::Unknown(p.unknown.len() - 1)
         }
-        (Some(o), _) => o.clone(),
-        (None, Some(c)) => c.clone(),
+        (Some(o), _) => owner_of(o),
+        (None, Some(c)) => owner_of(c),
         (None, None) => {
             // No switch on the CPU at all: who ran is not known.
-            if run.pending_ns > 0 {
-                out.unknown_ns += run.pending_ns;
-                out.unknown_intervals += 1;
-            }
-            return;
+            p.unknown.push(UnknownInterval {
+                shown: [
+                    "(before any switch)".into(),
+                    "(end of the recording)".into(),
+                ],
+                causes: Vec::new(),
+            });
+            Owner::Unknown(p.unknown.len() - 1)
         }
     };
-    if let Some((class, name)) = task_cause(&owner) {
-        out.credit(class, &name, run.pending_ns);
-        if class == CulpritClass::Kworker && run.pending_ns > 0 {
-            for f in &run.functions {
-                out.detail(&name, f);
-            }
-        }
+    if let Owner::Cause(CulpritClass::Kworker, name) = &owner {
+        p.functions
+            .entry(name.clone())
+            .or_default()
+            .extend(run.functions.iter().cloned());
     }
+    p.pieces
+        .extend(run.pieces.drain(..).map(|(start, end)| Piece {
+            start,
+            end,
+            owner: owner.clone(),
+        }));
 }
 
 /// Opens an episode. On x86 a hard IRQ or vector does not nest in another, and a softirq
 /// runs after the hard IRQ's exit, never inside it: open episodes of the same or a deeper
 /// level lost their exits.
-fn open(out: &mut NetDurations, stack: &mut Vec<Open>, episode: Open) {
+fn open(p: &mut Pieces, stack: &mut Vec<Open>, episode: Open) {
     while stack.last().is_some_and(|o| o.level >= episode.level) {
         stack.pop();
-        out.unpaired += 1;
+        p.unpaired += 1;
     }
     stack.push(episode);
 }
 
 /// Pops the episode `key` names (and any opened after it, whose exits were lost).
-fn close(out: &mut NetDurations, stack: &mut Vec<Open>, key: ExitKey) {
+fn close(p: &mut Pieces, stack: &mut Vec<Open>, key: ExitKey) {
     match stack.iter().rposition(|o| o.key == key) {
         Some(i) => {
-            out.unpaired += (stack.len() - i - 1) as u64;
+            p.unpaired += (stack.len() - i - 1) as u64;
             stack.truncate(i);
         }
-        None => out.unpaired += 1,
+        None => p.unpaired += 1,
     }
+}
+
+/// Net durations per cause on `cpu` (other CPUs' events are ignored, any order), counted
+/// the way jitterscope counts its window: over the **stalls** of the workload's thread — the
+/// spans in which it did not run, workload pieces shorter than `stall_gap_ns` (its stall
+/// threshold) not breaking a span — that start inside `[from_ns, to_ns)`, each whole (a stall
+/// that began before the window is not recorded; one that began inside is, to its end).
+pub fn net_durations(
+    events: &[Event],
+    cpu: Cpu,
+    from_ns: Nanos,
+    to_ns: Nanos,
+    stall_gap_ns: Nanos,
+) -> NetDurations {
+    let mut mine: Vec<&Event> = events.iter().filter(|e| e.cpu == cpu).collect();
+    mine.sort_by_key(|e| e.ns); // stable: events at the same ns keep perf's order
+    let p = cut(&mine);
+    let mut out = NetDurations {
+        cpu,
+        from_ns,
+        to_ns,
+        unpaired: p.unpaired,
+        first_event_ns: mine.first().map_or(0, |e| e.ns),
+        last_event_ns: mine.last().map_or(0, |e| e.ns),
+        ..NetDurations::default()
+    };
+    let mut unknown_seen = BTreeSet::new();
+    let mut span: Vec<&Piece> = Vec::new();
+    let mut flush = |out: &mut NetDurations, span: &mut Vec<&Piece>| {
+        let Some(first) = span.first() else {
+            return;
+        };
+        if !(from_ns..to_ns).contains(&first.start) {
+            out.stalls_outside += 1;
+            span.clear();
+            return;
+        }
+        out.stalls += 1;
+        for piece in span.drain(..) {
+            let ns = piece.end - piece.start;
+            match &piece.owner {
+                Owner::Cause(class, name) => out.credit(*class, name, ns),
+                Owner::Unknown(i) => {
+                    out.unknown_ns += ns;
+                    let u = &p.unknown[*i];
+                    if unknown_seen.insert(*i) {
+                        out.unknown_intervals += 1;
+                        out.unknown_owners.extend(u.shown.iter().cloned());
+                    }
+                    for c in &u.causes {
+                        *out.unknown_involving.entry(c.clone()).or_default() += ns;
+                    }
+                }
+                Owner::Idle | Owner::Workload => {}
+            }
+        }
+    };
+    for piece in &p.pieces {
+        match piece.owner {
+            Owner::Workload if piece.end - piece.start >= stall_gap_ns => {
+                flush(&mut out, &mut span)
+            }
+            // The workload for less than a stall threshold: the kernel's way back in and
+            // out, inside the same stall.
+            Owner::Workload => {}
+            _ => span.push(piece),
+        }
+    }
+    flush(&mut out, &mut span);
+    for (name, functions) in p.functions {
+        if let Some(c) = out.causes.get_mut(&name) {
+            c.details.extend(functions);
+        }
+    }
+    if let Some(c) = out.causes.get_mut("nmi") {
+        c.details.extend(p.nmi_handlers);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -736,7 +869,7 @@ mod tests {
     #[test]
     fn nested_time_goes_to_the_innermost_level_once() {
         let ev = parse(TRACE).unwrap();
-        let d = net_durations(&ev, 1, 100_000_000_000, 100_005_000_000);
+        let d = net_durations(&ev, 1, 100_000_000_000, 100_005_000_000, 1_000);
         let ns = |name: &str| d.causes.get(name).map_or(0, |c| c.ns);
         // The tick inside the task's run: 12 µs + 10 µs later (workload's time around it).
         assert_eq!(ns("local timer"), 22_000);
@@ -763,7 +896,7 @@ mod tests {
     #[test]
     fn an_interval_closed_by_another_pid_is_unknown() {
         let ev = parse(TRACE).unwrap();
-        let d = net_durations(&ev, 1, 100_000_000_000, 100_005_000_000);
+        let d = net_durations(&ev, 1, 100_000_000_000, 100_005_000_000, 1_000);
         // tokio-rt-worker[68] switched in, sh[77] switched out: 50 µs nobody is given.
         assert_eq!(d.unknown_ns, 50_000);
         assert_eq!(d.unknown_intervals, 1);
@@ -775,16 +908,39 @@ mod tests {
     }
 
     #[test]
-    fn only_the_window_counts() {
+    fn the_window_counts_whole_stalls_that_start_in_it() {
         let ev = parse(TRACE).unwrap();
-        // From 500 µs: half of the task's run, none of the tick at 100 µs.
-        let d = net_durations(&ev, 1, 100_000_500_000, 100_002_005_000);
+        // From 500 µs: the stall of 0→1020 µs began before (jitterscope does not record it);
+        // the tick at 2000 µs starts inside and counts whole though the window ends at 2005.
+        let d = net_durations(&ev, 1, 100_000_500_000, 100_002_005_000, 1_000);
         let ns = |name: &str| d.causes.get(name).map_or(0, |c| c.ns);
-        assert_eq!(ns("lto cgu.11[20]"), 500_000);
-        assert_eq!(ns("local timer"), 5_000);
-        assert_eq!(ns("TIMER"), 0);
+        assert_eq!(ns("lto cgu.11[20]"), 0);
+        assert_eq!(ns("kworker/1:2"), 0);
+        assert_eq!(ns("local timer"), 10_000);
+        assert_eq!((d.stalls, d.stalls_outside), (1, 3));
         assert!(d.covers_window(0));
-        assert!(!net_durations(&ev, 1, 99_000_000_000, 100_000_000_000).covers_window(1_000));
+        assert!(
+            !net_durations(&ev, 1, 99_000_000_000, 100_000_000_000, 1_000).covers_window(1_000)
+        );
+    }
+
+    #[test]
+    fn a_short_return_to_the_workload_stays_inside_the_stall() {
+        let text = "\
+[001]   1.000000000:  irq_vectors:local_timer_entry: vector=236
+[001]   1.000010000:  irq_vectors:local_timer_exit: vector=236
+[001]   1.000010500:  irq:softirq_entry: vec=9 [action=RCU]
+[001]   1.000012000:  irq:softirq_exit: vec=9 [action=RCU]
+[001]   1.000100000:  sched:sched_switch: prev_comm=js-consumer-1 prev_pid=3 prev_prio=120 prev_state=R ==> next_comm=b next_pid=4 next_prio=120
+";
+        // The softirq 500 ns after the tick: one stall starting at the tick, which is before
+        // the window, so neither counts; with a 100 ns threshold they are two stalls.
+        let ev = parse(text).unwrap();
+        let d = net_durations(&ev, 1, 1_000_000_001, 2_000_000_000, 1_000);
+        assert!(d.causes.is_empty(), "{:?}", d.causes);
+        let d = net_durations(&ev, 1, 1_000_000_001, 2_000_000_000, 100);
+        assert_eq!(d.causes["RCU"].ns, 1_500);
+        assert!(!d.causes.contains_key("local timer"));
     }
 
     #[test]
@@ -796,7 +952,7 @@ mod tests {
 [001]   1.000003000:  irq:irq_handler_exit: irq=5 ret=handled
 [001]   1.000004000:  sched:sched_switch: prev_comm=a prev_pid=3 prev_prio=120 prev_state=R ==> next_comm=b next_pid=4 next_prio=120
 ";
-        let d = net_durations(&parse(text).unwrap(), 1, 0, u64::MAX);
+        let d = net_durations(&parse(text).unwrap(), 1, 0, u64::MAX, 1_000);
         // RCU's exit pops the IRQ whose exit was missing; the later IRQ exit has no entry.
         assert_eq!(d.unpaired, 2);
         assert_eq!(d.causes["RCU"].ns, 1_000);
