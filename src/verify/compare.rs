@@ -355,12 +355,8 @@ impl Comparison {
         for r in &self.rows {
             let mut cause = r.name.replace('|', "\\|");
             if !r.details.is_empty() && r.class == CulpritClass::Kworker {
-                // The work it ran, the first few: the cause is the worker's whole run.
-                let mut shown: Vec<&str> = r.details.iter().take(3).map(String::as_str).collect();
-                if r.details.len() > 3 {
-                    shown.push("…");
-                }
-                let _ = write!(cause, " ({})", shown.join(", ").replace('|', "\\|"));
+                // The work it ran: the cause is the worker's whole run.
+                let _ = write!(cause, " ({})", r.details.join(", ").replace('|', "\\|"));
             }
             let ratio = r.ratio().map_or("–".to_string(), |q| format!("{q:.3}"));
             let (perf, ratio) = match r.grade {
@@ -400,6 +396,18 @@ impl Comparison {
                 format!(": {}", self.unknown_owners.join(", "))
             }
         );
+        if let Some(r) = self
+            .row(Vector::Reschedule.name())
+            .filter(|r| r.js_ns < r.perf_ns)
+        {
+            let _ = writeln!(
+                s,
+                "- reschedule IPIs: jitterscope {} ms, perf {} ms — jitterscope gives a reschedule IPI followed at once by a task's run to the task it woke; perf's net durations keep it as `reschedule`, so the woken tasks' rows (kworkers, kernel threads) carry up to {} ms more in jitterscope",
+                ms(r.js_ns),
+                ms(r.perf_ns),
+                ms(r.perf_ns - r.js_ns)
+            );
+        }
         if self.unpaired > 0 {
             let _ = writeln!(
                 s,
@@ -569,11 +577,13 @@ mod tests {
             ),
             js_row(CulpritClass::SelfNoise, "local timer", "", 5 * MS),
             js_row(CulpritClass::Task, "sh[42]", "SCHED_OTHER", 366_100_000),
+            js_row(CulpritClass::Ipi, "reschedule", "", 100_000),
         ]);
         let p = perf(
             &[
                 (CulpritClass::TimerTick, "local timer", 37 * MS),
                 (CulpritClass::Task, "sh[42]", 365_400_000),
+                (CulpritClass::Ipi, "reschedule", 500_000),
             ],
             2 * MS,
         );
@@ -586,6 +596,10 @@ mod tests {
         assert!(c.passed(), "{:?}", c.failures());
         let md = c.to_markdown();
         assert!(md.contains("unknown owner: 2.00 ms in 1 interval"), "{md}");
+        assert!(
+            md.contains("reschedule IPIs: jitterscope 0.10 ms, perf 0.50 ms"),
+            "{md}"
+        );
         assert!(md.contains("**verdict: PASS**"), "{md}");
     }
 
