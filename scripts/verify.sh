@@ -8,7 +8,11 @@
 # `jitterscope verify` prints the per-cause table (jitterscope ms / perf ms / ratio / within
 # tolerance) for the consumer's CPU. A scenario passes when its table passes and its injected
 # cause was graded within tolerance. Prints Markdown; exit 0 when every scenario passes.
-# Usage: sudo scripts/verify.sh [--cpus 0,1] [--duration 12s]
+# Usage: sudo scripts/verify.sh [--cpus 0,1] [--duration 12s] [--order perf-first|jitterscope-first]
+# Two tracers on one tracepoint run one after the other: the one attached second takes its
+# timestamps after the first one's handler, so its short episodes look ~0.3-1 µs shorter
+# (perf-first, the default: jitterscope's; jitterscope-first: perf's, perf then attaches during
+# a 4 s warm-up). Running both orders shows that bias of the method itself.
 # Mounts tracefs if it is not mounted (perf's tracepoints need it) and unmounts it at the end,
 # also on failure and Ctrl-C; every process it starts is ended by its pid.
 set -euo pipefail
@@ -24,13 +28,20 @@ source "$(dirname "$0")/env.sh"
 
 cpus=0,1
 duration=12s
+order=perf-first
+usage="usage: $0 [--cpus P,C] [--duration 12s] [--order perf-first|jitterscope-first]"
 while [ $# -gt 0 ]; do
   case "$1" in
     --cpus) cpus=$2; shift 2 ;;
     --duration) duration=$2; shift 2 ;;
-    *) echo "usage: $0 [--cpus P,C] [--duration 12s]" >&2; exit 2 ;;
+    --order) order=$2; shift 2 ;;
+    *) echo "$usage" >&2; exit 2 ;;
   esac
 done
+case $order in
+  perf-first | jitterscope-first) ;;
+  *) echo "--order $order: give perf-first or jitterscope-first; $usage" >&2; exit 2 ;;
+esac
 producer=${cpus%%,*}
 consumer=${cpus##*,}
 if [ "$(id -u)" -ne 0 ]; then
@@ -118,44 +129,53 @@ start_noise() {
   esac
 }
 
-# jitterscope ends on SIGINT by itself and exits 130: waiting with the `wait` builtin lets
-# this script's trap run at once on Ctrl-C.
-js_run() {
-  local rc=0
-  "$@" &
-  child=$!
-  wait "$child" || rc=$?
-  child=
-  return $rc
+# Starts perf record of the CPUs into $1/perf.data and waits until it records; its pid in
+# perf_pid. Its own process stays on the producer's CPU, off the one compared.
+start_perf() {
+  taskset -c "$producer" perf record -k mono -C "$cpus" -m 4M "${events[@]}" -o "$1/perf.data" \
+    >"$1/perf.log" 2>&1 &
+  perf_pid=$!
+  for _ in $(seq 100); do
+    [ -s "$1/perf.data" ] && break
+    kill -0 "$perf_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if ! kill -0 "$perf_pid" 2>/dev/null; then
+    echo "verify: perf record did not start:" >&2
+    cat "$1/perf.log" >&2
+    exit 1
+  fi
+  sleep 1 # perf attaches after it creates the file
 }
 
-# One scenario: perf around the run, jitterscope with the noise, perf script. While another
-# jitterscope holds the CPUs, it waits and starts over.
+# One scenario: perf and jitterscope (in the order asked for) with the noise, then perf
+# script. While another jitterscope holds the CPUs, it waits and starts over. jitterscope
+# ends on SIGINT by itself and exits 130: waiting with the `wait` builtin lets this script's
+# trap run at once on Ctrl-C.
 record() {
-  local name=$1 dir="$out/$1" rc
+  local name=$1 dir="$out/$1" rc warmup=1s
+  [ "$order" = jitterscope-first ] && warmup=4s
   for _ in $(seq 60); do
     rm -rf "$dir"
     mkdir -p "$dir"
-    # perf's own process stays on the producer's CPU, off the one compared.
-    taskset -c "$producer" perf record -k mono -C "$cpus" -m 4M "${events[@]}" -o "$dir/perf.data" \
-      >"$dir/perf.log" 2>&1 &
-    perf_pid=$!
-    for _ in $(seq 100); do
-      [ -s "$dir/perf.data" ] && break
-      kill -0 "$perf_pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    if ! kill -0 "$perf_pid" 2>/dev/null; then
-      echo "verify: perf record did not start:" >&2
-      cat "$dir/perf.log" >&2
-      exit 1
-    fi
-    sleep 1 # perf attaches after it creates the file
+    [ "$order" = perf-first ] && start_perf "$dir"
     start_noise "$name"
     [ "$name" = task ] && echo "$noise_pid" >"$dir/task.pid"
+    "$js" --cpus "$cpus" --duration "$duration" --warmup "$warmup" --no-tui --label "verify-$name" \
+      --output "$dir/runs" >"$dir/run.log" 2>&1 &
+    child=$!
+    if [ "$order" = jitterscope-first ]; then
+      # Its probes are attached once it names its CPUs; perf then has the warm-up to attach.
+      for _ in $(seq 300); do
+        grep -q '^jitterscope: producer' "$dir/run.log" && break
+        kill -0 "$child" 2>/dev/null || break
+        sleep 0.1
+      done
+      kill -0 "$child" 2>/dev/null && start_perf "$dir"
+    fi
     rc=0
-    js_run "$js" --cpus "$cpus" --duration "$duration" --warmup 1s --no-tui --label "verify-$name" \
-      --output "$dir/runs" >"$dir/run.log" 2>&1 || rc=$?
+    wait "$child" || rc=$?
+    child=
     stop_noise
     stop_perf
     [ $rc -gt 128 ] && exit $rc
@@ -179,7 +199,7 @@ run_file() { ls "$1"/runs/*.json | grep -v '\.trace\.json$'; }
 
 echo "### jitterscope against perf — $(hostname), $(nproc) CPUs, kernel $(uname -r), CPUs $cpus (consumer $consumer), $duration per scenario"
 echo
-echo "\`perf record -k mono -C $cpus\` of $(( ${#events[@]} / 2 )) tracepoints around \`jitterscope --cpus $cpus --duration $duration\`; \`jitterscope verify\` compares the consumer's CPU."
+echo "\`perf record -k mono -C $cpus\` of $(( ${#events[@]} / 2 )) tracepoints around \`jitterscope --cpus $cpus --duration $duration\` ($order: attached first at each tracepoint); \`jitterscope verify\` compares the consumer's CPU."
 verdicts=()
 failed=0
 for name in quiet task kworker; do

@@ -299,6 +299,9 @@ pub struct VerifyArgs {
     /// Causes under this in both recorders are listed, not graded
     #[arg(long, default_value = "1ms", allow_hyphen_values = true, value_parser = parse_floor)]
     pub floor: Nanos,
+    /// List every cause under the floor (by default the largest few, the rest summed up)
+    #[arg(long)]
+    pub all: bool,
     /// Print the tracepoints perf must record (those this kernel has), one a line, and exit
     #[arg(long)]
     pub print_perf_events: bool,

@@ -162,7 +162,11 @@ fn verify(args: VerifyArgs) -> Result<()> {
         ..verify::Tolerances::default()
     };
     let c = verify::check(&run, &perf, args.cpu, &tolerances)?;
-    print!("{}", c.to_markdown());
+    if args.all {
+        print!("{}", c.to_markdown_all());
+    } else {
+        print!("{}", c.to_markdown());
+    }
     let failures = c.failures();
     if failures.is_empty() {
         Ok(())

@@ -285,6 +285,9 @@ pub fn compare(js: &Measured, perf: &NetDurations, tol: &Tolerances) -> Comparis
     }
 }
 
+/// Causes under the floor the table lists by default (the largest); the rest are summed up.
+pub const UNGRADED_ROWS: usize = 12;
+
 fn ms(ns: Nanos) -> String {
     format!("{:.2}", ns as f64 / 1e6)
 }
@@ -339,6 +342,17 @@ impl Comparison {
     /// The comparison as Markdown: a table per cause, then the unknown time, what was not
     /// compared, the overall agreement and the verdict.
     pub fn to_markdown(&self) -> String {
+        self.render(Some(UNGRADED_ROWS))
+    }
+
+    /// As `to_markdown`, every cause in the table.
+    pub fn to_markdown_all(&self) -> String {
+        self.render(None)
+    }
+
+    /// The table lists the causes under the floor up to `ungraded` of them (the largest),
+    /// then sums up the rest.
+    fn render(&self, ungraded: Option<usize>) -> String {
         let mut s = String::new();
         let t = &self.tolerances;
         let _ = writeln!(
@@ -352,7 +366,18 @@ impl Comparison {
         );
         s.push_str("| cause | class | jitterscope ms | perf ms | ratio | tolerance | within |\n");
         s.push_str("|---|---|---:|---:|---:|---:|---|\n");
+        let mut small = 0;
+        let (mut rest, mut rest_js, mut rest_perf) = (0, 0, 0);
         for r in &self.rows {
+            if r.grade == Grade::BelowFloor {
+                small += 1;
+                if ungraded.is_some_and(|n| small > n) {
+                    rest += 1;
+                    rest_js += r.js_ns;
+                    rest_perf += r.perf_ns;
+                    continue;
+                }
+            }
             let mut cause = r.name.replace('|', "\\|");
             if !r.details.is_empty() && r.class == CulpritClass::Kworker {
                 // The work it ran: the cause is the worker's whole run.
@@ -382,6 +407,15 @@ impl Comparison {
                 r.class,
                 ms(r.js_ns),
                 pct(r.tolerance)
+            );
+        }
+        if rest > 0 {
+            let _ = writeln!(
+                s,
+                "| … {rest} more causes under {} ms in both | | {} | {} | | | not graded (`--all` lists them) |",
+                ms(t.floor_ns),
+                ms(rest_js),
+                ms(rest_perf)
             );
         }
         s.push('\n');
@@ -681,6 +715,28 @@ mod tests {
         assert_eq!(c.row("sleep[7]").unwrap().perf_ns, 5 * MS);
         assert_eq!(c.row("sleep[*]").unwrap().perf_ns, 9 * MS);
         assert!(c.row("sleep[8]").is_none());
+    }
+
+    #[test]
+    fn the_many_small_causes_are_summed_up_unless_all_are_asked_for() {
+        let rows: Vec<MeasuredRow> = (0..20)
+            .map(|i| js_row(CulpritClass::Task, &format!("sleep[{i}]"), "", 10_000))
+            .collect();
+        let causes: Vec<(CulpritClass, String, Nanos)> = (0..20)
+            .map(|i| (CulpritClass::Task, format!("sleep[{i}]"), 10_000))
+            .collect();
+        let causes: Vec<(CulpritClass, &str, Nanos)> = causes
+            .iter()
+            .map(|(c, n, ns)| (*c, n.as_str(), *ns))
+            .collect();
+        let c = compare(&measured(rows), &perf(&causes, 0), &Tolerances::default());
+        let md = c.to_markdown();
+        assert_eq!(md.matches("| sleep[").count(), UNGRADED_ROWS, "{md}");
+        assert!(
+            md.contains("| … 8 more causes under 1.00 ms in both | | 0.08 | 0.08 |"),
+            "{md}"
+        );
+        assert_eq!(c.to_markdown_all().matches("| sleep[").count(), 20);
     }
 
     #[test]
