@@ -99,7 +99,8 @@ impl Vector {
     }
 }
 
-/// The tracepoints `perf record` needs for the check (those of them the kernel has).
+/// The tracepoints `perf record` needs for the check (`verify::available_tracepoints` keeps those
+/// the kernel has).
 pub fn perf_tracepoints() -> Vec<String> {
     let mut v: Vec<String> = [
         "sched:sched_switch",
@@ -629,17 +630,18 @@ fn cut(events: &[&Event]) -> Pieces {
 /// Ends the task-level interval at a switch whose `prev` is `closing` (None: the trace
 /// ended): its pieces go to its owner when the switch confirms it, to unknown otherwise.
 fn settle(p: &mut Pieces, run: &mut TaskRun, closing: Option<&Task>) {
+    if run.pieces.is_empty() {
+        return;
+    }
     let owner = match (&run.owner, closing) {
         (Some(o), Some(c)) if o.pid != c.pid => {
-            if !run.pieces.is_empty() {
-                p.unknown.push(UnknownInterval {
-                    shown: [o, c].map(|t| format!("{}[{}]", t.comm, t.pid)),
-                    causes: [o, c]
-                        .iter()
-                        .filter_map(|t| task_cause(t).map(|(_, n)| n))
-                        .collect(),
-                });
-            }
+            p.unknown.push(UnknownInterval {
+                shown: [o, c].map(|t| format!("{}[{}]", t.comm, t.pid)),
+                causes: [o, c]
+                    .iter()
+                    .filter_map(|t| task_cause(t).map(|(_, n)| n))
+                    .collect(),
+            });
             Owner::Unknown(p.unknown.len() - 1)
         }
         (Some(o), _) => owner_of(o),
@@ -941,6 +943,19 @@ mod tests {
         let d = net_durations(&ev, 1, 1_000_000_001, 2_000_000_000, 100);
         assert_eq!(d.causes["RCU"].ns, 1_500);
         assert!(!d.causes.contains_key("local timer"));
+    }
+
+    #[test]
+    fn a_mismatched_switch_with_nothing_before_it_owns_nothing() {
+        let text = "\
+[001]   1.000000000:  sched:sched_switch: prev_comm=a prev_pid=3 prev_prio=120 prev_state=R ==> next_comm=b next_pid=4 next_prio=120
+[001]   1.000000000:  sched:sched_switch: prev_comm=c prev_pid=5 prev_prio=120 prev_state=R ==> next_comm=d next_pid=6 next_prio=120
+[001]   1.000002000:  sched:sched_switch: prev_comm=d prev_pid=6 prev_prio=120 prev_state=R ==> next_comm=js-consumer-1 next_pid=7 next_prio=120
+[001]   1.000003000:  sched:sched_switch: prev_comm=js-consumer-1 prev_pid=7 prev_prio=120 prev_state=R ==> next_comm=e next_pid=8 next_prio=120
+";
+        let d = net_durations(&parse(text).unwrap(), 1, 0, u64::MAX, 1_000);
+        assert_eq!(d.unknown_intervals, 0);
+        assert_eq!(d.causes["d[6]"].ns, 2_000);
     }
 
     #[test]
