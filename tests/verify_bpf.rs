@@ -247,6 +247,8 @@ fn record() -> Result<Recorded, String> {
             &Tolerances::default(),
         )
         .map_err(|e| format!("{e}\nperf record said: {perf_log}"))?;
+        // Shown with --nocapture (and with the recording test's failure).
+        eprintln!("{}", comparison.to_markdown());
         return Ok(Recorded { comparison, hog });
     }
     Err("CPUs 0,1 stayed taken by another jitterscope for 5 minutes".into())
