@@ -11,6 +11,9 @@ packages=(clang libelf-dev zlib1g-dev pkg-config make gcc)
 # taskset and setpriv (pinning competing tasks, dropping privileges), tmux (the live view's
 # real-terminal test), stress-ng (switch and hrtimer storms), capsh (capability tests).
 packages+=(util-linux tmux stress-ng libcap2-bin)
+# perf, the independent recorder the attribution is checked against (tests/verify_bpf.rs,
+# scripts/verify.sh).
+packages+=(linux-perf)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -71,6 +71,10 @@ pub enum Command {
     Tune(TuneArgs),
     /// Put back every system setting a killed jitterscope left changed (from the restore journal)
     Restore,
+    /// Check a run's attribution against perf: measured time per cause on a CPU against
+    /// perf's net durations over the same window (see scripts/verify.sh)
+    #[command(after_help = VERIFY_EXAMPLES)]
+    Verify(VerifyArgs),
     #[command(name = "__noise-task", hide = true)]
     NoiseTask {
         #[arg(long)]
@@ -260,6 +264,51 @@ pub fn parse_rate(text: &str) -> Result<u32, String> {
         return Err(format!("{n} per second is outside 1 to 10000"));
     }
     Ok(n)
+}
+
+const VERIFY_EXAMPLES: &str = "\
+Examples:
+  sudo scripts/verify.sh --cpus 0,1            record, inject known noise, compare, grade
+  jitterscope verify --run RUN.json --perf-script perf.txt --cpu 1
+
+perf's side, started before the run and stopped (SIGINT) after it:
+  perf record -k mono -C 0,1 $(jitterscope verify --print-perf-events | sed 's/^/-e /') -o perf.data
+  perf script --ns -F cpu,time,event,trace -i perf.data > perf.txt
+
+Exit code 1 when a graded cause is out of tolerance or the overall agreement is too low.";
+
+#[derive(Debug, Clone, Args)]
+pub struct VerifyArgs {
+    /// The run file of the run perf recorded
+    #[arg(
+        long = "run",
+        value_name = "RUN.json",
+        required_unless_present = "print_perf_events"
+    )]
+    pub run_file: Option<PathBuf>,
+    /// `perf script --ns` output of `perf record -k mono` over the run (`-`: standard input)
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present = "print_perf_events"
+    )]
+    pub perf_script: Option<PathBuf>,
+    /// The CPU to compare (default: the run's first consumer CPU)
+    #[arg(long)]
+    pub cpu: Option<Cpu>,
+    /// Causes under this in both recorders are listed, not graded
+    #[arg(long, default_value = "1ms", allow_hyphen_values = true, value_parser = parse_floor)]
+    pub floor: Nanos,
+    /// List every cause under the floor (by default the largest few, the rest summed up)
+    #[arg(long)]
+    pub all: bool,
+    /// Print the tracepoints perf must record (those this kernel has), one a line, and exit
+    #[arg(long)]
+    pub print_perf_events: bool,
+}
+
+fn parse_floor(text: &str) -> Result<Nanos, String> {
+    parse_duration(text)
 }
 
 #[derive(Debug, Clone, Args)]

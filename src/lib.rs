@@ -10,5 +10,6 @@ pub mod report;
 pub mod session;
 pub mod signals;
 pub mod system;
+pub mod verify;
 pub mod workload;
 pub mod workshop;

@@ -13,7 +13,7 @@ use clap::{CommandFactory, Parser};
 
 use jitterscope::cli::{
     parse_cpu_list, parse_cpus, Cli, Command, FloorArgs, NoiseArgs, ProbeArgs, ReportArgs, RunArgs,
-    Threshold, TuneArgs, UsageError, WorkshopArgs,
+    Threshold, TuneArgs, UsageError, VerifyArgs, WorkshopArgs,
 };
 use jitterscope::report::export;
 use jitterscope::report::files::{write_file, OutputDir};
@@ -100,6 +100,7 @@ fn run(cli: Cli) -> Result<()> {
             }
             Err(e) => Err(anyhow::anyhow!(e)),
         },
+        Some(Command::Verify(args)) => verify(args),
         Some(Command::NoiseTask { cpu, rate }) => jitterscope::workshop::noise::run_task(cpu, rate),
         Some(Command::NoiseTimer { cpu, rate }) => {
             jitterscope::workshop::noise::run_timer(cpu, rate)
@@ -133,6 +134,48 @@ fn run(cli: Cli) -> Result<()> {
             );
             Ok(())
         }
+    }
+}
+
+/// `jitterscope verify`: the table, then exit 1 when the check fails.
+fn verify(args: VerifyArgs) -> Result<()> {
+    use jitterscope::verify;
+    if args.print_perf_events {
+        for tp in verify::available_tracepoints().map_err(|e| anyhow::anyhow!(e))? {
+            println!("{tp}");
+        }
+        return Ok(());
+    }
+    let (Some(run_path), Some(perf_path)) = (&args.run_file, &args.perf_script) else {
+        return Err(UsageError("--run and --perf-script are both required".into()).into());
+    };
+    let run = verify::read_run_file(run_path)?;
+    let perf = if perf_path.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin())
+            .context("cannot read perf's events from standard input")?
+    } else {
+        std::fs::read_to_string(perf_path)
+            .with_context(|| format!("cannot read perf's events from {}", perf_path.display()))?
+    };
+    let tolerances = verify::Tolerances {
+        floor_ns: args.floor,
+        ..verify::Tolerances::default()
+    };
+    let c = verify::check(&run, &perf, args.cpu, &tolerances)?;
+    if args.all {
+        print!("{}", c.to_markdown_all());
+    } else {
+        print!("{}", c.to_markdown());
+    }
+    let failures = c.failures();
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(anyhow::anyhow!(
+            "the independent check failed on CPU {}: {}",
+            c.cpu,
+            failures.join("; ")
+        ))
     }
 }
 

@@ -1,0 +1,750 @@
+//! jitterscope's measured time per cause on one CPU against perf's net durations over the
+//! same window: per cause the two times, their ratio and whether they agree within the
+//! cause's tolerance, perf's time of unknown owner, and the overall agreement
+//! `1 − Σ|js − perf| / (2 Σ perf)`. Causes are joined by name, whatever their class (the tick
+//! can sit in several rows, one of them of class `self`); a kernel thread that jitterscope
+//! names by its comm joins perf's `comm[pid]`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+use super::measured::Measured;
+use super::perf::{NetDurations, Vector};
+use crate::model::{without_pid, CulpritClass, Nanos};
+use crate::report::units::fmt_ns;
+
+/// How close the two must be.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tolerances {
+    /// Task-level causes (kworkers, kernel threads, tasks, jitterscope's own threads) and
+    /// IRQ-level ones (hard IRQs, softirqs, IPIs, NMIs): relative to perf's time.
+    pub task_and_irq: f64,
+    /// The local timer: its entry and exit paths are longest relative to its handler.
+    pub local_timer: f64,
+    /// Causes under this in both recorders are listed, not graded.
+    pub floor_ns: Nanos,
+    /// Least overall agreement.
+    pub agreement: f64,
+    /// How far perf's first and last events on the CPU may lie inside the window.
+    pub coverage_slack_ns: Nanos,
+}
+
+impl Default for Tolerances {
+    fn default() -> Self {
+        Tolerances {
+            task_and_irq: 0.05,
+            local_timer: 0.15,
+            floor_ns: 1_000_000,
+            agreement: 0.90,
+            coverage_slack_ns: 20_000_000,
+        }
+    }
+}
+
+impl Tolerances {
+    /// The tolerance of a class; None for classes perf has no counterpart of.
+    pub fn of(&self, class: CulpritClass) -> Option<f64> {
+        match class {
+            CulpritClass::TimerTick => Some(self.local_timer),
+            CulpritClass::Kworker
+            | CulpritClass::Kthread
+            | CulpritClass::Task
+            | CulpritClass::SelfNoise
+            | CulpritClass::Irq
+            | CulpritClass::Softirq
+            | CulpritClass::Ipi
+            | CulpritClass::Nmi => Some(self.task_and_irq),
+            // No duration (a frequency change) or no kernel record at all.
+            CulpritClass::FreqChange
+            | CulpritClass::Hypervisor
+            | CulpritClass::Unexplained
+            | CulpritClass::Lost => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grade {
+    Within,
+    Outside,
+    /// Under the floor in both: listed, not graded.
+    BelowFloor,
+    /// perf cannot record this cause's episodes (irq_work's exit).
+    NotRecordable,
+    /// Outside the tolerance of what perf attributed, but perf lost switches of this task:
+    /// with the unknown time it was involved in, perf's figure is a range that holds
+    /// jitterscope's. Not graded either way — perf cannot tell.
+    Uncertain,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub name: String,
+    pub class: CulpritClass,
+    /// Work functions (kworkers), handlers (NMIs), as either recorder saw them.
+    pub details: Vec<String>,
+    pub js_ns: Nanos,
+    pub perf_ns: Nanos,
+    /// perf's time of unknown owner in intervals this task opened or closed.
+    pub perf_unknown_ns: Nanos,
+    pub tolerance: f64,
+    pub grade: Grade,
+}
+
+impl Row {
+    /// perf measured this cause whole: the overall agreement counts it.
+    pub fn perf_measured(&self) -> bool {
+        match self.grade {
+            Grade::Within | Grade::Outside | Grade::BelowFloor => true,
+            Grade::NotRecordable | Grade::Uncertain => false,
+        }
+    }
+
+    pub fn ratio(&self) -> Option<f64> {
+        (self.perf_ns > 0).then(|| self.js_ns as f64 / self.perf_ns as f64)
+    }
+}
+
+/// The comparison on one CPU.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Comparison {
+    pub cpu: u32,
+    pub label: String,
+    pub schema: String,
+    pub from_ns: Nanos,
+    pub duration_ns: Nanos,
+    pub stall_threshold_ns: Nanos,
+    pub tolerances: Tolerances,
+    /// Largest first.
+    pub rows: Vec<Row>,
+    /// jitterscope's rows perf has no counterpart of (class as written, name, ns).
+    pub not_compared: Vec<(String, String, Nanos)>,
+    pub unknown_ns: Nanos,
+    pub unknown_intervals: u64,
+    pub unknown_owners: Vec<String>,
+    pub unpaired: u64,
+    pub covered: bool,
+    pub perf_first_ns: Nanos,
+    pub perf_last_ns: Nanos,
+    pub agreement: f64,
+}
+
+/// Joins jitterscope's rows and perf's causes by name and grades each.
+pub fn compare(js: &Measured, perf: &NetDurations, tol: &Tolerances) -> Comparison {
+    // jitterscope's time by name: the rows of one cause (the tick's several details, a
+    // kworker's work functions, a `self` row of the same name) add up.
+    struct Side {
+        class: Option<CulpritClass>,
+        ns: Nanos,
+        details: BTreeSet<String>,
+    }
+    let mut by_name: BTreeMap<String, Side> = BTreeMap::new();
+    let mut not_compared = Vec::new();
+    for r in &js.rows {
+        let comparable = r.class.and_then(|c| tol.of(c)).is_some();
+        if !comparable {
+            not_compared.push((r.class_text.clone(), r.name.clone(), r.ns));
+            continue;
+        }
+        let side = by_name.entry(r.name.clone()).or_insert(Side {
+            class: None,
+            ns: 0,
+            details: BTreeSet::new(),
+        });
+        side.ns += r.ns;
+        // The class of the cause itself, not of a `self` row that shares its name.
+        if side.class.is_none() || side.class == Some(CulpritClass::SelfNoise) {
+            side.class = r.class;
+        }
+        if !r.detail.is_empty() {
+            side.details.insert(r.detail.clone());
+        }
+    }
+    #[derive(Default)]
+    struct Joined {
+        class: Option<CulpritClass>,
+        js_ns: Nanos,
+        perf_ns: Nanos,
+        unknown_ns: Nanos,
+        details: BTreeSet<String>,
+    }
+    let mut joined: BTreeMap<String, Joined> = by_name
+        .iter()
+        .map(|(n, s)| {
+            let j = Joined {
+                class: s.class,
+                js_ns: s.ns,
+                details: s.details.clone(),
+                ..Joined::default()
+            };
+            (n.clone(), j)
+        })
+        .collect();
+    // perf's `comm[pid]` joins jitterscope's row of that name, else of the comm alone (kernel
+    // threads are named so), else `comm[*]` (the ranking folds short-lived tasks' pids once it
+    // holds many culprits).
+    let key_of = |name: &str| {
+        let folded = format!("{}[*]", without_pid(name));
+        if by_name.contains_key(name) {
+            name.to_string()
+        } else if by_name.contains_key(without_pid(name)) {
+            without_pid(name).to_string()
+        } else if name != without_pid(name) && by_name.contains_key(&folded) {
+            folded
+        } else {
+            name.to_string()
+        }
+    };
+    for c in perf.causes.values() {
+        let e = joined.entry(key_of(&c.name)).or_default();
+        e.perf_ns += c.ns;
+        // perf knows a vector or IRQ for sure; a task's kind only jitterscope knows.
+        if e.class.is_none() || c.class != CulpritClass::Task {
+            e.class = Some(c.class);
+        }
+        e.details.extend(c.details.iter().cloned());
+    }
+    for (name, ns) in &perf.unknown_involving {
+        if let Some(e) = joined.get_mut(&key_of(name)) {
+            e.unknown_ns += ns;
+        }
+    }
+    let unrecordable: Vec<&str> = Vector::ALL
+        .iter()
+        .filter(|v| !v.recordable_by_perf())
+        .map(|v| v.name())
+        .collect();
+    let mut rows: Vec<Row> = joined
+        .into_iter()
+        .filter_map(|(name, j)| {
+            let class = j.class?;
+            let tolerance = tol.of(class)?;
+            let (js, perf) = (j.js_ns as f64, j.perf_ns as f64);
+            let grade = if unrecordable.contains(&name.as_str()) {
+                Grade::NotRecordable
+            } else if j.js_ns.max(j.perf_ns) < tol.floor_ns {
+                Grade::BelowFloor
+            } else if (js - perf).abs() <= tolerance * perf {
+                Grade::Within
+            } else if js >= perf * (1.0 - tolerance)
+                && js <= (perf + j.unknown_ns as f64) * (1.0 + tolerance)
+            {
+                Grade::Uncertain
+            } else {
+                Grade::Outside
+            };
+            Some(Row {
+                name,
+                class,
+                details: j.details.into_iter().collect(),
+                js_ns: j.js_ns,
+                perf_ns: j.perf_ns,
+                perf_unknown_ns: j.unknown_ns,
+                tolerance,
+                grade,
+            })
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        b.js_ns
+            .max(b.perf_ns)
+            .cmp(&a.js_ns.max(a.perf_ns))
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    let compared = rows.iter().filter(|r| r.perf_measured());
+    let (diff, total) = compared.fold((0u64, 0u64), |(d, t), r| {
+        (d + r.js_ns.abs_diff(r.perf_ns), t + r.perf_ns)
+    });
+    let agreement = if total == 0 {
+        if diff == 0 {
+            1.0
+        } else {
+            0.0
+        }
+    } else {
+        1.0 - diff as f64 / (2.0 * total as f64)
+    };
+    Comparison {
+        cpu: perf.cpu,
+        label: js.label.clone(),
+        schema: js.schema.clone(),
+        from_ns: js.record_from_ns,
+        duration_ns: js.duration_ns,
+        stall_threshold_ns: js.stall_threshold_ns,
+        tolerances: tol.clone(),
+        rows,
+        not_compared,
+        unknown_ns: perf.unknown_ns,
+        unknown_intervals: perf.unknown_intervals,
+        unknown_owners: perf.unknown_owners.iter().cloned().collect(),
+        unpaired: perf.unpaired,
+        covered: perf.covers_window(tol.coverage_slack_ns),
+        perf_first_ns: perf.first_event_ns,
+        perf_last_ns: perf.last_event_ns,
+        agreement,
+    }
+}
+
+/// Causes under the floor the table lists by default (the largest); the rest are summed up.
+pub const UNGRADED_ROWS: usize = 12;
+
+fn ms(ns: Nanos) -> String {
+    format!("{:.2}", ns as f64 / 1e6)
+}
+
+fn pct(x: f64) -> String {
+    format!("±{:.0}%", x * 100.0)
+}
+
+impl Comparison {
+    /// Why the check fails; empty when it passes.
+    pub fn failures(&self) -> Vec<String> {
+        let mut f = Vec::new();
+        if !self.covered {
+            f.push(format!(
+                "perf's events on CPU {} run from {} to {} ns, not over the whole recorded window {} to {} ns: start perf before jitterscope and stop it after",
+                self.cpu,
+                self.perf_first_ns,
+                self.perf_last_ns,
+                self.from_ns,
+                self.from_ns + self.duration_ns
+            ));
+        }
+        for r in self.rows.iter().filter(|r| r.grade == Grade::Outside) {
+            f.push(format!(
+                "{}: jitterscope {} ms, perf {} ms ({}), outside {}",
+                r.name,
+                ms(r.js_ns),
+                ms(r.perf_ns),
+                r.ratio()
+                    .map_or("perf saw none".to_string(), |q| format!("{q:.2}×")),
+                pct(r.tolerance)
+            ));
+        }
+        if self.agreement < self.tolerances.agreement {
+            f.push(format!(
+                "overall agreement {:.3} is under {:.2}",
+                self.agreement, self.tolerances.agreement
+            ));
+        }
+        f
+    }
+
+    pub fn passed(&self) -> bool {
+        self.failures().is_empty()
+    }
+
+    /// Graded rows (for callers that assert on particular causes).
+    pub fn row(&self, name: &str) -> Option<&Row> {
+        self.rows.iter().find(|r| r.name == name)
+    }
+
+    /// The comparison as Markdown: a table per cause, then the unknown time, what was not
+    /// compared, the overall agreement and the verdict.
+    pub fn to_markdown(&self) -> String {
+        self.render(Some(UNGRADED_ROWS))
+    }
+
+    /// As `to_markdown`, every cause in the table.
+    pub fn to_markdown_all(&self) -> String {
+        self.render(None)
+    }
+
+    /// The table lists the causes under the floor up to `ungraded` of them (the largest),
+    /// then sums up the rest.
+    fn render(&self, ungraded: Option<usize>) -> String {
+        let mut s = String::new();
+        let t = &self.tolerances;
+        let _ = writeln!(
+            s,
+            "### CPU {}: jitterscope against perf (run `{}`, {}, {} recorded from {} ns)\n",
+            self.cpu,
+            self.label,
+            self.schema,
+            fmt_ns(self.duration_ns),
+            self.from_ns
+        );
+        s.push_str("| cause | class | jitterscope ms | perf ms | ratio | tolerance | within |\n");
+        s.push_str("|---|---|---:|---:|---:|---:|---|\n");
+        let mut small = 0;
+        let (mut rest, mut rest_js, mut rest_perf) = (0, 0, 0);
+        for r in &self.rows {
+            if r.grade == Grade::BelowFloor {
+                small += 1;
+                if ungraded.is_some_and(|n| small > n) {
+                    rest += 1;
+                    rest_js += r.js_ns;
+                    rest_perf += r.perf_ns;
+                    continue;
+                }
+            }
+            let mut cause = r.name.replace('|', "\\|");
+            if !r.details.is_empty() && r.class == CulpritClass::Kworker {
+                // The work it ran: the cause is the worker's whole run.
+                let _ = write!(cause, " ({})", r.details.join(", ").replace('|', "\\|"));
+            }
+            let ratio = r.ratio().map_or("–".to_string(), |q| format!("{q:.3}"));
+            let (perf, ratio) = match r.grade {
+                Grade::NotRecordable => ("–".to_string(), "–".to_string()),
+                _ if r.perf_unknown_ns > 0 => (
+                    format!("{} (+ ≤ {} unknown)", ms(r.perf_ns), ms(r.perf_unknown_ns)),
+                    ratio,
+                ),
+                _ => (ms(r.perf_ns), ratio),
+            };
+            let within = match r.grade {
+                Grade::Within => "✓".to_string(),
+                Grade::Outside => "✗".to_string(),
+                Grade::BelowFloor => format!("not graded (under {} ms)", ms(t.floor_ns)),
+                Grade::NotRecordable => "not graded (perf cannot record its exit)".to_string(),
+                Grade::Uncertain => {
+                    "not graded (perf lost this task's switches; within perf's range)".to_string()
+                }
+            };
+            let _ = writeln!(
+                s,
+                "| {cause} | {} | {} | {perf} | {ratio} | {} | {within} |",
+                r.class,
+                ms(r.js_ns),
+                pct(r.tolerance)
+            );
+        }
+        if rest > 0 {
+            let _ = writeln!(
+                s,
+                "| … {rest} more causes under {} ms in both | | {} | {} | | | not graded (`--all` lists them) |",
+                ms(t.floor_ns),
+                ms(rest_js),
+                ms(rest_perf)
+            );
+        }
+        s.push('\n');
+        let _ = writeln!(
+            s,
+            "- perf time of unknown owner: {} ms in {} interval(s) whose closing switch named another task than the one switched in (perf lost a switch){}; not compared, never given to a task",
+            ms(self.unknown_ns),
+            self.unknown_intervals,
+            if self.unknown_owners.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", self.unknown_owners.join(", "))
+            }
+        );
+        if let Some(r) = self
+            .row(Vector::Reschedule.name())
+            .filter(|r| r.js_ns < r.perf_ns)
+        {
+            let _ = writeln!(
+                s,
+                "- reschedule IPIs: jitterscope {} ms, perf {} ms — jitterscope gives a reschedule IPI followed at once by a task's run to the task it woke; perf's net durations keep it as `reschedule`, so the woken tasks' rows (kworkers, kernel threads) carry up to {} ms more in jitterscope",
+                ms(r.js_ns),
+                ms(r.perf_ns),
+                ms(r.perf_ns - r.js_ns)
+            );
+        }
+        if self.unpaired > 0 {
+            let _ = writeln!(
+                s,
+                "- perf episodes without their entry or exit (at the recording's edges or lost): {}",
+                self.unpaired
+            );
+        }
+        if !self.not_compared.is_empty() {
+            let list: Vec<String> = self
+                .not_compared
+                .iter()
+                .map(|(c, n, ns)| format!("{c} {n} {} ms", ms(*ns)))
+                .collect();
+            let _ = writeln!(
+                s,
+                "- jitterscope time with no perf counterpart (no kernel record): {}",
+                list.join(", ")
+            );
+        }
+        let counted = self.rows.iter().filter(|r| r.perf_measured()).count();
+        let _ = writeln!(
+            s,
+            "- overall agreement: {:.3} (1 − Σ|js − perf| / 2 Σ perf over the {counted} causes perf measured whole; at least {:.2}) {}",
+            self.agreement,
+            t.agreement,
+            if self.agreement >= t.agreement { "✓" } else { "✗" }
+        );
+        let _ = writeln!(
+            s,
+            "- tolerances: task-level and IRQ-level causes {}, the local timer {}; causes under {} ms in both are listed, not graded; jitterscope counts interruptions that stalled the spinning thread (over {})",
+            pct(t.task_and_irq),
+            pct(t.local_timer),
+            ms(t.floor_ns),
+            fmt_ns(self.stall_threshold_ns)
+        );
+        let failures = self.failures();
+        if failures.is_empty() {
+            let graded = self
+                .rows
+                .iter()
+                .filter(|r| matches!(r.grade, Grade::Within))
+                .count();
+            let _ = writeln!(
+                s,
+                "\n**verdict: PASS** — {graded} graded causes within tolerance on CPU {}",
+                self.cpu
+            );
+        } else {
+            let _ = writeln!(s, "\n**verdict: FAIL** — {}", failures.join("; "));
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verify::measured::MeasuredRow;
+    use crate::verify::perf::PerfCause;
+
+    fn js_row(class: CulpritClass, name: &str, detail: &str, ns: Nanos) -> MeasuredRow {
+        MeasuredRow {
+            class: Some(class),
+            class_text: class.as_str().into(),
+            name: name.into(),
+            detail: detail.into(),
+            ns,
+        }
+    }
+
+    fn measured(rows: Vec<MeasuredRow>) -> Measured {
+        Measured {
+            schema: "jitterscope.run/1".into(),
+            label: "t".into(),
+            record_from_ns: 1_000_000_000,
+            duration_ns: 10_000_000_000,
+            consumer_cpus: vec![1],
+            stall_threshold_ns: 1_000,
+            rows,
+        }
+    }
+
+    fn perf(causes: &[(CulpritClass, &str, Nanos)], unknown_ns: Nanos) -> NetDurations {
+        NetDurations {
+            cpu: 1,
+            from_ns: 1_000_000_000,
+            to_ns: 11_000_000_000,
+            causes: causes
+                .iter()
+                .map(|&(class, name, ns)| {
+                    (
+                        name.to_string(),
+                        PerfCause {
+                            class,
+                            name: name.into(),
+                            ns,
+                            details: BTreeSet::new(),
+                        },
+                    )
+                })
+                .collect(),
+            unknown_ns,
+            unknown_intervals: u64::from(unknown_ns > 0),
+            first_event_ns: 999_000_000,
+            last_event_ns: 11_001_000_000,
+            ..NetDurations::default()
+        }
+    }
+
+    const MS: Nanos = 1_000_000;
+
+    #[test]
+    fn the_issue_figures_fail_on_the_tick_only() {
+        // The quiet run the issue measured: the tick credited with ≤ 20 µs pieces next to it.
+        let js = measured(vec![
+            js_row(CulpritClass::TimerTick, "local timer", "", 62_100_000),
+            js_row(CulpritClass::Kthread, "kdamond.0", "", 82_400_000),
+            js_row(CulpritClass::Unexplained, "no kernel event", "", 20 * MS),
+        ]);
+        let p = perf(
+            &[
+                (CulpritClass::TimerTick, "local timer", 40_900_000),
+                (CulpritClass::Task, "kdamond.0[77]", 82_200_000),
+            ],
+            0,
+        );
+        let c = compare(&js, &p, &Tolerances::default());
+        let tick = c.row("local timer").unwrap();
+        assert_eq!(tick.grade, Grade::Outside);
+        assert!((tick.ratio().unwrap() - 1.518).abs() < 0.001);
+        // kdamond.0 (a kthread, named by comm) joins perf's kdamond.0[77].
+        let k = c.row("kdamond.0").unwrap();
+        assert_eq!((k.class, k.grade), (CulpritClass::Kthread, Grade::Within));
+        assert_eq!(c.not_compared.len(), 1);
+        let f = c.failures();
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert!(f[0]
+            .starts_with("local timer: jitterscope 62.10 ms, perf 40.90 ms (1.52×), outside ±15%"));
+        // 1 − (21.2 + 0.2) / (2 × 123.1)
+        assert!(
+            (c.agreement - (1.0 - 21.4 / 246.2)).abs() < 1e-3,
+            "{}",
+            c.agreement
+        );
+        let md = c.to_markdown();
+        assert!(
+            md.contains("| local timer | timer_tick | 62.10 | 40.90 | 1.518 | ±15% | ✗ |"),
+            "{md}"
+        );
+        assert!(md.contains("**verdict: FAIL**"), "{md}");
+    }
+
+    #[test]
+    fn tick_rows_add_up_by_name_whatever_their_class() {
+        let js = measured(vec![
+            js_row(
+                CulpritClass::TimerTick,
+                "local timer",
+                "scheduler tick",
+                30 * MS,
+            ),
+            js_row(
+                CulpritClass::TimerTick,
+                "local timer",
+                "hrtimer_wakeup of sleep",
+                5 * MS,
+            ),
+            js_row(CulpritClass::SelfNoise, "local timer", "", 5 * MS),
+            js_row(CulpritClass::Task, "sh[42]", "SCHED_OTHER", 366_100_000),
+            js_row(CulpritClass::Ipi, "reschedule", "", 100_000),
+        ]);
+        let p = perf(
+            &[
+                (CulpritClass::TimerTick, "local timer", 37 * MS),
+                (CulpritClass::Task, "sh[42]", 365_400_000),
+                (CulpritClass::Ipi, "reschedule", 500_000),
+            ],
+            2 * MS,
+        );
+        let c = compare(&js, &p, &Tolerances::default());
+        let tick = c.row("local timer").unwrap();
+        assert_eq!(tick.js_ns, 40 * MS);
+        assert_eq!(tick.class, CulpritClass::TimerTick);
+        assert_eq!(tick.grade, Grade::Within);
+        assert_eq!(c.row("sh[42]").unwrap().grade, Grade::Within);
+        assert!(c.passed(), "{:?}", c.failures());
+        let md = c.to_markdown();
+        assert!(md.contains("unknown owner: 2.00 ms in 1 interval"), "{md}");
+        assert!(
+            md.contains("reschedule IPIs: jitterscope 0.10 ms, perf 0.50 ms"),
+            "{md}"
+        );
+        assert!(md.contains("**verdict: PASS**"), "{md}");
+    }
+
+    #[test]
+    fn small_and_unrecordable_causes_are_listed_not_graded() {
+        let js = measured(vec![
+            js_row(CulpritClass::Ipi, "irq_work", "", 3 * MS),
+            js_row(CulpritClass::Softirq, "RCU", "", 300_000),
+            js_row(
+                CulpritClass::Kworker,
+                "kworker/1:2",
+                "refresh_vm_stats",
+                2 * MS,
+            ),
+        ]);
+        let p = perf(
+            &[
+                (CulpritClass::Softirq, "RCU", 100_000),
+                (CulpritClass::Kworker, "kworker/1:2", 2 * MS + 50_000),
+                (CulpritClass::Task, "perf[9]", 3 * MS),
+            ],
+            0,
+        );
+        let c = compare(&js, &p, &Tolerances::default());
+        assert_eq!(c.row("irq_work").unwrap().grade, Grade::NotRecordable);
+        assert_eq!(c.row("RCU").unwrap().grade, Grade::BelowFloor);
+        assert_eq!(c.row("kworker/1:2").unwrap().grade, Grade::Within);
+        // A task only perf saw, above the floor: jitterscope missed it.
+        let missed = c.row("perf[9]").unwrap();
+        assert_eq!((missed.js_ns, missed.grade), (0, Grade::Outside));
+        assert!(c.failures()[0].starts_with("perf[9]: jitterscope 0.00 ms"));
+        let md = c.to_markdown();
+        assert!(
+            md.contains("| kworker/1:2 (refresh_vm_stats) | kworker |"),
+            "{md}"
+        );
+        assert!(md.contains("perf cannot record its exit"), "{md}");
+    }
+
+    #[test]
+    fn a_task_whose_switches_perf_lost_is_not_failed_within_perfs_range() {
+        let js = measured(vec![
+            js_row(CulpritClass::Task, "tokio-rt-worker[68]", "", 14 * MS),
+            js_row(CulpritClass::Task, "sh[42]", "", 30 * MS),
+        ]);
+        let mut p = perf(
+            &[
+                (CulpritClass::Task, "tokio-rt-worker[68]", MS),
+                (CulpritClass::Task, "sh[42]", 10 * MS),
+            ],
+            19 * MS,
+        );
+        p.unknown_involving = [("tokio-rt-worker[68]".to_string(), 19 * MS)].into();
+        let c = compare(&js, &p, &Tolerances::default());
+        let t = c.row("tokio-rt-worker[68]").unwrap();
+        assert_eq!((t.perf_unknown_ns, t.grade), (19 * MS, Grade::Uncertain));
+        // A task perf saw whole is graded as ever.
+        assert_eq!(c.row("sh[42]").unwrap().grade, Grade::Outside);
+        let md = c.to_markdown();
+        assert!(md.contains("| 1.00 (+ ≤ 19.00 unknown) |"), "{md}");
+        assert_eq!(c.failures().len(), 2, "{:?}", c.failures()); // sh[42] and the agreement
+    }
+
+    #[test]
+    fn folded_pids_join_the_tasks_jitterscope_folded() {
+        let js = measured(vec![
+            js_row(CulpritClass::Task, "sleep[7]", "", 5 * MS),
+            js_row(CulpritClass::Task, "sleep[*]", "", 9 * MS),
+        ]);
+        let p = perf(
+            &[
+                (CulpritClass::Task, "sleep[7]", 5 * MS),
+                (CulpritClass::Task, "sleep[8]", 4 * MS),
+                (CulpritClass::Task, "sleep[9]", 5 * MS),
+            ],
+            0,
+        );
+        let c = compare(&js, &p, &Tolerances::default());
+        assert_eq!(c.row("sleep[7]").unwrap().perf_ns, 5 * MS);
+        assert_eq!(c.row("sleep[*]").unwrap().perf_ns, 9 * MS);
+        assert!(c.row("sleep[8]").is_none());
+    }
+
+    #[test]
+    fn the_many_small_causes_are_summed_up_unless_all_are_asked_for() {
+        let rows: Vec<MeasuredRow> = (0..20)
+            .map(|i| js_row(CulpritClass::Task, &format!("sleep[{i}]"), "", 10_000))
+            .collect();
+        let causes: Vec<(CulpritClass, String, Nanos)> = (0..20)
+            .map(|i| (CulpritClass::Task, format!("sleep[{i}]"), 10_000))
+            .collect();
+        let causes: Vec<(CulpritClass, &str, Nanos)> = causes
+            .iter()
+            .map(|(c, n, ns)| (*c, n.as_str(), *ns))
+            .collect();
+        let c = compare(&measured(rows), &perf(&causes, 0), &Tolerances::default());
+        let md = c.to_markdown();
+        assert_eq!(md.matches("| sleep[").count(), UNGRADED_ROWS, "{md}");
+        assert!(
+            md.contains("| … 8 more causes under 1.00 ms in both | | 0.08 | 0.08 |"),
+            "{md}"
+        );
+        assert_eq!(c.to_markdown_all().matches("| sleep[").count(), 20);
+    }
+
+    #[test]
+    fn a_recording_that_misses_the_window_fails() {
+        let js = measured(vec![]);
+        let mut p = perf(&[], 0);
+        p.first_event_ns = 5_000_000_000;
+        let c = compare(&js, &p, &Tolerances::default());
+        assert!(c.failures()[0].contains("not over the whole recorded window"));
+    }
+}

@@ -1,0 +1,167 @@
+//! jitterscope's side of the check: the measured time per culprit on one CPU, and the
+//! recorded window, read from a run file. Read from the JSON itself rather than through
+//! `report::runfile`'s types, so that one small function follows the schema's versions:
+//! `jitterscope.run/1` (a culprit's `cpus: [{cpu, count}]`, where `count` holds ns of
+//! measured and inferred time together) and `jitterscope.run/2` (`cpus: [{cpu, measured_ns,
+//! inferred_ns}]`: only `measured_ns` is compared, inferred time has no kernel record).
+
+use serde_json::Value;
+
+use crate::model::{Cpu, CulpritClass, Nanos};
+
+/// One culprit row of the run file, as far as the check needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MeasuredRow {
+    /// The class as written; `None` for a class this version does not know.
+    pub class: Option<CulpritClass>,
+    pub class_text: String,
+    pub name: String,
+    pub detail: String,
+    /// Measured time on the CPU asked for.
+    pub ns: Nanos,
+}
+
+/// What the check reads from a run file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Measured {
+    pub schema: String,
+    pub label: String,
+    /// The recorded window, CLOCK_MONOTONIC (the clock of `perf record -k mono`).
+    pub record_from_ns: Nanos,
+    pub duration_ns: Nanos,
+    pub consumer_cpus: Vec<Cpu>,
+    pub stall_threshold_ns: Nanos,
+    pub rows: Vec<MeasuredRow>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MeasuredError {
+    #[error("cannot read the run file: {0}")]
+    Json(String),
+    #[error("cannot compare run file schema {0:?}: the check reads jitterscope.run/1 and jitterscope.run/2")]
+    Schema(String),
+    #[error("the run file has no {0}; is it a complete jitterscope run file?")]
+    Missing(&'static str),
+    #[error("the run file's run.record_from_ns is 0: it was written by a jitterscope that did not record its window, so perf's events cannot be clipped to it")]
+    NoWindow,
+}
+
+/// Reads jitterscope's measured time per culprit row on `cpu` (rows with nothing on that
+/// CPU are left out) and the recorded window. The one place that knows the schemas.
+pub fn read_measured(text: &str, cpu: Cpu) -> Result<Measured, MeasuredError> {
+    let v: Value = serde_json::from_str(text).map_err(|e| MeasuredError::Json(e.to_string()))?;
+    let schema = v["schema"]
+        .as_str()
+        .ok_or(MeasuredError::Missing("schema"))?;
+    let per_cpu_key = match schema {
+        "jitterscope.run/1" => "count",
+        "jitterscope.run/2" => "measured_ns",
+        other => return Err(MeasuredError::Schema(other.to_string())),
+    };
+    let run = &v["run"];
+    let u = |x: &Value, what: &'static str| x.as_u64().ok_or(MeasuredError::Missing(what));
+    let record_from_ns = u(&run["record_from_ns"], "run.record_from_ns")?;
+    if record_from_ns == 0 {
+        return Err(MeasuredError::NoWindow);
+    }
+    let culprits = v["culprits"]
+        .as_array()
+        .ok_or(MeasuredError::Missing("culprits"))?;
+    let mut rows = Vec::new();
+    for c in culprits {
+        let ns: Nanos = c["cpus"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|x| x["cpu"].as_u64() == Some(u64::from(cpu)))
+            .filter_map(|x| x[per_cpu_key].as_u64())
+            .sum();
+        if ns == 0 {
+            continue;
+        }
+        let class_text = c["class"].as_str().unwrap_or_default().to_string();
+        rows.push(MeasuredRow {
+            class: serde_json::from_value(Value::String(class_text.clone())).ok(),
+            class_text,
+            name: c["name"].as_str().unwrap_or_default().to_string(),
+            detail: c["detail"].as_str().unwrap_or_default().to_string(),
+            ns,
+        });
+    }
+    Ok(Measured {
+        schema: schema.to_string(),
+        label: run["label"].as_str().unwrap_or_default().to_string(),
+        record_from_ns,
+        duration_ns: u(&run["duration_ns"], "run.duration_ns")?,
+        consumer_cpus: run["consumer_cpus"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c.as_u64().and_then(|c| Cpu::try_from(c).ok()))
+            .collect(),
+        stall_threshold_ns: run["settings"]["stall_threshold_ns"]
+            .as_u64()
+            .unwrap_or_default(),
+        rows,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const V1: &str = r#"{"schema": "jitterscope.run/1",
+      "run": {"label": "q", "record_from_ns": 1000, "duration_ns": 500, "consumer_cpus": [1],
+              "settings": {"stall_threshold_ns": 1000}},
+      "culprits": [
+        {"class": "timer_tick", "name": "local timer", "detail": "", "total_ns": 70,
+         "cpus": [{"cpu": 0, "count": 30}, {"cpu": 1, "count": 40}]},
+        {"class": "kthread", "name": "kdamond.0", "detail": "", "total_ns": 5,
+         "cpus": [{"cpu": 0, "count": 5}]}
+      ]}"#;
+
+    const V2: &str = r#"{"schema": "jitterscope.run/2",
+      "run": {"label": "q", "record_from_ns": 1000, "duration_ns": 500, "consumer_cpus": [1],
+              "settings": {"stall_threshold_ns": 1000}},
+      "culprits": [
+        {"class": "timer_tick", "name": "local timer", "detail": "scheduler tick",
+         "measured_ns": 40, "inferred_ns": 20,
+         "cpus": [{"cpu": 1, "measured_ns": 40, "inferred_ns": 20}]},
+        {"class": "timer_tick", "name": "local timer", "detail": "hrtimer_wakeup of sleep",
+         "measured_ns": 3, "inferred_ns": 0,
+         "cpus": [{"cpu": 1, "measured_ns": 3, "inferred_ns": 0}]},
+        {"class": "brand_new", "name": "x", "detail": "",
+         "cpus": [{"cpu": 1, "measured_ns": 0, "inferred_ns": 9}]}
+      ]}"#;
+
+    #[test]
+    fn schema_1_reads_the_per_cpu_count_as_measured() {
+        let m = read_measured(V1, 1).unwrap();
+        assert_eq!((m.record_from_ns, m.duration_ns), (1000, 500));
+        assert_eq!(m.consumer_cpus, vec![1]);
+        assert_eq!(m.rows.len(), 1);
+        assert_eq!(m.rows[0].ns, 40);
+        assert_eq!(m.rows[0].class, Some(CulpritClass::TimerTick));
+    }
+
+    #[test]
+    fn schema_2_reads_measured_ns_only() {
+        let m = read_measured(V2, 1).unwrap();
+        let ns: Vec<u64> = m.rows.iter().map(|r| r.ns).collect();
+        assert_eq!(ns, vec![40, 3]);
+        assert_eq!(m.rows[1].detail, "hrtimer_wakeup of sleep");
+    }
+
+    #[test]
+    fn other_schemas_and_missing_windows_are_refused() {
+        let e = read_measured(&V1.replace("run/1", "run/9"), 1).unwrap_err();
+        assert!(e.to_string().contains("jitterscope.run/9"), "{e}");
+        let e = read_measured(
+            &V1.replace("\"record_from_ns\": 1000", "\"record_from_ns\": 0"),
+            1,
+        )
+        .unwrap_err();
+        assert!(matches!(e, MeasuredError::NoWindow));
+        assert!(read_measured("[", 1).is_err());
+    }
+}

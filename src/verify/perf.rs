@@ -1,0 +1,985 @@
+//! The independent recorder's side of the check: the text `perf script --ns` prints for a
+//! `perf record -k mono` of the measured CPUs, parsed into events and folded into **net
+//! durations per cause** on one CPU — nested time counted once, to the innermost level (NMI
+//! over hard IRQ, tick and IPI vectors, over softirq, over task level), like osnoise. Pure:
+//! text in, totals out; nothing here knows jitterscope's probes or engine.
+//!
+//! Task-level time is switch-in to switch-out of a task that is neither idle nor one of the
+//! workload's threads. perf on these machines silently loses the switch events of some
+//! protected system tasks; an interval whose closing switch names another `prev_pid` than
+//! the pid switched in is of **unknown** owner: its time is counted as unknown, never given
+//! to either task.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::model::{Cpu, CulpritClass, Nanos};
+use crate::probe::decode::{softirq_name, vector_name};
+
+/// The x86 system vectors with entry/exit tracepoints, named as jitterscope names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Vector {
+    LocalTimer,
+    Reschedule,
+    CallFunction,
+    CallFunctionSingle,
+    IrqWork,
+    Thermal,
+    X86PlatformIpi,
+    Spurious,
+    ErrorApic,
+}
+
+impl Vector {
+    pub const ALL: [Vector; 9] = [
+        Vector::LocalTimer,
+        Vector::Reschedule,
+        Vector::CallFunction,
+        Vector::CallFunctionSingle,
+        Vector::IrqWork,
+        Vector::Thermal,
+        Vector::X86PlatformIpi,
+        Vector::Spurious,
+        Vector::ErrorApic,
+    ];
+
+    /// The tracepoint's name without `_entry`/`_exit` (`irq_vectors:local_timer_entry`).
+    pub fn tracepoint(self) -> &'static str {
+        match self {
+            Vector::LocalTimer => "local_timer",
+            Vector::Reschedule => "reschedule",
+            Vector::CallFunction => "call_function",
+            Vector::CallFunctionSingle => "call_function_single",
+            Vector::IrqWork => "irq_work",
+            Vector::Thermal => "thermal_apic",
+            Vector::X86PlatformIpi => "x86_platform_ipi",
+            Vector::Spurious => "spurious_apic",
+            Vector::ErrorApic => "error_apic",
+        }
+    }
+
+    /// The probes' vector number (bpf/jitterscope.h `JS_VEC_*`), so that names come from the
+    /// one table jitterscope uses.
+    fn kind(self) -> u64 {
+        match self {
+            Vector::LocalTimer => 1,
+            Vector::Reschedule => 2,
+            Vector::CallFunction => 3,
+            Vector::CallFunctionSingle => 4,
+            Vector::IrqWork => 5,
+            Vector::Thermal => 6,
+            Vector::X86PlatformIpi => 7,
+            Vector::Spurious => 8,
+            Vector::ErrorApic => 9,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        vector_name(self.kind())
+    }
+
+    pub fn class(self) -> CulpritClass {
+        match self {
+            Vector::LocalTimer => CulpritClass::TimerTick,
+            Vector::Reschedule
+            | Vector::CallFunction
+            | Vector::CallFunctionSingle
+            | Vector::IrqWork
+            | Vector::Thermal
+            | Vector::X86PlatformIpi
+            | Vector::Spurious
+            | Vector::ErrorApic => CulpritClass::Ipi,
+        }
+    }
+
+    /// perf refuses `irq_vectors:irq_work_exit` for sampling events (the kernel's
+    /// `TRACE_EVENT_PERF_PERM`: perf's own wake-ups are irq_work, tracing their end would
+    /// recurse), so irq_work episodes have no end in a perf recording.
+    pub fn recordable_by_perf(self) -> bool {
+        !matches!(self, Vector::IrqWork)
+    }
+}
+
+/// The tracepoints `perf record` needs for the check (`verify::available_tracepoints` keeps those
+/// the kernel has).
+pub fn perf_tracepoints() -> Vec<String> {
+    let mut v: Vec<String> = [
+        "sched:sched_switch",
+        "irq:irq_handler_entry",
+        "irq:irq_handler_exit",
+        "irq:softirq_entry",
+        "irq:softirq_exit",
+        "workqueue:workqueue_execute_start",
+        "workqueue:workqueue_execute_end",
+        "nmi:nmi_handler",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    for vector in Vector::ALL {
+        if vector.recordable_by_perf() {
+            for end in ["entry", "exit"] {
+                v.push(format!("irq_vectors:{}_{end}", vector.tracepoint()));
+            }
+        }
+    }
+    v
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Task {
+    pub comm: String,
+    pub pid: u32,
+}
+
+/// One perf event on a CPU, CLOCK_MONOTONIC ns (`perf record -k mono`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub cpu: Cpu,
+    pub ns: Nanos,
+    pub kind: EventKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EventKind {
+    Switch {
+        prev: Task,
+        next: Task,
+    },
+    IrqEntry {
+        irq: u32,
+        name: String,
+    },
+    IrqExit {
+        irq: u32,
+    },
+    SoftirqEntry {
+        vec: u32,
+    },
+    SoftirqExit {
+        vec: u32,
+    },
+    VectorEntry(Vector),
+    VectorExit(Vector),
+    WorkStart {
+        function: String,
+    },
+    WorkEnd,
+    /// `nmi:nmi_handler` fires after a handler, with its duration.
+    Nmi {
+        handler: String,
+        delta_ns: Nanos,
+    },
+}
+
+/// A line `perf script` printed that the check cannot read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    #[error("line {line}: perf printed times in microseconds ({time}); run `perf script --ns` so that times keep their nanoseconds")]
+    NotNanoseconds { line: usize, time: String },
+    #[error("line {line}: cannot read {event} from {text:?}")]
+    Fields {
+        line: usize,
+        event: String,
+        text: String,
+    },
+}
+
+/// Parses `perf script --ns` output. Lines of other events, and lines that are not events
+/// (perf's warnings), are skipped; an event of ours with unreadable fields is an error.
+/// Works with the default field list and with `-F cpu,time,event,trace` (the CPU as `[001]`,
+/// then the time, the event name and its fields).
+pub fn parse(text: &str) -> Result<Vec<Event>, ParseError> {
+    let mut events = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if let Some(e) = parse_line(i + 1, line)? {
+            events.push(e);
+        }
+    }
+    Ok(events)
+}
+
+fn parse_line(number: usize, line: &str) -> Result<Option<Event>, ParseError> {
+    let Some((cpu, after_cpu)) = find_cpu(line) else {
+        return Ok(None);
+    };
+    let rest = after_cpu.trim_start();
+    let Some((time, rest)) = rest.split_once(": ") else {
+        return Ok(None);
+    };
+    let Some(ns) = parse_time(number, time)? else {
+        return Ok(None);
+    };
+    let rest = rest.trim_start();
+    let (event, fields) = match rest.split_once(": ") {
+        Some((e, f)) => (e, f),
+        None => (rest.trim_end_matches(':'), ""),
+    };
+    let bad = || ParseError::Fields {
+        line: number,
+        event: event.to_string(),
+        text: fields.to_string(),
+    };
+    let kind = match event {
+        "sched:sched_switch" => parse_switch(fields).ok_or_else(bad)?,
+        "irq:irq_handler_entry" => {
+            let irq = field(fields, "irq=").ok_or_else(bad)?;
+            let name = fields
+                .split_once(" name=")
+                .map(|(_, n)| n.trim_end().to_string())
+                .ok_or_else(bad)?;
+            EventKind::IrqEntry { irq, name }
+        }
+        "irq:irq_handler_exit" => EventKind::IrqExit {
+            irq: field(fields, "irq=").ok_or_else(bad)?,
+        },
+        "irq:softirq_entry" => EventKind::SoftirqEntry {
+            vec: field(fields, "vec=").ok_or_else(bad)?,
+        },
+        "irq:softirq_exit" => EventKind::SoftirqExit {
+            vec: field(fields, "vec=").ok_or_else(bad)?,
+        },
+        "workqueue:workqueue_execute_start" => EventKind::WorkStart {
+            function: fields
+                .split_once("function ")
+                .map(|(_, f)| f.trim().to_string())
+                .ok_or_else(bad)?,
+        },
+        "workqueue:workqueue_execute_end" => EventKind::WorkEnd,
+        "nmi:nmi_handler" => {
+            let (handler, rest) = fields.split_once(" delta_ns: ").ok_or_else(bad)?;
+            let delta_ns = rest
+                .split_whitespace()
+                .next()
+                .and_then(|d| d.parse::<i64>().ok())
+                .ok_or_else(bad)?;
+            EventKind::Nmi {
+                handler: handler.trim_end_matches("()").to_string(),
+                delta_ns: delta_ns.max(0) as u64,
+            }
+        }
+        other => {
+            let Some(tp) = other.strip_prefix("irq_vectors:") else {
+                return Ok(None);
+            };
+            let found = Vector::ALL.iter().find_map(|&v| {
+                let entry = tp.strip_suffix("_entry") == Some(v.tracepoint());
+                let exit = tp.strip_suffix("_exit") == Some(v.tracepoint());
+                match (entry, exit) {
+                    (true, _) => Some(EventKind::VectorEntry(v)),
+                    (_, true) => Some(EventKind::VectorExit(v)),
+                    _ => None,
+                }
+            });
+            match found {
+                Some(k) => k,
+                None => return Ok(None),
+            }
+        }
+    };
+    Ok(Some(Event { cpu, ns, kind }))
+}
+
+/// The first `[NNN]` token followed by a time: perf's CPU column. (A comm before it may hold
+/// brackets, so each candidate is checked for the time after it.)
+fn find_cpu(line: &str) -> Option<(Cpu, &str)> {
+    let mut from = 0;
+    while let Some(open) = line[from..].find('[').map(|i| from + i) {
+        let after = &line[open + 1..];
+        if let Some(close) = after.find(']') {
+            let digits = &after[..close];
+            let rest = &after[close + 1..];
+            if !digits.is_empty()
+                && digits.bytes().all(|b| b.is_ascii_digit())
+                && rest.starts_with(' ')
+                && rest
+                    .split_whitespace()
+                    .next()
+                    .and_then(|t| t.strip_suffix(':'))
+                    .is_some_and(is_time)
+            {
+                if let Ok(cpu) = digits.parse() {
+                    return Some((cpu, rest));
+                }
+            }
+        }
+        from = open + 1;
+    }
+    None
+}
+
+/// `691.684024478`, `691.684024`: digits, a dot, digits.
+fn is_time(t: &str) -> bool {
+    t.split_once('.').is_some_and(|(a, b)| {
+        !a.is_empty()
+            && !b.is_empty()
+            && a.bytes().all(|c| c.is_ascii_digit())
+            && b.bytes().all(|c| c.is_ascii_digit())
+    })
+}
+
+/// `691.684024478` → ns. None when it is not a time; an error when it has fewer than nine
+/// decimals (perf without `--ns`).
+fn parse_time(line: usize, text: &str) -> Result<Option<Nanos>, ParseError> {
+    let text = text.trim();
+    let Some((secs, frac)) = text.split_once('.').filter(|_| is_time(text)) else {
+        return Ok(None);
+    };
+    let not_ns = || ParseError::NotNanoseconds {
+        line,
+        time: text.to_string(),
+    };
+    if frac.len() != 9 {
+        return Err(not_ns());
+    }
+    let s: u64 = secs.parse().map_err(|_| not_ns())?;
+    let f: u64 = frac.parse().map_err(|_| not_ns())?;
+    Ok(Some(s.saturating_mul(1_000_000_000).saturating_add(f)))
+}
+
+/// `irq=34 name=…` → 34.
+fn field(fields: &str, key: &str) -> Option<u32> {
+    let at = fields.find(key)? + key.len();
+    let digits: String = fields[at..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit())
+        .collect();
+    digits.parse().ok()
+}
+
+/// `prev_comm=lto cgu.11 prev_pid=1 prev_prio=120 prev_state=R ==> next_comm=x next_pid=2 …`
+/// (a comm may hold spaces: fields are found by their keys).
+fn parse_switch(fields: &str) -> Option<EventKind> {
+    let (prev, next) = fields.split_once(" ==> ")?;
+    let task = |side: &str, comm_key: &str, pid_key: &str| -> Option<Task> {
+        let side = side.trim();
+        let comm_start = side.strip_prefix(comm_key)?;
+        let pid_at = comm_start.rfind(pid_key)?;
+        let comm = comm_start[..pid_at].to_string();
+        let pid = field(&comm_start[pid_at..], pid_key.trim_start())?;
+        Some(Task { comm, pid })
+    };
+    Some(EventKind::Switch {
+        prev: task(prev, "prev_comm=", " prev_pid=")?,
+        next: task(next, "next_comm=", " next_pid=")?,
+    })
+}
+
+/// The measured workload's own threads (named by jitterscope): their time is the workload's,
+/// not a cause.
+pub fn is_workload_comm(comm: &str) -> bool {
+    comm == "js-producer" || comm.starts_with("js-consumer-")
+}
+
+/// The nesting level of an episode: the innermost wins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Level {
+    Softirq,
+    Hardirq,
+}
+
+/// A cause on the CPU as perf sees it: its class, jitterscope's name for it, its net time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PerfCause {
+    pub class: CulpritClass,
+    /// `comm[pid]`, `kworker/1:2`, `36 virtio1-req.0`, `TIMER`, `local timer` …
+    pub name: String,
+    pub ns: Nanos,
+    /// Work functions a kworker ran; NMI handlers.
+    pub details: BTreeSet<String>,
+}
+
+/// The net durations on one CPU, over the stalls of the window.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NetDurations {
+    pub cpu: Cpu,
+    pub from_ns: Nanos,
+    pub to_ns: Nanos,
+    /// By name.
+    pub causes: BTreeMap<String, PerfCause>,
+    /// Task-level time of intervals whose closing switch named another pid.
+    pub unknown_ns: Nanos,
+    pub unknown_intervals: u64,
+    /// The tasks switched in at the start of an unknown interval and those named at its
+    /// end, `comm[pid]` (the workload's threads included).
+    pub unknown_owners: BTreeSet<String>,
+    /// Per cause (jitterscope's name for a task), the unknown time of the intervals it opened
+    /// or closed: the most of the unknown time that can be that cause's.
+    pub unknown_involving: BTreeMap<String, Nanos>,
+    /// Stalls (spans away from the workload) counted, and those left out because they
+    /// started before the window or after it.
+    pub stalls: u64,
+    pub stalls_outside: u64,
+    /// Exits without an entry or entries without an exit (at the trace's edges, or lost).
+    pub unpaired: u64,
+    /// The first and last event perf recorded on the CPU (0 when none).
+    pub first_event_ns: Nanos,
+    pub last_event_ns: Nanos,
+}
+
+impl NetDurations {
+    /// The recording covers the window (its events on the CPU start before it and end after
+    /// it, give or take `slack_ns`).
+    pub fn covers_window(&self, slack_ns: Nanos) -> bool {
+        self.first_event_ns != 0
+            && self.first_event_ns <= self.from_ns.saturating_add(slack_ns)
+            && self.last_event_ns.saturating_add(slack_ns) >= self.to_ns
+    }
+
+    fn credit(&mut self, class: CulpritClass, name: &str, ns: Nanos) {
+        let c = self
+            .causes
+            .entry(name.to_string())
+            .or_insert_with(|| PerfCause {
+                class,
+                name: name.to_string(),
+                ns: 0,
+                details: BTreeSet::new(),
+            });
+        c.ns += ns;
+    }
+}
+
+/// Who a piece of the CPU's time belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Owner {
+    Cause(CulpritClass, String),
+    /// The workload's own thread ran: no stall.
+    Workload,
+    /// The CPU idled: a stall with no cause.
+    Idle,
+    /// Task-level time of the unknown interval with this index.
+    Unknown(usize),
+}
+
+/// A stretch of the CPU's time with one owner (nested time already taken out).
+#[derive(Debug, Clone)]
+struct Piece {
+    start: Nanos,
+    end: Nanos,
+    owner: Owner,
+}
+
+/// An interval whose closing switch named another task: who opened and who closed it.
+struct UnknownInterval {
+    shown: [String; 2],
+    causes: Vec<String>,
+}
+
+/// An open IRQ-level episode.
+struct Open {
+    level: Level,
+    class: CulpritClass,
+    name: String,
+    /// What its exit must name.
+    key: ExitKey,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ExitKey {
+    Irq(u32),
+    Softirq(u32),
+    Vector(Vector),
+}
+
+/// The task-level interval under way: who was switched in, and its pieces so far (owned
+/// once its closing switch confirms the owner).
+struct TaskRun {
+    /// None before the first switch: the owner is then the first switch's `prev`.
+    owner: Option<Task>,
+    pieces: Vec<(Nanos, Nanos)>,
+    functions: BTreeSet<String>,
+}
+
+impl TaskRun {
+    fn new(owner: Option<Task>) -> TaskRun {
+        TaskRun {
+            owner,
+            pieces: Vec::new(),
+            functions: BTreeSet::new(),
+        }
+    }
+}
+
+/// The cause a task's run is, in jitterscope's names; None for idle and the workload.
+fn task_cause(t: &Task) -> Option<(CulpritClass, String)> {
+    if t.pid == 0 || is_workload_comm(&t.comm) {
+        return None;
+    }
+    if t.comm.starts_with("kworker/") {
+        // jitterscope names a kworker by its comm (the pid says nothing more).
+        return Some((CulpritClass::Kworker, t.comm.clone()));
+    }
+    Some((CulpritClass::Task, format!("{}[{}]", t.comm, t.pid)))
+}
+
+fn owner_of(t: &Task) -> Owner {
+    match task_cause(t) {
+        Some((class, name)) => Owner::Cause(class, name),
+        None if t.pid == 0 => Owner::Idle,
+        None => Owner::Workload,
+    }
+}
+
+/// The CPU's time cut into owned pieces: nested time to the innermost level, task-level time
+/// to the task a switch pair confirms.
+struct Pieces {
+    pieces: Vec<Piece>,
+    unknown: Vec<UnknownInterval>,
+    functions: BTreeMap<String, BTreeSet<String>>,
+    nmi_handlers: BTreeSet<String>,
+    unpaired: u64,
+}
+
+fn cut(events: &[&Event]) -> Pieces {
+    let mut p = Pieces {
+        pieces: Vec::new(),
+        unknown: Vec::new(),
+        functions: BTreeMap::new(),
+        nmi_handlers: BTreeSet::new(),
+        unpaired: 0,
+    };
+    let mut stack: Vec<Open> = Vec::new();
+    let mut run = TaskRun::new(None);
+    let mut last = events.first().map_or(0, |e| e.ns);
+    // [a, b] to the innermost open episode, or to the task-level interval.
+    let give = |p: &mut Pieces, run: &mut TaskRun, stack: &[Open], a: Nanos, b: Nanos| {
+        if b <= a {
+            return;
+        }
+        match stack.last() {
+            Some(top) => p.pieces.push(Piece {
+                start: a,
+                end: b,
+                owner: Owner::Cause(top.class, top.name.clone()),
+            }),
+            None => run.pieces.push((a, b)),
+        }
+    };
+    for e in events {
+        let now = e.ns.max(last);
+        if let EventKind::Nmi { handler, delta_ns } = &e.kind {
+            // The handler ran [now - delta, now]: that part of the gap is the NMI's.
+            let split = now.saturating_sub(*delta_ns).max(last);
+            give(&mut p, &mut run, &stack, last, split);
+            if now > split {
+                p.pieces.push(Piece {
+                    start: split,
+                    end: now,
+                    owner: Owner::Cause(CulpritClass::Nmi, "nmi".into()),
+                });
+            }
+            p.nmi_handlers.insert(handler.clone());
+        } else {
+            give(&mut p, &mut run, &stack, last, now);
+        }
+        last = now;
+        match &e.kind {
+            EventKind::Switch { prev, next } => {
+                // No switch happens inside an IRQ or softirq: what is still open lost its exit.
+                p.unpaired += stack.len() as u64;
+                stack.clear();
+                settle(&mut p, &mut run, Some(prev));
+                run = TaskRun::new(Some(next.clone()));
+            }
+            EventKind::IrqEntry { irq, name } => open(
+                &mut p,
+                &mut stack,
+                Open {
+                    level: Level::Hardirq,
+                    class: CulpritClass::Irq,
+                    name: format!("{irq} {name}"),
+                    key: ExitKey::Irq(*irq),
+                },
+            ),
+            EventKind::SoftirqEntry { vec } => open(
+                &mut p,
+                &mut stack,
+                Open {
+                    level: Level::Softirq,
+                    class: CulpritClass::Softirq,
+                    name: softirq_name(u64::from(*vec)),
+                    key: ExitKey::Softirq(*vec),
+                },
+            ),
+            EventKind::VectorEntry(v) => open(
+                &mut p,
+                &mut stack,
+                Open {
+                    level: Level::Hardirq,
+                    class: v.class(),
+                    name: v.name().to_string(),
+                    key: ExitKey::Vector(*v),
+                },
+            ),
+            EventKind::IrqExit { irq } => close(&mut p, &mut stack, ExitKey::Irq(*irq)),
+            EventKind::SoftirqExit { vec } => close(&mut p, &mut stack, ExitKey::Softirq(*vec)),
+            EventKind::VectorExit(v) => close(&mut p, &mut stack, ExitKey::Vector(*v)),
+            EventKind::WorkStart { function } => {
+                run.functions.insert(function.clone());
+            }
+            EventKind::WorkEnd | EventKind::Nmi { .. } => {}
+        }
+    }
+    p.unpaired += stack.len() as u64;
+    settle(&mut p, &mut run, None);
+    // Task-level pieces are owned at their closing switch, after the episodes inside them.
+    p.pieces.sort_by_key(|x| x.start);
+    p
+}
+
+/// Ends the task-level interval at a switch whose `prev` is `closing` (None: the trace
+/// ended): its pieces go to its owner when the switch confirms it, to unknown otherwise.
+fn settle(p: &mut Pieces, run: &mut TaskRun, closing: Option<&Task>) {
+    if run.pieces.is_empty() {
+        return;
+    }
+    let owner = match (&run.owner, closing) {
+        (Some(o), Some(c)) if o.pid != c.pid => {
+            p.unknown.push(UnknownInterval {
+                shown: [o, c].map(|t| format!("{}[{}]", t.comm, t.pid)),
+                causes: [o, c]
+                    .iter()
+                    .filter_map(|t| task_cause(t).map(|(_, n)| n))
+                    .collect(),
+            });
+            Owner::Unknown(p.unknown.len() - 1)
+        }
+        (Some(o), _) => owner_of(o),
+        (None, Some(c)) => owner_of(c),
+        (None, None) => {
+            // No switch on the CPU at all: who ran is not known.
+            p.unknown.push(UnknownInterval {
+                shown: [
+                    "(before any switch)".into(),
+                    "(end of the recording)".into(),
+                ],
+                causes: Vec::new(),
+            });
+            Owner::Unknown(p.unknown.len() - 1)
+        }
+    };
+    if let Owner::Cause(CulpritClass::Kworker, name) = &owner {
+        p.functions
+            .entry(name.clone())
+            .or_default()
+            .extend(run.functions.iter().cloned());
+    }
+    p.pieces
+        .extend(run.pieces.drain(..).map(|(start, end)| Piece {
+            start,
+            end,
+            owner: owner.clone(),
+        }));
+}
+
+/// Opens an episode. On x86 a hard IRQ or vector does not nest in another, and a softirq
+/// runs after the hard IRQ's exit, never inside it: open episodes of the same or a deeper
+/// level lost their exits.
+fn open(p: &mut Pieces, stack: &mut Vec<Open>, episode: Open) {
+    while stack.last().is_some_and(|o| o.level >= episode.level) {
+        stack.pop();
+        p.unpaired += 1;
+    }
+    stack.push(episode);
+}
+
+/// Pops the episode `key` names (and any opened after it, whose exits were lost).
+fn close(p: &mut Pieces, stack: &mut Vec<Open>, key: ExitKey) {
+    match stack.iter().rposition(|o| o.key == key) {
+        Some(i) => {
+            p.unpaired += (stack.len() - i - 1) as u64;
+            stack.truncate(i);
+        }
+        None => p.unpaired += 1,
+    }
+}
+
+/// Net durations per cause on `cpu` (other CPUs' events are ignored, any order), counted
+/// the way jitterscope counts its window: over the **stalls** of the workload's thread — the
+/// spans in which it did not run, workload pieces shorter than `stall_gap_ns` (its stall
+/// threshold) not breaking a span — that start inside `[from_ns, to_ns)`, each whole (a stall
+/// that began before the window is not recorded; one that began inside is, to its end).
+pub fn net_durations(
+    events: &[Event],
+    cpu: Cpu,
+    from_ns: Nanos,
+    to_ns: Nanos,
+    stall_gap_ns: Nanos,
+) -> NetDurations {
+    let mut mine: Vec<&Event> = events.iter().filter(|e| e.cpu == cpu).collect();
+    mine.sort_by_key(|e| e.ns); // stable: events at the same ns keep perf's order
+    let p = cut(&mine);
+    let mut out = NetDurations {
+        cpu,
+        from_ns,
+        to_ns,
+        unpaired: p.unpaired,
+        first_event_ns: mine.first().map_or(0, |e| e.ns),
+        last_event_ns: mine.last().map_or(0, |e| e.ns),
+        ..NetDurations::default()
+    };
+    let mut unknown_seen = BTreeSet::new();
+    let mut span: Vec<&Piece> = Vec::new();
+    let mut flush = |out: &mut NetDurations, span: &mut Vec<&Piece>| {
+        let Some(first) = span.first() else {
+            return;
+        };
+        if !(from_ns..to_ns).contains(&first.start) {
+            out.stalls_outside += 1;
+            span.clear();
+            return;
+        }
+        out.stalls += 1;
+        for piece in span.drain(..) {
+            let ns = piece.end - piece.start;
+            match &piece.owner {
+                Owner::Cause(class, name) => out.credit(*class, name, ns),
+                Owner::Unknown(i) => {
+                    out.unknown_ns += ns;
+                    let u = &p.unknown[*i];
+                    if unknown_seen.insert(*i) {
+                        out.unknown_intervals += 1;
+                        out.unknown_owners.extend(u.shown.iter().cloned());
+                    }
+                    for c in &u.causes {
+                        *out.unknown_involving.entry(c.clone()).or_default() += ns;
+                    }
+                }
+                Owner::Idle | Owner::Workload => {}
+            }
+        }
+    };
+    for piece in &p.pieces {
+        match piece.owner {
+            Owner::Workload if piece.end - piece.start >= stall_gap_ns => {
+                flush(&mut out, &mut span)
+            }
+            // The workload for less than a stall threshold: the kernel's way back in and
+            // out, inside the same stall.
+            Owner::Workload => {}
+            _ => span.push(piece),
+        }
+    }
+    flush(&mut out, &mut span);
+    for (name, functions) in p.functions {
+        if let Some(c) = out.causes.get_mut(&name) {
+            c.details.extend(functions);
+        }
+    }
+    if let Some(c) = out.causes.get_mut("nmi") {
+        c.details.extend(p.nmi_handlers);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// perf script lines as `perf script --ns -F cpu,time,event,trace` prints them.
+    const TRACE: &str = "\
+[001]   100.000000000:                     sched:sched_switch: prev_comm=js-consumer-1 prev_pid=10 prev_prio=120 prev_state=R ==> next_comm=lto cgu.11 next_pid=20 next_prio=120
+[001]   100.000100000:          irq_vectors:local_timer_entry: vector=236
+[001]   100.000112000:           irq_vectors:local_timer_exit: vector=236
+[001]   100.000113000:                      irq:softirq_entry: vec=1 [action=TIMER]
+[001]   100.000115000:                  irq:irq_handler_entry: irq=36 name=virtio1-req.0
+[001]   100.000120000:                   irq:irq_handler_exit: irq=36 ret=handled
+[001]   100.000123000:                       irq:softirq_exit: vec=1 [action=TIMER]
+[001]   100.001000000:                     sched:sched_switch: prev_comm=lto cgu.11 prev_pid=20 prev_prio=120 prev_state=R ==> next_comm=kworker/1:2 next_pid=30 next_prio=120
+[001]   100.001010000:      workqueue:workqueue_execute_start: work struct 0xffff888627d275e0: function refresh_vm_stats
+[001]   100.001015000:        workqueue:workqueue_execute_end: work struct 0xffff888627d275e0: function refresh_vm_stats
+[001]   100.001020000:                     sched:sched_switch: prev_comm=kworker/1:2 prev_pid=30 prev_prio=120 prev_state=I ==> next_comm=js-consumer-1 next_pid=10 next_prio=120
+[000]   100.001021000:          irq_vectors:local_timer_entry: vector=236
+[001]   100.002000000:          irq_vectors:local_timer_entry: vector=236
+[001]   100.002010000:           irq_vectors:local_timer_exit: vector=236
+[001]   100.003000000:                     sched:sched_switch: prev_comm=js-consumer-1 prev_pid=10 prev_prio=120 prev_state=R ==> next_comm=tokio-rt-worker next_pid=68 next_prio=120
+[001]   100.003050000:                     sched:sched_switch: prev_comm=sh prev_pid=77 prev_prio=120 prev_state=S ==> next_comm=js-consumer-1 next_pid=10 next_prio=120
+[001]   100.004000000:                           nmi:nmi_handler: perf_event_nmi_handler() delta_ns: 3000 handled: 1
+[001]   100.005000000:                     sched:sched_switch: prev_comm=js-consumer-1 prev_pid=10 prev_prio=120 prev_state=R ==> next_comm=swapper/1 next_pid=0 next_prio=120
+";
+
+    #[test]
+    fn parses_every_event_kind() {
+        let ev = parse(TRACE).unwrap();
+        assert_eq!(ev.len(), 18);
+        assert_eq!(
+            ev[0],
+            Event {
+                cpu: 1,
+                ns: 100_000_000_000,
+                kind: EventKind::Switch {
+                    prev: Task {
+                        comm: "js-consumer-1".into(),
+                        pid: 10
+                    },
+                    next: Task {
+                        comm: "lto cgu.11".into(),
+                        pid: 20
+                    },
+                },
+            }
+        );
+        assert_eq!(ev[1].kind, EventKind::VectorEntry(Vector::LocalTimer));
+        assert_eq!(ev[3].kind, EventKind::SoftirqEntry { vec: 1 });
+        assert_eq!(
+            ev[4].kind,
+            EventKind::IrqEntry {
+                irq: 36,
+                name: "virtio1-req.0".into()
+            }
+        );
+        assert_eq!(
+            ev[8].kind,
+            EventKind::WorkStart {
+                function: "refresh_vm_stats".into()
+            }
+        );
+        assert_eq!(
+            ev[16].kind,
+            EventKind::Nmi {
+                handler: "perf_event_nmi_handler".into(),
+                delta_ns: 3000
+            }
+        );
+    }
+
+    #[test]
+    fn reads_the_default_field_list_and_skips_other_lines() {
+        let text = "\
+'trace' not valid for hardware events. Ignoring.
+      sh [7] 77 [001]   100.000000001: sched:sched_switch: prev_comm=sh [7] prev_pid=77 prev_prio=120 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120
+         swapper     0 [001]   100.000000100: power:cpu_idle: state=1 cpu_id=1
+";
+        let ev = parse(text).unwrap();
+        assert_eq!(ev.len(), 1);
+        assert_eq!(ev[0].ns, 100_000_000_001);
+        let EventKind::Switch { prev, .. } = &ev[0].kind else {
+            panic!("{ev:?}")
+        };
+        assert_eq!(prev.comm, "sh [7]");
+    }
+
+    #[test]
+    fn refuses_microsecond_times_and_broken_fields() {
+        let e =
+            parse("[001]   100.000100:  irq_vectors:local_timer_entry: vector=236").unwrap_err();
+        assert!(e.to_string().contains("--ns"), "{e}");
+        let e = parse("[001]   100.000100000:  irq:irq_handler_entry: irq=x").unwrap_err();
+        assert!(e.to_string().contains("line 1"), "{e}");
+    }
+
+    #[test]
+    fn nested_time_goes_to_the_innermost_level_once() {
+        let ev = parse(TRACE).unwrap();
+        let d = net_durations(&ev, 1, 100_000_000_000, 100_005_000_000, 1_000);
+        let ns = |name: &str| d.causes.get(name).map_or(0, |c| c.ns);
+        // The tick inside the task's run: 12 µs + 10 µs later (workload's time around it).
+        assert_eq!(ns("local timer"), 22_000);
+        // TIMER softirq 113→123 µs minus the IRQ nested in it (115→120).
+        assert_eq!(ns("TIMER"), 5_000);
+        assert_eq!(ns("36 virtio1-req.0"), 5_000);
+        // The task: 0→1000 µs minus the tick, softirq and IRQ inside it (22 µs).
+        assert_eq!(ns("lto cgu.11[20]"), 1_000_000 - 12_000 - 5_000 - 5_000);
+        // A kworker by its comm, with the work it ran.
+        assert_eq!(ns("kworker/1:2"), 20_000);
+        assert!(d.causes["kworker/1:2"].details.contains("refresh_vm_stats"));
+        assert_eq!(d.causes["kworker/1:2"].class, CulpritClass::Kworker);
+        // The NMI's 3 µs out of the workload's time: its own.
+        assert_eq!(ns("nmi"), 3_000);
+        // Idle and the workload are no causes; CPU 0's tick is not CPU 1's.
+        assert!(!d
+            .causes
+            .keys()
+            .any(|k| k.contains("swapper") || k.contains("js-")));
+        assert_eq!(d.first_event_ns, 100_000_000_000);
+        assert_eq!(d.unpaired, 0);
+    }
+
+    #[test]
+    fn an_interval_closed_by_another_pid_is_unknown() {
+        let ev = parse(TRACE).unwrap();
+        let d = net_durations(&ev, 1, 100_000_000_000, 100_005_000_000, 1_000);
+        // tokio-rt-worker[68] switched in, sh[77] switched out: 50 µs nobody is given.
+        assert_eq!(d.unknown_ns, 50_000);
+        assert_eq!(d.unknown_intervals, 1);
+        assert!(!d.causes.contains_key("tokio-rt-worker[68]"));
+        assert!(!d.causes.contains_key("sh[77]"));
+        assert!(d.unknown_owners.contains("tokio-rt-worker[68]"));
+        assert_eq!(d.unknown_involving["tokio-rt-worker[68]"], 50_000);
+        assert_eq!(d.unknown_involving["sh[77]"], 50_000);
+    }
+
+    #[test]
+    fn the_window_counts_whole_stalls_that_start_in_it() {
+        let ev = parse(TRACE).unwrap();
+        // From 500 µs: the stall of 0→1020 µs began before (jitterscope does not record it);
+        // the tick at 2000 µs starts inside and counts whole though the window ends at 2005.
+        let d = net_durations(&ev, 1, 100_000_500_000, 100_002_005_000, 1_000);
+        let ns = |name: &str| d.causes.get(name).map_or(0, |c| c.ns);
+        assert_eq!(ns("lto cgu.11[20]"), 0);
+        assert_eq!(ns("kworker/1:2"), 0);
+        assert_eq!(ns("local timer"), 10_000);
+        assert_eq!((d.stalls, d.stalls_outside), (1, 3));
+        assert!(d.covers_window(0));
+        assert!(
+            !net_durations(&ev, 1, 99_000_000_000, 100_000_000_000, 1_000).covers_window(1_000)
+        );
+    }
+
+    #[test]
+    fn a_short_return_to_the_workload_stays_inside_the_stall() {
+        let text = "\
+[001]   1.000000000:  irq_vectors:local_timer_entry: vector=236
+[001]   1.000010000:  irq_vectors:local_timer_exit: vector=236
+[001]   1.000010500:  irq:softirq_entry: vec=9 [action=RCU]
+[001]   1.000012000:  irq:softirq_exit: vec=9 [action=RCU]
+[001]   1.000100000:  sched:sched_switch: prev_comm=js-consumer-1 prev_pid=3 prev_prio=120 prev_state=R ==> next_comm=b next_pid=4 next_prio=120
+";
+        // The softirq 500 ns after the tick: one stall starting at the tick, which is before
+        // the window, so neither counts; with a 100 ns threshold they are two stalls.
+        let ev = parse(text).unwrap();
+        let d = net_durations(&ev, 1, 1_000_000_001, 2_000_000_000, 1_000);
+        assert!(d.causes.is_empty(), "{:?}", d.causes);
+        let d = net_durations(&ev, 1, 1_000_000_001, 2_000_000_000, 100);
+        assert_eq!(d.causes["RCU"].ns, 1_500);
+        assert!(!d.causes.contains_key("local timer"));
+    }
+
+    #[test]
+    fn a_mismatched_switch_with_nothing_before_it_owns_nothing() {
+        let text = "\
+[001]   1.000000000:  sched:sched_switch: prev_comm=a prev_pid=3 prev_prio=120 prev_state=R ==> next_comm=b next_pid=4 next_prio=120
+[001]   1.000000000:  sched:sched_switch: prev_comm=c prev_pid=5 prev_prio=120 prev_state=R ==> next_comm=d next_pid=6 next_prio=120
+[001]   1.000002000:  sched:sched_switch: prev_comm=d prev_pid=6 prev_prio=120 prev_state=R ==> next_comm=js-consumer-1 next_pid=7 next_prio=120
+[001]   1.000003000:  sched:sched_switch: prev_comm=js-consumer-1 prev_pid=7 prev_prio=120 prev_state=R ==> next_comm=e next_pid=8 next_prio=120
+";
+        let d = net_durations(&parse(text).unwrap(), 1, 0, u64::MAX, 1_000);
+        assert_eq!(d.unknown_intervals, 0);
+        assert_eq!(d.causes["d[6]"].ns, 2_000);
+    }
+
+    #[test]
+    fn lost_exits_are_counted_not_carried() {
+        let text = "\
+[001]   1.000000000:  irq:softirq_entry: vec=9 [action=RCU]
+[001]   1.000001000:  irq:irq_handler_entry: irq=5 name=x
+[001]   1.000002000:  irq:softirq_exit: vec=9 [action=RCU]
+[001]   1.000003000:  irq:irq_handler_exit: irq=5 ret=handled
+[001]   1.000004000:  sched:sched_switch: prev_comm=a prev_pid=3 prev_prio=120 prev_state=R ==> next_comm=b next_pid=4 next_prio=120
+";
+        let d = net_durations(&parse(text).unwrap(), 1, 0, u64::MAX, 1_000);
+        // RCU's exit pops the IRQ whose exit was missing; the later IRQ exit has no entry.
+        assert_eq!(d.unpaired, 2);
+        assert_eq!(d.causes["RCU"].ns, 1_000);
+        assert_eq!(d.causes["5 x"].ns, 1_000);
+        // Before the first switch, the task is the one it names as prev.
+        assert_eq!(d.causes["a[3]"].ns, 2_000);
+    }
+
+    #[test]
+    fn the_tracepoint_list_leaves_out_what_perf_refuses() {
+        let t = perf_tracepoints();
+        assert!(t.contains(&"irq_vectors:local_timer_exit".to_string()));
+        assert!(!t.iter().any(|e| e.contains("irq_work")));
+    }
+}
