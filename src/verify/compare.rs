@@ -430,18 +430,6 @@ impl Comparison {
                 format!(": {}", self.unknown_owners.join(", "))
             }
         );
-        if let Some(r) = self
-            .row(Vector::Reschedule.name())
-            .filter(|r| r.js_ns < r.perf_ns)
-        {
-            let _ = writeln!(
-                s,
-                "- reschedule IPIs: jitterscope {} ms, perf {} ms — jitterscope gives a reschedule IPI followed at once by a task's run to the task it woke; perf's net durations keep it as `reschedule`, so the woken tasks' rows (kworkers, kernel threads) carry up to {} ms more in jitterscope",
-                ms(r.js_ns),
-                ms(r.perf_ns),
-                ms(r.perf_ns - r.js_ns)
-            );
-        }
         if self.unpaired > 0 {
             let _ = writeln!(
                 s,
@@ -630,10 +618,6 @@ mod tests {
         assert!(c.passed(), "{:?}", c.failures());
         let md = c.to_markdown();
         assert!(md.contains("unknown owner: 2.00 ms in 1 interval"), "{md}");
-        assert!(
-            md.contains("reschedule IPIs: jitterscope 0.10 ms, perf 0.50 ms"),
-            "{md}"
-        );
         assert!(md.contains("**verdict: PASS**"), "{md}");
     }
 
