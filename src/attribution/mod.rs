@@ -3,8 +3,10 @@
 //! and a recorded run can be re-analysed without root.
 
 pub mod advice;
+pub mod book;
 pub mod engine;
 pub mod ranking;
+pub mod run;
 pub mod throughput;
 
 pub use engine::{Engine, EngineConfig, Share, SpikeVerdict, Verdict};

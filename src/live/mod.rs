@@ -3,6 +3,7 @@
 //! stdout is not a terminal. The model knows nothing of the terminal, so rendering is tested
 //! against ratatui's TestBackend.
 
+pub mod frontend;
 pub mod model;
 pub mod terminal;
 pub mod view;

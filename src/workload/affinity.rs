@@ -86,3 +86,22 @@ pub fn current_cpu() -> Cpu {
     let c = unsafe { libc::sched_getcpu() };
     c.max(0) as Cpu
 }
+
+/// Puts the calling thread's CPU affinity back on drop (the collector moves to the
+/// housekeeping CPUs for a run and gets its own back afterwards).
+pub struct AffinityGuard(Option<Vec<Cpu>>);
+
+impl AffinityGuard {
+    /// Remembers the calling thread's CPUs now.
+    pub fn remember() -> Self {
+        AffinityGuard(allowed_cpus().ok())
+    }
+}
+
+impl Drop for AffinityGuard {
+    fn drop(&mut self) {
+        if let Some(cpus) = &self.0 {
+            let _ = set_current_thread_cpus(cpus);
+        }
+    }
+}

@@ -1,0 +1,146 @@
+//! What accumulates during a run on the attribution side: the engine, the run-wide ranking,
+//! the worst stalls and spikes, the lost-record and steal tallies. Fed with stalls, spikes
+//! and kernel records; read by the live view and, at the end, by the run file.
+
+use std::collections::BTreeMap;
+
+use super::book::StallBook;
+use super::engine::{Engine, EngineConfig, SpikeVerdict, Verdict};
+use super::ranking::Ranking;
+use crate::model::{Cause, Cpu, Interruption, Nanos, Spike, Stall, StealSample};
+
+/// Spikes the live feed keeps between two looks.
+const FRESH_SPIKES: usize = 40;
+
+pub struct RunAttribution {
+    pub engine: Engine,
+    pub ranking: Ranking,
+    pub book: StallBook,
+    /// False without kernel probes: stalls are only counted, not ranked.
+    pub probes_on: bool,
+    producer_cpu: Cpu,
+    consumer_cpus: Vec<Cpu>,
+    /// The worst spikes (bounded), and how many there were.
+    pub spikes: Vec<SpikeVerdict>,
+    pub spike_count: u64,
+    keep: usize,
+    /// Kernel records reported lost so far (from the probes' lost windows).
+    pub lost_records: u64,
+    /// Spikes decided since the live view last looked.
+    pub fresh_spikes: Vec<SpikeVerdict>,
+    /// Steal-clock growth per CPU seen since recording started.
+    record_from: Nanos,
+    pub steal_seen: BTreeMap<Cpu, Nanos>,
+}
+
+impl RunAttribution {
+    /// `keep` stalls and spikes are kept with their verdicts; `steal_clock` says whether the
+    /// probes read one (see `Engine::set_steal_clock`).
+    pub fn new(
+        producer_cpu: Cpu,
+        consumer_cpus: Vec<Cpu>,
+        keep: usize,
+        probes_on: bool,
+        steal_clock: bool,
+        record_from: Nanos,
+    ) -> Self {
+        let mut engine = Engine::new(EngineConfig::default());
+        engine.set_steal_clock(steal_clock);
+        RunAttribution {
+            engine,
+            ranking: Ranking::default(),
+            book: StallBook::new(keep),
+            probes_on,
+            producer_cpu,
+            consumer_cpus,
+            spikes: Vec::new(),
+            spike_count: 0,
+            keep,
+            lost_records: 0,
+            fresh_spikes: Vec::new(),
+            record_from,
+            steal_seen: BTreeMap::new(),
+        }
+    }
+
+    pub fn stall(&mut self, s: Stall) {
+        self.engine.push_stall(s);
+    }
+
+    pub fn spike(&mut self, s: Spike) {
+        let consumer_cpu = self
+            .consumer_cpus
+            .get(s.consumer as usize)
+            .copied()
+            .unwrap_or(self.producer_cpu);
+        self.engine.push_spike(s, self.producer_cpu, consumer_cpu);
+    }
+
+    pub fn interruption(&mut self, i: Interruption) {
+        self.engine.push_interruption(i);
+    }
+
+    pub fn cause(&mut self, c: Cause) {
+        self.engine.push_cause(c);
+    }
+
+    pub fn steal(&mut self, s: StealSample) {
+        if s.to_ns >= self.record_from {
+            *self.steal_seen.entry(s.cpu).or_default() += s.steal_ns;
+        }
+        self.engine.push_steal(s);
+    }
+
+    /// `count` kernel records of `cpu` were lost in `[start_ns, end_ns]`.
+    pub fn lost(&mut self, cpu: Cpu, start_ns: Nanos, end_ns: Nanos, count: u64) {
+        self.lost_records += count;
+        self.engine.mark_lost(cpu, start_ns, end_ns);
+    }
+
+    /// Decides what the watermark has passed.
+    pub fn decide(&mut self, watermark: Nanos) {
+        for v in self.engine.advance(watermark) {
+            self.keep(v);
+        }
+        self.keep_spikes();
+        self.engine.set_timeline_from(self.book.admission_ns());
+    }
+
+    /// Decides everything still pending (end of run).
+    pub fn finish(&mut self) {
+        for v in self.engine.finish() {
+            self.keep(v);
+        }
+        self.keep_spikes();
+        self.trim_spikes();
+    }
+
+    fn keep(&mut self, v: Verdict) {
+        if self.probes_on {
+            self.ranking.add(&v);
+        }
+        self.book.add(v);
+    }
+
+    fn keep_spikes(&mut self) {
+        let new = self.engine.take_spikes();
+        self.spike_count += new.len() as u64;
+        // The live feed shows the latest few; the rest only counts.
+        let skip = new.len().saturating_sub(FRESH_SPIKES / 2);
+        self.fresh_spikes.extend(new[skip..].iter().cloned());
+        if self.fresh_spikes.len() > FRESH_SPIKES {
+            self.fresh_spikes
+                .drain(..self.fresh_spikes.len() - FRESH_SPIKES);
+        }
+        self.spikes.extend(new);
+        if self.spikes.len() > 2 * self.keep {
+            self.trim_spikes();
+        }
+    }
+
+    fn trim_spikes(&mut self) {
+        self.spikes
+            .sort_by_key(|v| std::cmp::Reverse(v.spike.transit_ns()));
+        self.spikes.truncate(self.keep);
+    }
+}

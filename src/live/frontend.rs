@@ -1,0 +1,160 @@
+//! What a run shows while it records: the live terminal view, one plain line a second, or
+//! nothing (the workshop's steps). The session hands the running model to its `Frontend`
+//! when one is due; the live view owns its own state (pause, sort, help) and keys.
+
+use std::io::Write;
+
+use super::model::LiveModel;
+use super::terminal::{Action, LiveTerminal};
+use crate::model::Nanos;
+
+/// What the user asked for while the model was shown.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Asked {
+    /// End the run now (`q` in the live view).
+    pub quit: bool,
+    /// Start the view's histograms afresh (`r`).
+    pub reset: bool,
+}
+
+pub trait Frontend {
+    /// Whether `show` is due at `now` (the model is only brought up to date then).
+    fn due(&self, now: Nanos) -> bool;
+    /// Shows the model; notes go to `out` (the terminal going away, …).
+    fn show(&mut self, now: Nanos, model: &LiveModel, out: &mut dyn Write) -> Asked;
+    /// Leaves the screen before the report is printed (idempotent).
+    fn close(&mut self) {}
+}
+
+/// Nothing while recording: the report at the end is all (the workshop's steps).
+pub struct Silent;
+
+impl Frontend for Silent {
+    fn due(&self, _now: Nanos) -> bool {
+        false
+    }
+
+    fn show(&mut self, _now: Nanos, _model: &LiveModel, _out: &mut dyn Write) -> Asked {
+        Asked::default()
+    }
+}
+
+/// One progress line a second until `end_ns` (standard output is not a terminal).
+pub struct PlainLines {
+    next_ns: Nanos,
+    end_ns: Nanos,
+}
+
+impl PlainLines {
+    /// Lines from one second after `record_from_ns`, until `end_ns`.
+    pub fn new(record_from_ns: Nanos, end_ns: Nanos) -> Self {
+        PlainLines {
+            next_ns: record_from_ns + 1_000_000_000,
+            end_ns,
+        }
+    }
+}
+
+impl Frontend for PlainLines {
+    fn due(&self, now: Nanos) -> bool {
+        now >= self.next_ns && now < self.end_ns
+    }
+
+    fn show(&mut self, _now: Nanos, model: &LiveModel, out: &mut dyn Write) -> Asked {
+        self.next_ns += 1_000_000_000;
+        let _ = writeln!(out, "{}", model.plain_line());
+        let _ = out.flush();
+        Asked::default()
+    }
+}
+
+/// The ratatui view. When its terminal goes away it says so once and carries on as plain
+/// lines.
+pub struct LiveView {
+    screen: Option<LiveTerminal>,
+    fallback: PlainLines,
+    refresh_ns: Nanos,
+    next_frame: Nanos,
+    paused: bool,
+    /// The model as it was when paused.
+    frozen: Option<LiveModel>,
+    sort: super::SortKey,
+    help: bool,
+}
+
+impl LiveView {
+    /// Enters the alternate screen; a refresh every `refresh_ns`.
+    pub fn enter(refresh_ns: Nanos, fallback: PlainLines) -> std::io::Result<LiveView> {
+        Ok(LiveView {
+            screen: Some(LiveTerminal::enter()?),
+            fallback,
+            refresh_ns,
+            next_frame: 0,
+            paused: false,
+            frozen: None,
+            sort: super::SortKey::default(),
+            help: false,
+        })
+    }
+
+    fn leave(&mut self, out: &mut dyn Write, e: &dyn std::fmt::Display) {
+        self.screen = None;
+        let _ = writeln!(
+            out,
+            "note: the live view stopped ({e}); plain output instead"
+        );
+    }
+
+    fn keys(&mut self, actions: Vec<Action>, model: &LiveModel) -> Asked {
+        let mut asked = Asked::default();
+        for action in actions {
+            match action {
+                Action::Quit => asked.quit = true,
+                Action::TogglePause => {
+                    self.paused = !self.paused;
+                    self.frozen = self.paused.then(|| model.clone());
+                }
+                Action::NextSort => self.sort = self.sort.next(),
+                Action::Reset => asked.reset = true,
+                Action::ToggleHelp => self.help = !self.help,
+            }
+        }
+        asked
+    }
+}
+
+impl Frontend for LiveView {
+    fn due(&self, now: Nanos) -> bool {
+        match self.screen {
+            Some(_) => now >= self.next_frame,
+            None => self.fallback.due(now),
+        }
+    }
+
+    fn show(&mut self, now: Nanos, model: &LiveModel, out: &mut dyn Write) -> Asked {
+        let Some(term) = self.screen.as_mut() else {
+            return self.fallback.show(now, model, out);
+        };
+        self.next_frame = now + self.refresh_ns;
+        let actions = match term.actions() {
+            Ok(a) => a,
+            Err(e) => {
+                self.leave(out, &e);
+                return Asked::default();
+            }
+        };
+        let asked = self.keys(actions, model);
+        let mut shown = self.frozen.clone().unwrap_or_else(|| model.clone());
+        shown.sort = self.sort;
+        shown.help = self.help;
+        shown.paused = self.paused;
+        if let Some(Err(e)) = self.screen.as_mut().map(|t| t.draw(&shown)) {
+            self.leave(out, &e);
+        }
+        asked
+    }
+
+    fn close(&mut self) {
+        self.screen = None;
+    }
+}

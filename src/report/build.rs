@@ -1,0 +1,89 @@
+//! The run file's entries from the attribution's verdicts and ranking: the one place that
+//! turns attribution types into the stable JSON structs.
+
+use super::runfile::{CpuTheftEntry, CulpritEntry, SpikeEntry, StallCulprit, StallEntry};
+use crate::attribution::{RankedCulprit, Share, SpikeVerdict, Verdict};
+use crate::model::ThreadRole;
+
+/// `accumulator`, `journaller`, `consumer-3` … by consumer index.
+pub fn consumer_key(index: usize) -> String {
+    ThreadRole::Consumer(index as u32).display_name()
+}
+
+/// One culprit of a stall or spike.
+pub fn stall_culprit(c: &Share) -> StallCulprit {
+    StallCulprit {
+        class: c.class.as_str().to_string(),
+        name: c.name.clone(),
+        detail: c.detail.clone(),
+        via: c.via.clone(),
+        measured_ns: c.measured_ns,
+        inferred_ns: c.inferred_ns,
+        episodes: u64::from(c.episodes),
+        share: c.share,
+    }
+}
+
+fn culprits(list: &[Share], probes_on: bool) -> Vec<StallCulprit> {
+    if probes_on {
+        list.iter().map(stall_culprit).collect()
+    } else {
+        Vec::new()
+    }
+}
+
+/// A verdict as the run file stores it.
+pub fn stall_entry(v: &Verdict, probes_on: bool) -> StallEntry {
+    let s = &v.stall;
+    StallEntry {
+        cpu: s.cpu,
+        thread: s.thread.display_name(),
+        start_ns: s.start_ns,
+        end_ns: s.end_ns,
+        duration_ns: s.duration_ns(),
+        explained_share: probes_on.then_some(v.explained_share),
+        culprits: culprits(&v.culprits, probes_on),
+        incomplete: v.incomplete,
+        timeline: v.timeline.clone(),
+    }
+}
+
+/// A spike verdict as the run file stores it.
+pub fn spike_entry(v: &SpikeVerdict, probes_on: bool) -> SpikeEntry {
+    SpikeEntry {
+        consumer: consumer_key(v.spike.consumer as usize),
+        producer_cpu: v.producer_cpu,
+        consumer_cpu: v.consumer_cpu,
+        publish_ns: v.spike.publish_ns,
+        receive_ns: v.spike.receive_ns,
+        transit_ns: v.spike.transit_ns(),
+        producer_stalled_ns: v.producer_stalled_ns,
+        consumer_stalled_ns: v.consumer_stalled_ns,
+        producer_culprits: culprits(&v.producer_culprits, probes_on),
+        consumer_culprits: culprits(&v.consumer_culprits, probes_on),
+    }
+}
+
+/// A run-wide ranking row as the run file stores it.
+pub fn culprit_entry(c: RankedCulprit) -> CulpritEntry {
+    CulpritEntry {
+        class: c.class.as_str().to_string(),
+        name: c.name,
+        detail: c.detail,
+        episodes: c.episodes,
+        measured_ns: c.measured_ns,
+        inferred_ns: c.inferred_ns,
+        longest_ns: c.longest_ns,
+        share: c.share,
+        advice: c.advice,
+        cpus: c
+            .cpus
+            .into_iter()
+            .map(|t| CpuTheftEntry {
+                cpu: t.cpu,
+                measured_ns: t.measured_ns,
+                inferred_ns: t.inferred_ns,
+            })
+            .collect(),
+    }
+}

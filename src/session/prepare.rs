@@ -1,0 +1,321 @@
+//! Prepare: everything before the clock starts — the CPU claim, the collector's placement,
+//! the probes, the floor, the stall source and the interval log — and the banner.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use anyhow::{Context, Result};
+
+use super::{check_startup, Console, RunPlan};
+use crate::model::{Cpu, Nanos};
+use crate::probe::{AttachState, ProbeBatch, ProbeConfig, ProbeSession, ThreadRegistrar};
+use crate::report::files::{file_stem, utc_stamp};
+use crate::report::hlog::HlogWriter;
+use crate::report::runfile::Floor;
+use crate::report::units::fmt_ns;
+use crate::system::claim::CpuClaim;
+use crate::system::cpus::{format_list, Topology};
+use crate::workload::affinity::{self, AffinityGuard};
+use crate::workload::clock::{monotonic_ns, unix_ns};
+use crate::workload::{ThreadStart, Workload, WorkloadConfig, WorkloadThread};
+
+/// A run ready to record: what it holds until it ends.
+pub(super) struct Prepared {
+    pub _claim: CpuClaim,
+    pub _affinity: AffinityGuard,
+    pub cfg: WorkloadConfig,
+    pub measured: Vec<Cpu>,
+    pub topo: Topology,
+    pub every_cpu_measured: bool,
+    pub probe: Option<(ProbeSession, std::sync::mpsc::Receiver<ProbeBatch>)>,
+    pub workload: Workload,
+    pub floor: Option<Floor>,
+    pub start_unix: u64,
+    /// CLOCK_MONOTONIC at the interval log's start.
+    pub base_mono: Nanos,
+    pub stem: String,
+    pub hlog: HlogWriter,
+    pub hlog_path: std::path::PathBuf,
+    pub record_from: Nanos,
+    pub end: Nanos,
+}
+
+pub(super) fn prepare(plan: &RunPlan, out: &mut Console) -> Result<Prepared> {
+    check_startup()?;
+    let mut cfg = plan.workload.clone();
+    let measured: Vec<Cpu> = std::iter::once(cfg.producer_cpu)
+        .chain(cfg.consumer_cpus.iter().copied())
+        .collect();
+    let claim = CpuClaim::acquire(&measured)?;
+    let topo = Topology::read();
+    if !cfg.pin && cfg.float_cpus.is_empty() {
+        // Unpinned workload threads float over the whole process set, not the collector's.
+        cfg.float_cpus = topo.allowed.clone();
+    }
+    let (housekeeping, guard) = place_collector(&cfg, &measured, &topo, out)?;
+    let every_cpu_measured = topo.housekeeping(&measured).is_empty();
+    // Probes first: attached before the workload starts its clock, and a run that cannot
+    // load them (no root) fails before it leaves any file behind.
+    let probe = start_probes(plan, &measured, housekeeping)?;
+    check_startup()?;
+    // The floor right before the workload takes the CPUs: on a VM it moves within seconds,
+    // so each run carries its own and `compare` can say when it moved.
+    let floor = measure_floor(&cfg);
+    let kernel_tids = KernelTids::default();
+    let on_start = probe
+        .as_ref()
+        .map(|(session, _)| register_with_probes(session.registrar(), kernel_tids.clone()));
+    let mut workload = Workload::spawn(cfg.clone(), on_start)?;
+    // The last moment a signal means "never mind": after it, a signal ends a run that has
+    // files to write.
+    check_startup()?;
+    let start_unix = unix_ns() as u64;
+    let base_mono = monotonic_ns();
+    let stem = format!("{}-{}", file_stem(&plan.label), utc_stamp(start_unix));
+    let (hlog, hlog_path) = open_interval_log(plan, &stem, start_unix, &measured)?;
+    workload.release();
+    let prepared = Prepared {
+        _claim: claim,
+        _affinity: guard,
+        record_from: workload.record_from_ns(),
+        end: workload.end_ns(),
+        cfg,
+        measured,
+        topo,
+        every_cpu_measured,
+        probe,
+        workload,
+        floor,
+        start_unix,
+        base_mono,
+        stem,
+        hlog,
+        hlog_path,
+    };
+    print_banner(plan, &prepared, &kernel_tids.get(), out)?;
+    Ok(prepared)
+}
+
+/// Moves the collector (this thread) off the measured CPUs for the run; its CPUs come back
+/// when the guard drops (a workshop runs several sessions from this thread). Returns the
+/// CPUs jitterscope's own threads use.
+fn place_collector(
+    cfg: &WorkloadConfig,
+    measured: &[Cpu],
+    topo: &Topology,
+    out: &mut Console,
+) -> Result<(Vec<Cpu>, AffinityGuard)> {
+    let mut housekeeping = topo.housekeeping(measured);
+    if housekeeping.is_empty() && cfg.pin {
+        // Every CPU is measured: jitterscope's own threads share the producer's CPU, which
+        // shares with the rest of the system anyway, and keep off the consumers' CPUs.
+        housekeeping = vec![cfg.producer_cpu];
+        writeln!(
+            out,
+            "note: every CPU is measured ({}); jitterscope's own threads run on the producer's CPU {} and show up there as class `self` (measure a subset of CPUs on a larger machine to avoid this)",
+            format_list(measured),
+            cfg.producer_cpu
+        )?;
+    }
+    let guard = AffinityGuard::remember();
+    if !housekeeping.is_empty() {
+        affinity::set_current_thread_cpus(&housekeeping)
+            .context("cannot move jitterscope's collector thread to the housekeeping CPUs")?;
+    }
+    Ok((housekeeping, guard))
+}
+
+fn start_probes(
+    plan: &RunPlan,
+    measured: &[Cpu],
+    housekeeping: Vec<Cpu>,
+) -> Result<Option<(ProbeSession, std::sync::mpsc::Receiver<ProbeBatch>)>> {
+    let Some(ringbuf_bytes) = plan.probes else {
+        return Ok(None);
+    };
+    let mut pc = ProbeConfig::new(measured.to_vec());
+    pc.ringbuf_bytes = ringbuf_bytes;
+    pc.drain_cpus = housekeeping;
+    Ok(Some(ProbeSession::start(pc).context(
+        "cannot start the kernel probes (--no-probes measures without attribution)",
+    )?))
+}
+
+fn open_interval_log(
+    plan: &RunPlan,
+    stem: &str,
+    start_unix: u64,
+    measured: &[Cpu],
+) -> Result<(HlogWriter, std::path::PathBuf)> {
+    let (hlog_path, hlog_file) = plan.output.create_stream(&format!("{stem}.hlog"))?;
+    let hlog = HlogWriter::new(
+        hlog_file,
+        start_unix,
+        &format!(
+            "jitterscope {} run '{}' cpus {}",
+            env!("CARGO_PKG_VERSION"),
+            plan.label,
+            format_list(measured)
+        ),
+    )
+    .with_context(|| format!("cannot write {}", hlog_path.display()))?;
+    Ok((hlog, hlog_path))
+}
+
+fn print_banner(
+    plan: &RunPlan,
+    p: &Prepared,
+    kernel_tids: &[(u32, u32)],
+    out: &mut Console,
+) -> Result<()> {
+    let cfg = &p.cfg;
+    writeln!(
+        out,
+        "jitterscope: producer on CPU {}, consumer{} on CPU {}{}; interval {}, warm-up {}, duration {}, stall threshold {}{}; {}",
+        cfg.producer_cpu,
+        if cfg.consumer_cpus.len() > 1 { "s" } else { "" },
+        format_list(&cfg.consumer_cpus),
+        if cfg.pin { "" } else { " (unpinned)" },
+        fmt_ns(cfg.interval_ns),
+        fmt_ns(cfg.warmup_ns),
+        fmt_ns(cfg.duration_ns),
+        fmt_ns(cfg.stall_threshold_ns),
+        if plan.stall_threshold_auto { " (auto)" } else { "" },
+        if p.probe.is_some() { "kernel probes attached" } else { "no kernel probes" },
+    )?;
+    writeln!(out, "{}", threads_line(p.workload.threads(), kernel_tids))?;
+    if let Some((session, _)) = &p.probe {
+        let missing: Vec<&str> = session
+            .attach_report()
+            .iter()
+            .filter(|a| a.state != AttachState::Attached)
+            .map(|a| a.tracepoint.as_str())
+            .collect();
+        if !missing.is_empty() {
+            writeln!(
+                out,
+                "not available on this kernel (not traced): {}",
+                missing.join(", ")
+            )?;
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// Ping-pong rounds for a run's floor: ~20 ms on these machines.
+const FLOOR_ROUNDS: u64 = 50_000;
+
+/// The cross-core floor between the producer's and the first consumer's CPU, from a thread of
+/// its own (the measurement pins itself). None when unpinned or on one CPU, or when it fails:
+/// the run goes on without it.
+fn measure_floor(cfg: &WorkloadConfig) -> Option<Floor> {
+    let to = *cfg.consumer_cpus.first()?;
+    let from = cfg.producer_cpu;
+    if !cfg.pin || from == to {
+        return None;
+    }
+    let h = std::thread::Builder::new()
+        .name("js-floor".into())
+        .spawn(move || crate::workload::pingpong::measure(from, to, FLOOR_ROUNDS))
+        .ok()?
+        .join()
+        .ok()?
+        .ok()?;
+    Some(Floor {
+        from_cpu: from,
+        to_cpu: to,
+        min_ns: h.min(),
+        p50_ns: h.value_at_quantile(0.5),
+        p99_ns: h.value_at_quantile(0.99),
+        rounds: h.len(),
+    })
+}
+
+/// Workload threads' ids in the kernel's numbering, as each learnt its own while registering
+/// with the probes: (id in this PID namespace, kernel id).
+#[derive(Clone, Default)]
+struct KernelTids(Arc<Mutex<Vec<(u32, u32)>>>);
+
+impl KernelTids {
+    fn add(&self, local: u32, kernel: u32) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((local, kernel));
+    }
+
+    fn get(&self) -> Vec<(u32, u32)> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// The workload's start hook when probes run: each thread registers itself with them before
+/// it can spin, so not one of its runs is taken for an interruption — not even the first.
+fn register_with_probes(registrar: ThreadRegistrar, kernel_tids: KernelTids) -> ThreadStart {
+    Arc::new(move |t: &WorkloadThread| {
+        let kernel = registrar
+            .register_current_thread()
+            .map_err(|e| format!("cannot register it with the kernel probes: {e}"))?;
+        kernel_tids.add(t.tid, kernel);
+        Ok(())
+    })
+}
+
+/// `threads: js-producer=18727 …` in the kernel's numbering, like every pid the probes report;
+/// inside a PID namespace the local ids (what `taskset -p` takes there) follow.
+fn threads_line(threads: &[WorkloadThread], kernel: &[(u32, u32)]) -> String {
+    let kernel_of =
+        |t: &WorkloadThread| kernel.iter().find(|k| k.0 == t.tid).map_or(t.tid, |k| k.1);
+    let list = |id: &dyn Fn(&WorkloadThread) -> u32| {
+        threads
+            .iter()
+            .map(|t| format!("{}={}", t.name, id(t)))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let mut line = format!("threads: {}", list(&kernel_of));
+    if threads.iter().any(|t| kernel_of(t) != t.tid) {
+        line += &format!(
+            " (kernel tids; in this PID namespace: {})",
+            list(&|t| t.tid)
+        );
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ThreadRole;
+
+    fn thread(role: ThreadRole, name: &str, tid: u32) -> WorkloadThread {
+        WorkloadThread {
+            role,
+            cpu: Some(0),
+            tid,
+            name: name.into(),
+        }
+    }
+
+    #[test]
+    fn the_threads_line_gives_kernel_tids_and_the_local_ones_only_when_they_differ() {
+        let threads = [
+            thread(ThreadRole::Producer, "js-producer", 3),
+            thread(ThreadRole::Consumer(0), "js-consumer-1", 4),
+        ];
+        assert_eq!(
+            threads_line(&threads, &[(3, 18727), (4, 18728)]),
+            "threads: js-producer=18727 js-consumer-1=18728 (kernel tids; in this PID namespace: js-producer=3 js-consumer-1=4)"
+        );
+        assert_eq!(
+            threads_line(&threads, &[(3, 3), (4, 4)]),
+            "threads: js-producer=3 js-consumer-1=4"
+        );
+        // Without probes nobody asked the kernel: the local ids are all there is.
+        assert_eq!(
+            threads_line(&threads, &[]),
+            "threads: js-producer=3 js-consumer-1=4"
+        );
+    }
+}

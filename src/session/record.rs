@@ -1,0 +1,435 @@
+//! Record: the loop from the workload's release to its end — drain the stall source and the
+//! probes, attribute, keep the interval log, show the running model — ending with why it
+//! ended.
+
+use std::io::Write;
+use std::time::Duration;
+
+use anyhow::Result;
+use hdrhistogram::Histogram;
+
+use super::prepare::Prepared;
+use super::source::{SourceCounters, StallSource};
+use super::{Console, RunPlan};
+use crate::attribution::run::RunAttribution;
+use crate::live::frontend::Frontend;
+use crate::live::model::ConsumerView;
+use crate::live::{CulpritRow, LiveModel};
+use crate::model::Nanos;
+use crate::probe::decode::Record;
+use crate::probe::{AttachStatus, ProbeBatch, ProbeSession, ProbeSummary};
+use crate::report::build::{consumer_key, spike_entry};
+use crate::report::hlog::HlogWriter;
+use crate::report::seed::Summary;
+use crate::report::text::{self, inferred_row_name};
+use crate::signals;
+use crate::system::cputime;
+use crate::workload::clock::monotonic_ns;
+use crate::workload::histograms::{new_histogram, IntervalHistograms};
+use crate::workload::Output;
+
+/// How far behind "now" stalls are decided: records reach user space within a couple of
+/// drain intervals.
+const DECISION_LAG_NS: Nanos = 500_000_000;
+
+/// How often the collector hands freed heap pages back (see `system::give_back_memory`).
+const TRIM_EVERY_NS: Nanos = 10_000_000_000;
+
+/// Why a run ended (the run file's `ended`, and `end_reason` in words).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EndReason {
+    Completed,
+    /// A signal or the live view ended it early.
+    Interrupted(String),
+    /// A workload thread was moved off its CPU (offlined, cpuset changed).
+    CpuLost(String),
+}
+
+impl EndReason {
+    /// The run file's `ended` string.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            EndReason::Completed => "completed",
+            EndReason::Interrupted(_) => "interrupted",
+            EndReason::CpuLost(_) => "cpu_lost",
+        }
+    }
+
+    /// Why, in words (empty when it completed).
+    pub fn reason(&self) -> &str {
+        match self {
+            EndReason::Completed => "",
+            EndReason::Interrupted(why) | EndReason::CpuLost(why) => why,
+        }
+    }
+}
+
+/// One consumer's histograms over the whole run.
+pub(super) struct ConsumerTotals {
+    pub transit: Histogram<u64>,
+    pub inter_message: Histogram<u64>,
+    /// The latest finished interval, for the progress line.
+    last_transit: Option<Summary>,
+    last_messages: u64,
+    last_interval_ns: Nanos,
+}
+
+/// jitterscope's own CPU time beside the workload's, sampled from the collector.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct CpuSample {
+    pub at_ns: Nanos,
+    pub process_ns: u64,
+    pub workload_ns: u64,
+}
+
+/// What recording leaves for the finish.
+pub(super) struct Recorded {
+    pub totals: Vec<ConsumerTotals>,
+    pub attr: RunAttribution,
+    pub ended: EndReason,
+    pub stop_ns: Nanos,
+    pub probes: Option<(Vec<AttachStatus>, ProbeSummary)>,
+    /// First sample once recording started, last one while every workload thread still ran.
+    pub cpu: Option<(CpuSample, CpuSample)>,
+    pub hlog_error: Option<std::io::Error>,
+    pub counters: SourceCounters,
+}
+
+/// The loop's state: totals, attribution, the model shown, and jitterscope's own CPU time.
+struct Recorder {
+    totals: Vec<ConsumerTotals>,
+    attr: RunAttribution,
+    /// Histograms since the start, or since the last reset in the live view.
+    view_totals: Vec<Histogram<u64>>,
+    live: LiveModel,
+    hlog_error: Option<std::io::Error>,
+    cpu_first: Option<CpuSample>,
+    cpu_last: Option<CpuSample>,
+    next_trim: Nanos,
+}
+
+pub(super) fn record(
+    plan: &RunPlan,
+    p: &mut Prepared,
+    frontend: &mut dyn Frontend,
+    out: &mut Console,
+) -> Result<Recorded> {
+    let mut r = Recorder::new(plan, p);
+    let ended = loop {
+        if StallSource::finished(&p.workload) {
+            break EndReason::Completed;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        r.turn(p);
+        let now = monotonic_ns();
+        if let Some((end, message)) = stop_asked(&p.workload) {
+            frontend.close();
+            writeln!(out, "{message}")?;
+            StallSource::request_stop(&p.workload);
+            break end;
+        }
+        if !frontend.due(now) {
+            continue;
+        }
+        r.update_live(p, now);
+        let asked = frontend.show(now, &r.live, out);
+        if asked.reset {
+            r.view_totals.iter_mut().for_each(|h| h.reset());
+        }
+        if asked.quit {
+            frontend.close();
+            let end = EndReason::Interrupted("stopped from the live view".into());
+            writeln!(out, "stopped from the live view, writing what was measured")?;
+            StallSource::request_stop(&p.workload);
+            break end;
+        }
+    };
+    // Leave the alternate screen before the report is printed.
+    frontend.close();
+    StallSource::join(&mut p.workload);
+    r.drain(p);
+    let _ = p.hlog.flush();
+    let stop_ns = monotonic_ns().min(p.end);
+    let probes = stop_probes(p.probe.take(), &mut r.attr, out);
+    r.attr.finish();
+    Ok(Recorded {
+        counters: StallSource::counters(&p.workload),
+        cpu: r.cpu_first.zip(r.cpu_last),
+        totals: r.totals,
+        attr: r.attr,
+        ended,
+        stop_ns,
+        probes,
+        hlog_error: r.hlog_error,
+    })
+}
+
+/// A signal, or a workload thread moved off its CPU: the run ends early (with what to say).
+fn stop_asked(source: &dyn StallSource) -> Option<(EndReason, String)> {
+    if let Some(sig) = signals::received() {
+        let name = signals::name(sig);
+        return Some((
+            EndReason::Interrupted(format!("{name} received")),
+            format!("{name}: stopping early, writing what was measured"),
+        ));
+    }
+    let why = source.lost_placement()?;
+    Some((
+        EndReason::CpuLost(why.clone()),
+        format!("stopping early: {why}"),
+    ))
+}
+
+/// Stops the probes and takes their last records; what was measured is still written when
+/// they end badly.
+fn stop_probes(
+    probe: Option<(ProbeSession, std::sync::mpsc::Receiver<ProbeBatch>)>,
+    attr: &mut RunAttribution,
+    out: &mut Console,
+) -> Option<(Vec<AttachStatus>, ProbeSummary)> {
+    let (session, rx) = probe?;
+    let attach = session.attach_report().to_vec();
+    let summary = session.stop().unwrap_or_else(|e| {
+        let _ = writeln!(
+            out,
+            "WARNING: the kernel probes did not stop cleanly ({e}); their counters are missing from the report"
+        );
+        ProbeSummary::default()
+    });
+    while let Ok(batch) = rx.try_recv() {
+        take_records(attr, batch);
+    }
+    Some((attach, summary))
+}
+
+/// The probes' records into the attribution.
+fn take_records(attr: &mut RunAttribution, batch: Vec<Record>) {
+    for r in batch {
+        match r {
+            Record::Interruption(i) => attr.interruption(i),
+            Record::Cause(c) => attr.cause(c),
+            Record::Steal(s) => attr.steal(s),
+            Record::Lost {
+                cpu,
+                start_ns,
+                end_ns,
+                count,
+            } => attr.lost(cpu, start_ns, end_ns, count),
+        }
+    }
+}
+
+impl Recorder {
+    fn new(plan: &RunPlan, p: &Prepared) -> Self {
+        let cfg = &p.cfg;
+        let steal_clock = p.probe.as_ref().is_some_and(|(s, _)| s.steal_clock());
+        Recorder {
+            totals: cfg
+                .consumer_cpus
+                .iter()
+                .map(|_| ConsumerTotals {
+                    transit: new_histogram(),
+                    inter_message: new_histogram(),
+                    last_transit: None,
+                    last_messages: 0,
+                    last_interval_ns: 0,
+                })
+                .collect(),
+            attr: RunAttribution::new(
+                cfg.producer_cpu,
+                cfg.consumer_cpus.clone(),
+                plan.keep_stalls,
+                p.probe.is_some(),
+                steal_clock,
+                p.record_from,
+            ),
+            view_totals: cfg.consumer_cpus.iter().map(|_| new_histogram()).collect(),
+            live: initial_model(plan, p),
+            hlog_error: None,
+            cpu_first: None,
+            cpu_last: None,
+            next_trim: p.record_from + TRIM_EVERY_NS,
+        }
+    }
+
+    /// One turn of the loop: drain, attribute, trim, sample jitterscope's own CPU time.
+    fn turn(&mut self, p: &mut Prepared) {
+        self.drain(p);
+        if let Some((_, rx)) = &p.probe {
+            while let Ok(batch) = rx.try_recv() {
+                take_records(&mut self.attr, batch);
+            }
+        }
+        let now = monotonic_ns();
+        self.attr.decide(now.saturating_sub(DECISION_LAG_NS));
+        if now >= self.next_trim {
+            self.next_trim = now + TRIM_EVERY_NS;
+            crate::system::give_back_memory();
+        }
+        if now >= p.record_from {
+            let sample = p.workload.cpu_ns().map(|workload_ns| CpuSample {
+                at_ns: now,
+                process_ns: cputime::process_cpu_ns(),
+                workload_ns,
+            });
+            if self.cpu_first.is_none() {
+                self.cpu_first = sample;
+            }
+            self.cpu_last = sample.or(self.cpu_last);
+        }
+    }
+
+    /// Everything the stall source produced since the last turn.
+    fn drain(&mut self, p: &mut Prepared) {
+        let (totals, attr, live, view_totals, hlog_error) = (
+            &mut self.totals,
+            &mut self.attr,
+            &mut self.live,
+            &mut self.view_totals,
+            &mut self.hlog_error,
+        );
+        let (hlog, base_mono) = (&mut p.hlog, p.base_mono);
+        StallSource::drain(&mut p.workload, &mut |o| match o {
+            Output::Stall(s) => {
+                attr.stall(s);
+                None
+            }
+            Output::Spike(s) => {
+                attr.spike(s);
+                None
+            }
+            Output::Interval { consumer, hists } => {
+                let t = &mut totals[consumer];
+                // Same bounds everywhere, so adding cannot fail.
+                let _ = t.transit.add(&hists.transit);
+                let _ = t.inter_message.add(&hists.inter_message);
+                t.last_transit = Some(Summary::brief(&hists.transit));
+                t.last_messages = hists.transit.len();
+                t.last_interval_ns = hists.end_ns.saturating_sub(hists.start_ns);
+                let _ = view_totals[consumer].add(&hists.transit);
+                if !hists.transit.is_empty() {
+                    live.push_max(consumer, hists.transit.max());
+                }
+                write_interval(hlog, consumer, &hists, base_mono, hlog_error);
+                Some(hists)
+            }
+        });
+    }
+
+    /// Brings the live model up to date.
+    fn update_live(&mut self, p: &Prepared, now: Nanos) {
+        let live = &mut self.live;
+        live.elapsed_ns = now.saturating_sub(p.record_from).min(live.planned_ns);
+        live.messages_per_s = self
+            .totals
+            .first()
+            .filter(|t| t.last_interval_ns > 0)
+            .map_or(0.0, |t| {
+                t.last_messages as f64 * 1e9 / t.last_interval_ns as f64
+            });
+        live.stalls = self.attr.book.count();
+        live.lost = self.attr.lost_records + StallSource::counters(&p.workload).queue_drops;
+        live.bpf_cost = p
+            .probe
+            .as_ref()
+            .and_then(|(s, _)| s.live_cost())
+            .filter(|c| c.events > 0)
+            .map(|c| {
+                (
+                    c.run_time_ns as f64 / c.events as f64,
+                    c.run_time_ns as f64 / now.saturating_sub(p.record_from).max(1) as f64,
+                )
+            });
+        for (i, c) in live.consumers.iter_mut().enumerate() {
+            c.interval = self.totals.get(i).and_then(|t| t.last_transit.clone());
+            c.total = self
+                .view_totals
+                .get(i)
+                .filter(|h| !h.is_empty())
+                .map(Summary::brief);
+        }
+        if self.attr.probes_on {
+            live.culprits = culprit_rows(&self.attr, p.record_from);
+        }
+        for v in &self.attr.fresh_spikes {
+            let line = text::spike_line(p.record_from, &spike_entry(v, self.attr.probes_on));
+            if live.feed.back() != Some(&line) {
+                live.push_feed(line);
+            }
+        }
+    }
+}
+
+/// The ranking as the live view lists it: inferred time is a row of its own, never added to
+/// a culprit's measured time.
+fn culprit_rows(attr: &RunAttribution, record_from: Nanos) -> Vec<CulpritRow> {
+    let mut rows: Vec<CulpritRow> = Vec::new();
+    for c in attr.ranking.brief().into_iter().take(50) {
+        let all = c.total_ns().max(1) as f64;
+        let row = |name: String, ns: Nanos| CulpritRow {
+            class: c.class.as_str().to_string(),
+            name,
+            detail: c.detail.clone(),
+            count: c.episodes,
+            total_ns: ns,
+            max_ns: c.longest_ns,
+            last_seen_ns: c.last_ns.saturating_sub(record_from),
+            share: c.share * ns as f64 / all,
+        };
+        if c.measured_ns > 0 || c.inferred_ns == 0 {
+            rows.push(row(c.name.clone(), c.measured_ns));
+        }
+        if c.inferred_ns > 0 {
+            rows.push(row(inferred_row_name(&c.name), c.inferred_ns));
+        }
+    }
+    rows.sort_by_key(|r| std::cmp::Reverse(r.total_ns));
+    rows
+}
+
+fn initial_model(plan: &RunPlan, p: &Prepared) -> LiveModel {
+    let cfg = &p.cfg;
+    LiveModel {
+        label: plan.label.clone(),
+        producer_cpu: cfg.producer_cpu,
+        consumer_cpus: cfg.consumer_cpus.clone(),
+        kernel: crate::system::kernel_release(),
+        planned_ns: cfg.duration_ns,
+        probes: p.probe.is_some(),
+        consumers: cfg
+            .consumer_cpus
+            .iter()
+            .enumerate()
+            .map(|(i, &cpu)| ConsumerView {
+                name: consumer_key(i),
+                cpu,
+                ..ConsumerView::default()
+            })
+            .collect(),
+        note: p.every_cpu_measured.then(|| {
+            "every CPU is measured: the display refreshes once a second and its cost shows under `self`".to_string()
+        }),
+        ..LiveModel::default()
+    }
+}
+
+fn write_interval(
+    hlog: &mut HlogWriter,
+    consumer: usize,
+    h: &IntervalHistograms,
+    base_mono: Nanos,
+    error: &mut Option<std::io::Error>,
+) {
+    if error.is_some() || h.transit.is_empty() {
+        return;
+    }
+    let offset = h.start_ns.saturating_sub(base_mono);
+    let length = h.end_ns.saturating_sub(h.start_ns);
+    let key = consumer_key(consumer);
+    for (kind, hist) in [("transit", &h.transit), ("inter_message", &h.inter_message)] {
+        if let Err(e) = hlog.write(&format!("{key}.{kind}"), hist, offset, length) {
+            *error = Some(e);
+            return;
+        }
+    }
+}
