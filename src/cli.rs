@@ -389,19 +389,19 @@ fn parse_bounded(text: &str, min: Nanos, max: Nanos, what: &str) -> Result<Nanos
     if ns == 0 {
         return Err(format!(
             "zero is not a usable {what}; give e.g. {}",
-            crate::report::units::fmt_ns(min.max(1) * 10)
+            crate::units::fmt_ns(min.max(1) * 10)
         ));
     }
     if ns < min {
         return Err(format!(
             "below the smallest {what} ({})",
-            crate::report::units::fmt_ns(min)
+            crate::units::fmt_ns(min)
         ));
     }
     if ns > max {
         return Err(format!(
             "above the largest {what} ({})",
-            crate::report::units::fmt_ns(max)
+            crate::units::fmt_ns(max)
         ));
     }
     Ok(ns)

@@ -372,7 +372,7 @@ fn probe(args: ProbeArgs) -> Result<()> {
         println!(
             "watching CPU {} for {} (Ctrl-C ends early)",
             jitterscope::system::cpus::format_list(&cpus),
-            jitterscope::report::units::fmt_ns(args.duration)
+            jitterscope::units::fmt_ns(args.duration)
         );
     }
     let mut all: Vec<Record> = Vec::new();
@@ -447,7 +447,7 @@ fn noise(args: NoiseArgs) -> Result<()> {
         args.kind,
         cpu[0],
         args.rate,
-        jitterscope::report::units::fmt_ns(args.duration)
+        jitterscope::units::fmt_ns(args.duration)
     );
     let stop = || jitterscope::signals::received().is_some();
     let log = match inject(args.kind, cpu[0], args.rate, args.duration, &stop) {
@@ -528,7 +528,7 @@ fn tune(args: TuneArgs) -> Result<()> {
     println!(
         "holding {} changes for {} (Ctrl-C restores now; after a kill: jitterscope restore)",
         t.changes().len(),
-        jitterscope::report::units::fmt_ns(args.hold)
+        jitterscope::units::fmt_ns(args.hold)
     );
     let end = jitterscope::workload::clock::monotonic_ns() + args.hold;
     while jitterscope::workload::clock::monotonic_ns() < end

@@ -1,7 +1,7 @@
 //! What to do about each culprit, with the command for this machine's values.
 
 use crate::model::{Cpu, CulpritClass};
-use crate::system::cpus::{cpumask_hex, format_list};
+use crate::units::{cpumask_hex, format_list};
 
 /// The machine facts advice depends on.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -40,7 +40,7 @@ use crate::model::{
     vector, Cause, CauseKind, Cpu, CulpritClass, Interruption, Nanos, Spike, Stall, StealSample,
     ThreadRole,
 };
-use crate::report::units::fmt_ns;
+use crate::units::fmt_ns;
 
 #[derive(Debug, Clone)]
 pub struct EngineConfig {

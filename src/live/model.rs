@@ -3,8 +3,8 @@
 use std::collections::VecDeque;
 
 use crate::model::{Cpu, Nanos};
-use crate::report::seed::Summary;
-use crate::report::units::fmt_ns;
+use crate::summary::Summary;
+use crate::units::fmt_ns;
 
 /// How many interval maxima the latency chart keeps (one per second).
 pub const HISTORY: usize = 300;

@@ -10,9 +10,9 @@ use ratatui::widgets::{
 use ratatui::Frame;
 
 use super::model::{ConsumerView, LiveModel};
-use crate::report::seed::PERCENTILES;
-use crate::report::units::fmt_ns;
-use crate::system::cpus::format_list;
+use crate::summary::PERCENTILES;
+use crate::units::fmt_ns;
+use crate::units::format_list;
 
 /// Below this the minimal layout is used.
 pub const MIN_WIDTH: u16 = 80;
@@ -125,7 +125,7 @@ fn percentiles(c: &ConsumerView) -> Table<'static> {
         .iter()
         .map(|k| {
             let label = PERCENTILES.iter().find(|p| p.0 == *k).map_or(*k, |p| p.1);
-            let get = |s: &Option<crate::report::seed::Summary>| {
+            let get = |s: &Option<crate::summary::Summary>| {
                 s.as_ref()
                     .and_then(|s| s.percentile(k))
                     .map(fmt_ns)
@@ -138,7 +138,7 @@ fn percentiles(c: &ConsumerView) -> Table<'static> {
             ])
         })
         .collect();
-    let max = |s: &Option<crate::report::seed::Summary>| {
+    let max = |s: &Option<crate::summary::Summary>| {
         s.as_ref()
             .map(|s| fmt_ns(s.max))
             .unwrap_or_else(|| "–".into())

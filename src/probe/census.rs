@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use super::decode::Record;
 use super::{AttachState, AttachStatus, ProbeSummary};
 use crate::model::{without_pid, CauseKind, Cpu, CulpritClass, Nanos};
-use crate::report::units::fmt_ns;
+use crate::units::fmt_ns;
 
 /// One line of the log, times relative to `base_ns`.
 pub fn log_line(r: &Record, base_ns: Nanos) -> String {
@@ -131,7 +131,7 @@ pub fn summary(
     let _ = writeln!(
         s,
         "== Interruptions on CPU {} over {} ==",
-        crate::system::cpus::format_list(cpus),
+        crate::units::format_list(cpus),
         fmt_ns(duration_ns)
     );
     let _ = writeln!(

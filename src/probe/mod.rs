@@ -683,7 +683,7 @@ fn drain_thread(
 ) -> Result<ProbeSummary, ProbeError> {
     if !cfg.drain_cpus.is_empty() {
         // Best effort: the drain thread belongs on a housekeeping CPU.
-        let _ = crate::workload::affinity::set_current_thread_cpus(&cfg.drain_cpus);
+        let _ = crate::platform::affinity::set_current_thread_cpus(&cfg.drain_cpus);
     }
     // Symbols first: reading /proc/kallsyms takes a while, and records must flow from the
     // moment `start` returns.

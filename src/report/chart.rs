@@ -6,8 +6,8 @@
 use std::fmt::Write as _;
 
 use super::runfile::RunFile;
-use super::units::fmt_ns;
-use crate::system::cpus::format_list;
+use crate::units::fmt_ns;
+use crate::units::format_list;
 
 /// One curve: a name and (quantile, value ns) points in increasing quantile order.
 pub struct Series<'a> {

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use super::chart::{percentile_chart, Series};
 use super::runfile::RunFile;
 use super::seed::PERCENTILES;
-use super::units::fmt_ns;
+use crate::units::fmt_ns;
 
 /// A culprit's identity across runs: pids differ from run to run, so `comm[pid]` compares as
 /// `comm`.

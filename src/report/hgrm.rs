@@ -6,8 +6,7 @@ use std::fmt::Write as _;
 
 use hdrhistogram::Histogram;
 
-/// Percentile ticks per half distance, as HdrHistogram's own tools use.
-pub const TICKS_PER_HALF_DISTANCE: u32 = 5;
+pub use crate::summary::TICKS_PER_HALF_DISTANCE;
 
 /// Renders the distribution of `h` with values divided by `unit_ratio` (1000 for ns → µs).
 pub fn percentile_distribution(h: &Histogram<u64>, unit_ratio: f64) -> String {

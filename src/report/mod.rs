@@ -13,4 +13,4 @@ pub mod runfile;
 pub mod seed;
 pub mod stalls;
 pub mod text;
-pub mod units;
+pub use crate::units;

@@ -4,8 +4,8 @@
 use std::fmt::Write as _;
 
 use super::runfile::{CpuStalls, StallSummary};
-use super::units::fmt_ns;
 use crate::attribution::book::StallTotals;
+use crate::units::fmt_ns;
 
 impl From<StallTotals> for StallSummary {
     fn from(t: StallTotals) -> Self {

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use super::runfile::{CulpritEntry, RunFile, StallCulprit, StallEntry};
 use super::seed;
 use super::stalls::render_summary;
-use super::units::fmt_ns;
+use crate::units::fmt_ns;
 
 /// How many of the worst stalls the reports show (the run file may keep more).
 pub const WORST_SHOWN: usize = 10;

@@ -17,8 +17,8 @@ use crate::report::runfile::{
     ConsumerHistograms, CpuCount, CpuSteal, Lost, Overhead, ProbeInfo, ProgramCostEntry, RunFile,
     RunInfo, Settings, SCHEMA,
 };
-use crate::report::seed::Summary;
 use crate::report::{export, hgrm, text};
+use crate::summary::Summary;
 
 pub(super) fn finish(
     plan: &RunPlan,

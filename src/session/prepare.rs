@@ -8,15 +8,15 @@ use anyhow::{Context, Result};
 
 use super::{check_startup, Console, RunPlan};
 use crate::model::{Cpu, Nanos};
+use crate::platform::affinity::{self, AffinityGuard};
+use crate::platform::clock::{monotonic_ns, unix_ns};
 use crate::probe::{AttachState, ProbeBatch, ProbeConfig, ProbeSession, ThreadRegistrar};
 use crate::report::files::{file_stem, utc_stamp};
 use crate::report::hlog::HlogWriter;
 use crate::report::runfile::Floor;
-use crate::report::units::fmt_ns;
 use crate::system::claim::CpuClaim;
 use crate::system::cpus::{format_list, Topology};
-use crate::workload::affinity::{self, AffinityGuard};
-use crate::workload::clock::{monotonic_ns, unix_ns};
+use crate::units::fmt_ns;
 use crate::workload::{ThreadStart, Workload, WorkloadConfig, WorkloadThread};
 
 /// A run ready to record: what it holds until it ends.

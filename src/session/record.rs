@@ -16,15 +16,15 @@ use crate::live::frontend::Frontend;
 use crate::live::model::ConsumerView;
 use crate::live::{CulpritRow, LiveModel};
 use crate::model::Nanos;
+use crate::platform::clock::monotonic_ns;
 use crate::probe::decode::Record;
 use crate::probe::{AttachStatus, ProbeBatch, ProbeSession, ProbeSummary};
 use crate::report::build::{consumer_key, spike_entry};
 use crate::report::hlog::HlogWriter;
-use crate::report::seed::Summary;
 use crate::report::text::{self, inferred_row_name};
 use crate::signals;
+use crate::summary::Summary;
 use crate::system::cputime;
-use crate::workload::clock::monotonic_ns;
 use crate::workload::histograms::{new_histogram, IntervalHistograms};
 use crate::workload::Output;
 

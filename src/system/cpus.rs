@@ -2,6 +2,8 @@
 //! present, online and allowed sets.
 
 use crate::model::Cpu;
+/// Formatting lives with the vocabulary; these names stay for the layers above.
+pub use crate::units::{cpumask_hex, format_list};
 
 /// Parses a kernel CPU list (`/sys/devices/system/cpu/online`). Empty text is an empty list.
 pub fn parse_kernel_list(text: &str) -> Option<Vec<Cpu>> {
@@ -19,47 +21,6 @@ pub fn parse_kernel_list(text: &str) -> Option<Vec<Cpu>> {
         }
     }
     Some(out)
-}
-
-/// Prints a CPU list compactly, collapsing runs: `[0,1,2,5]` → `0-2,5`.
-pub fn format_list(cpus: &[Cpu]) -> String {
-    let mut sorted = cpus.to_vec();
-    sorted.sort_unstable();
-    sorted.dedup();
-    let mut parts = Vec::new();
-    let mut i = 0;
-    while i < sorted.len() {
-        let start = sorted[i];
-        let mut end = start;
-        while i + 1 < sorted.len() && sorted[i + 1] == end + 1 {
-            i += 1;
-            end = sorted[i];
-        }
-        parts.push(if start == end {
-            start.to_string()
-        } else {
-            format!("{start}-{end}")
-        });
-        i += 1;
-    }
-    parts.join(",")
-}
-
-/// `0,2` → `5`: the kernel's hex cpumask.
-pub fn cpumask_hex(cpus: &[Cpu]) -> String {
-    let words = cpus.iter().map(|&c| c as usize / 32 + 1).max().unwrap_or(1);
-    let mut w = vec![0u32; words];
-    for &c in cpus {
-        w[c as usize / 32] |= 1 << (c % 32);
-    }
-    let s: Vec<String> = w.iter().rev().map(|x| format!("{x:08x}")).collect();
-    let joined = s.join(",");
-    let t = joined.trim_start_matches(['0', ',']);
-    if t.is_empty() {
-        "0".into()
-    } else {
-        t.into()
-    }
 }
 
 fn read_list(path: &str) -> Option<Vec<Cpu>> {
@@ -82,7 +43,7 @@ impl Topology {
         });
         let present =
             read_list("/sys/devices/system/cpu/present").unwrap_or_else(|| online.clone());
-        let allowed = crate::workload::affinity::allowed_cpus().unwrap_or_else(|_| online.clone());
+        let allowed = crate::platform::affinity::allowed_cpus().unwrap_or_else(|_| online.clone());
         Topology {
             present,
             online,

@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use super::measured::Measured;
 use super::perf::{NetDurations, Vector};
 use crate::model::{without_pid, CulpritClass, Nanos};
-use crate::report::units::fmt_ns;
+use crate::units::fmt_ns;
 
 /// How close the two must be.
 #[derive(Debug, Clone, PartialEq)]

@@ -6,8 +6,8 @@
 //! Hot path rules: no allocation, no syscall, no lock. Everything leaves a spinning thread
 //! through lock-free SPSC queues that the session drains from its own thread.
 
-pub mod affinity;
-pub mod clock;
+pub use crate::platform::affinity;
+pub use crate::platform::clock;
 pub mod histograms;
 pub mod pingpong;
 pub mod ring;
@@ -401,7 +401,7 @@ impl Workload {
                 "{} (tid {}) was moved off CPU {cpu}: {why}; it may now run on CPU {}, so the measurement stopped here",
                 t.name,
                 t.tid,
-                crate::system::cpus::format_list(&now)
+                crate::units::format_list(&now)
             ));
         }
         None

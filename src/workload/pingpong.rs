@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use hdrhistogram::Histogram;
 
-use super::affinity::pin_current_thread;
-use super::clock::monotonic_ns;
 use super::histograms::new_histogram;
 use super::spsc::CachePadded;
 use crate::model::Cpu;
+use crate::platform::affinity::pin_current_thread;
+use crate::platform::clock::monotonic_ns;
 
 /// Measures `rounds` round trips between `a` (timing side) and `b`; returns the histogram
 /// of one-way times (round trip / 2) in ns.

@@ -14,9 +14,9 @@ use std::thread::JoinHandle;
 use serde::Serialize;
 
 use crate::model::{Cpu, Nanos};
+use crate::platform::affinity;
+use crate::platform::clock::monotonic_ns;
 use crate::system::tuning::Tuner;
-use crate::workload::affinity;
-use crate::workload::clock::monotonic_ns;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]

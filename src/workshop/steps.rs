@@ -11,10 +11,10 @@ use anyhow::{Context, Result};
 use super::noise::{steerable_irq, NoiseKind, NoiseSet};
 use crate::model::Cpu;
 use crate::report::runfile::RunFile;
-use crate::report::units::fmt_ns;
 use crate::session::{self, RunPlan};
 use crate::system::actions;
 use crate::system::tuning::Tuner;
+use crate::units::fmt_ns;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
 pub enum Step {
