@@ -279,7 +279,7 @@ fn run_workload(args: RunArgs) -> Result<()> {
         }
     })?;
     let _ = out.flush();
-    if outcome.run.run.ended == "cpu_lost" {
+    if outcome.run.run.ended == jitterscope::model::Ended::CpuLost {
         return Err(anyhow::anyhow!(
             "the run ended early: {}; {} holds what was measured until then (marked cpu_lost)",
             outcome.run.run.end_reason,
@@ -603,7 +603,7 @@ fn workshop(args: WorkshopArgs) -> Result<()> {
             continue;
         }
         let (run, checks) = run_step(step, &base, &others, &mut out)?;
-        let interrupted = run.run.ended != "completed";
+        let interrupted = run.run.ended != jitterscope::model::Ended::Completed;
         passed += checks.iter().filter(|c| c.passed).count();
         total += checks.len();
         runs.push((step.title().to_string(), run));

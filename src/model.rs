@@ -172,7 +172,7 @@ impl CulpritClass {
 
 impl fmt::Display for CulpritClass {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 
@@ -188,6 +188,33 @@ pub mod vector {
     pub const X86_PLATFORM_IPI: u64 = 7;
     pub const SPURIOUS: u64 = 8;
     pub const ERROR: u64 = 9;
+}
+
+/// How a run ended (the run file's `ended`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Ended {
+    Completed,
+    /// A signal or the live view ended it early.
+    Interrupted,
+    /// A workload thread was moved off its CPU (offlined, cpuset changed).
+    CpuLost,
+}
+
+impl Ended {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ended::Completed => "completed",
+            Ended::Interrupted => "interrupted",
+            Ended::CpuLost => "cpu_lost",
+        }
+    }
+}
+
+impl fmt::Display for Ended {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
 }
 
 /// One completed episode during which something other than the workload held a CPU (or a

@@ -9,6 +9,7 @@ use std::path::Path;
 use std::process::Command;
 
 use common::*;
+use jitterscope::model::CulpritClass;
 use jitterscope::report::runfile::{RunFile, StallEntry};
 use jitterscope::workload::clock::monotonic_ns;
 
@@ -49,7 +50,12 @@ fn top_on(run: &RunFile, cpu: u32) -> (String, String, String) {
     let c = run
         .culprits
         .iter()
-        .filter(|c| !matches!(c.class.as_str(), "unexplained" | "hypervisor"))
+        .filter(|c| {
+            !matches!(
+                c.class,
+                CulpritClass::Unexplained | CulpritClass::Hypervisor
+            )
+        })
         .max_by_key(|c| {
             c.cpus
                 .iter()
@@ -58,7 +64,11 @@ fn top_on(run: &RunFile, cpu: u32) -> (String, String, String) {
                 .sum::<u64>()
         })
         .expect("culprits");
-    (c.class.clone(), c.name.clone(), c.detail.clone())
+    (
+        c.class.as_str().to_string(),
+        c.name.clone(),
+        c.detail.clone(),
+    )
 }
 
 fn has(s: &StallEntry, f: impl Fn(&jitterscope::report::runfile::StallCulprit) -> bool) -> bool {
@@ -101,7 +111,7 @@ fn stat_refresh_kworkers_are_the_top_culprit_and_explain_their_stalls() {
         .filter(|s| s.cpu == CONSUMER as u32)
         .filter(|s| {
             has(s, |c| {
-                c.class == "kworker" && c.detail == "refresh_vm_stats"
+                c.class == CulpritClass::Kworker && c.detail == "refresh_vm_stats"
             })
         })
         .map(|s| (s.start_ns, s.end_ns))
@@ -225,7 +235,10 @@ fn a_steered_irq_is_found_by_its_name() {
     let irq_stalls: Vec<&StallEntry> = run
         .stalls
         .iter()
-        .filter(|s| s.cpu == CONSUMER as u32 && has(s, |c| c.class == "irq" && c.name == expected))
+        .filter(|s| {
+            s.cpu == CONSUMER as u32
+                && has(s, |c| c.class == CulpritClass::Irq && c.name == expected)
+        })
         .collect();
     assert!(
         irq_stalls.len() >= 50,
@@ -235,7 +248,7 @@ fn a_steered_irq_is_found_by_its_name() {
     let irq_row = run
         .culprits
         .iter()
-        .find(|c| c.class == "irq" && c.name == expected)
+        .find(|c| c.class == CulpritClass::Irq && c.name == expected)
         .expect("ranked");
     assert!(
         irq_row

@@ -11,6 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
+use jitterscope::model::{CulpritClass, Ended};
 use jitterscope::report::runfile::RunFile;
 
 fn js() -> Command {
@@ -235,7 +236,7 @@ fn a_signal_at_any_stage_stops_the_run_cleanly() {
         } else {
             written += 1;
             let run = complete_files(&dir);
-            assert_eq!(run.run.ended, "interrupted", "{case}");
+            assert_eq!(run.run.ended, Ended::Interrupted, "{case}");
             assert!(run.run.end_reason.contains("received"), "{case}");
             assert!(out.contains("these figures are partial"), "{case}");
         }
@@ -413,7 +414,7 @@ fn assert_ended_with_cpu_lost(dir: &Path, code: Option<i32>, cause: &str) {
     );
     assert!(out.contains("stopping early"), "{out}");
     let run = complete_files(dir);
-    assert_eq!(run.run.ended, "cpu_lost");
+    assert_eq!(run.run.ended, Ended::CpuLost);
     assert!(
         run.run.end_reason.contains("was moved off CPU 1"),
         "{run:?}"
@@ -726,11 +727,16 @@ fn storms_on_a_measured_cpu_count_drops_per_cpu_and_mark_stalls_incomplete() {
         assert!(!incomplete.is_empty(), "{stressor}");
         for s in &incomplete {
             assert!(
-                s.culprits.iter().all(|c| c.class != "unexplained"),
+                s.culprits
+                    .iter()
+                    .all(|c| c.class != CulpritClass::Unexplained),
                 "{stressor}: {s:?}"
             );
         }
-        assert!(run.culprits.iter().any(|c| c.class == "lost"), "{stressor}");
+        assert!(
+            run.culprits.iter().any(|c| c.class == CulpritClass::Lost),
+            "{stressor}"
+        );
         assert!(
             stdout.contains("[incomplete: kernel records were lost]"),
             "{stressor}"

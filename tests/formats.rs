@@ -7,6 +7,7 @@ mod common;
 use common::golden;
 
 use hdrhistogram::Histogram;
+use jitterscope::model::{CulpritClass, Ended};
 use jitterscope::report::{hgrm, seed};
 
 fn fixture() -> Histogram<u64> {
@@ -64,15 +65,17 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
     use jitterscope::report::runfile::*;
     let summary = seed::Summary::of(&fixture());
     let culprit =
-        |class: &str, name: &str, detail: &str, via: &str, ns: u64, share: f64| StallCulprit {
-            class: class.into(),
-            name: name.into(),
-            detail: detail.into(),
-            via: via.into(),
-            measured_ns: ns,
-            inferred_ns: 0,
-            episodes: 1,
-            share,
+        |class: CulpritClass, name: &str, detail: &str, via: &str, ns: u64, share: f64| {
+            StallCulprit {
+                class,
+                name: name.into(),
+                detail: detail.into(),
+                via: via.into(),
+                measured_ns: ns,
+                inferred_ns: 0,
+                episodes: 1,
+                share,
+            }
         };
     RunFile {
         schema: SCHEMA.into(),
@@ -86,7 +89,7 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
             duration_ns: 30_000_000_000,
             kernel: "6.18.0".into(),
             host: "bench".into(),
-            ended: "completed".into(),
+            ended: Ended::Completed,
             end_reason: String::new(),
             settings: Settings {
                 pinned: true,
@@ -134,7 +137,7 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
                 explained_share: Some(0.954),
                 culprits: vec![
                     culprit(
-                        "kworker",
+                        CulpritClass::Kworker,
                         "kworker/3:1",
                         "vmstat_update",
                         "queued by swapper/3[0] on CPU 3",
@@ -144,7 +147,7 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
                     StallCulprit {
                         inferred_ns: 1_200,
                         ..culprit(
-                            "timer_tick",
+                            CulpritClass::TimerTick,
                             "local timer",
                             "scheduler tick",
                             "",
@@ -153,7 +156,7 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
                         )
                     },
                     culprit(
-                        "hypervisor",
+                        CulpritClass::Hypervisor,
                         "host preemption",
                         "the host kept vCPU 3 off its physical CPU (KVM steal clock)",
                         "",
@@ -161,7 +164,7 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
                         0.0274,
                     ),
                     culprit(
-                        "unexplained",
+                        CulpritClass::Unexplained,
                         "no kernel event",
                         "no kernel event and no steal: host interrupt handling, VM exits, SMI or hardware",
                         "",
@@ -179,14 +182,14 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
                 end_ns: 21_000_120_000,
                 duration_ns: 120_000,
                 explained_share: Some(1.0),
-                culprits: vec![culprit("irq", "36 virtio1-req.0", "", "", 120_000, 1.0)],
+                culprits: vec![culprit(CulpritClass::Irq, "36 virtio1-req.0", "", "", 120_000, 1.0)],
                 incomplete: true,
                 timeline: vec![],
             },
         ],
         culprits: vec![
             CulpritEntry {
-                class: "kworker".into(),
+                class: CulpritClass::Kworker,
                 name: "kworker/3:1".into(),
                 detail: "vmstat_update".into(),
                 episodes: 2,
@@ -202,7 +205,7 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
                 }],
             },
             CulpritEntry {
-                class: "irq".into(),
+                class: CulpritClass::Irq,
                 name: "36 virtio1-req.0".into(),
                 detail: String::new(),
                 episodes: 1,
@@ -218,7 +221,7 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
                 }],
             },
             CulpritEntry {
-                class: "timer_tick".into(),
+                class: CulpritClass::TimerTick,
                 name: "local timer".into(),
                 detail: "scheduler tick".into(),
                 episodes: 1,
@@ -234,7 +237,7 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
                 }],
             },
             CulpritEntry {
-                class: "hypervisor".into(),
+                class: CulpritClass::Hypervisor,
                 name: "host preemption".into(),
                 detail: "KVM steal clock".into(),
                 episodes: 1,
@@ -250,7 +253,7 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
                 }],
             },
             CulpritEntry {
-                class: "unexplained".into(),
+                class: CulpritClass::Unexplained,
                 name: "no kernel event".into(),
                 detail: "hypervisor preemption, SMI or hardware".into(),
                 episodes: 1,
@@ -279,16 +282,16 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
             producer_culprits: vec![],
             consumer_culprits: vec![
                 culprit(
-                    "kworker",
+                    CulpritClass::Kworker,
                     "kworker/3:1",
                     "vmstat_update",
                     "",
                     171_000,
                     0.895,
                 ),
-                culprit("timer_tick", "local timer", "", "", 3_100, 0.016),
+                culprit(CulpritClass::TimerTick, "local timer", "", "", 3_100, 0.016),
                 culprit(
-                    "unexplained",
+                    CulpritClass::Unexplained,
                     "no kernel event",
                     "hypervisor preemption, SMI or hardware",
                     "",
@@ -409,9 +412,9 @@ fn compare_matches_golden_and_its_chart_has_one_curve_per_run() {
         .insert("99.99".into(), 9_000);
     b.histograms[0].transit.max = 20_000;
     // The IRQ is gone in the second run; a new task appeared.
-    b.culprits.retain(|c| c.class != "irq");
+    b.culprits.retain(|c| c.class != CulpritClass::Irq);
     let mut task = b.culprits[0].clone();
-    task.class = "task".into();
+    task.class = CulpritClass::Task;
     task.name = "stress[999]".into();
     task.detail = "SCHED_OTHER".into();
     task.measured_ns = 50_000;

@@ -9,6 +9,7 @@ use std::time::Duration;
 use common::*;
 use jitterscope::live::model::ConsumerView;
 use jitterscope::live::{view, CulpritRow, LiveModel, SortKey};
+use jitterscope::model::CulpritClass;
 use jitterscope::report::seed::Summary;
 use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
@@ -46,7 +47,7 @@ fn model() -> LiveModel {
         }],
         culprits: vec![
             CulpritRow {
-                class: "kworker".into(),
+                class: CulpritClass::Kworker,
                 name: "kworker/3:1".into(),
                 detail: "refresh_vm_stats".into(),
                 count: 40,
@@ -56,7 +57,7 @@ fn model() -> LiveModel {
                 share: 0.61,
             },
             CulpritRow {
-                class: "timer_tick".into(),
+                class: CulpritClass::TimerTick,
                 name: "local timer".into(),
                 detail: String::new(),
                 count: 3000,
@@ -267,7 +268,7 @@ fn sigterm_during_the_live_view_restores_the_terminal_and_writes_the_files() {
         "the terminal was left in raw mode:\n{stty}"
     );
     let run = jitterscope::report::runfile::RunFile::read(&run_file_in(&runs)).unwrap();
-    assert_eq!(run.run.ended, "interrupted");
+    assert_eq!(run.run.ended, jitterscope::model::Ended::Interrupted);
 }
 
 /// A private tmux server (its own socket), killed when the test ends, also on failure.

@@ -278,12 +278,12 @@ fn each_noise_kind_is_attributed_by_name_in_a_run() {
             c.cpus.iter().any(|x| x.cpu == CPU && x.measured_ns > 0)
         };
         let found = r.culprits.iter().filter(on_cpu1).any(|c| match kind {
-            "kworker" => c.class == "kworker" && c.detail == "refresh_vm_stats",
-            "task" => c.class == "task" && c.name.starts_with("js-noise-task["),
-            "timer" => c.class == "task" && c.name.starts_with("js-noise-timer["),
+            "kworker" => c.class == CulpritClass::Kworker && c.detail == "refresh_vm_stats",
+            "task" => c.class == CulpritClass::Task && c.name.starts_with("js-noise-task["),
+            "timer" => c.class == CulpritClass::Task && c.name.starts_with("js-noise-timer["),
             _ => {
                 let (n, name) = irq.as_ref().unwrap();
-                c.class == "irq" && c.name == format!("{n} {name}")
+                c.class == CulpritClass::Irq && c.name == format!("{n} {name}")
             }
         });
         let names: Vec<String> = r

@@ -12,6 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::*;
+use jitterscope::model::CulpritClass;
 use jitterscope::report::runfile::RunFile;
 
 /// `comm[pid]` → (comm, pid); other names (IRQs, `kworker/1:0`, `local timer`) → None.
@@ -100,20 +101,20 @@ fn a_run_in_a_pid_namespace_blames_neither_the_workload_nor_other_processes_as_s
 
     let run = RunFile::read(&run_file_in(&out_dir)).unwrap_or_else(|e| panic!("{e}"));
     // Every culprit the run file names: the ranking's, every kept stall's and spike's.
-    let mut named: Vec<(String, String)> = run
+    let mut named: Vec<(CulpritClass, String)> = run
         .culprits
         .iter()
-        .map(|c| (c.class.clone(), c.name.clone()))
+        .map(|c| (c.class, c.name.clone()))
         .collect();
     for s in &run.stalls {
-        named.extend(s.culprits.iter().map(|c| (c.class.clone(), c.name.clone())));
+        named.extend(s.culprits.iter().map(|c| (c.class, c.name.clone())));
     }
     for s in &run.spikes {
         named.extend(
             s.producer_culprits
                 .iter()
                 .chain(&s.consumer_culprits)
-                .map(|c| (c.class.clone(), c.name.clone())),
+                .map(|c| (c.class, c.name.clone())),
         );
     }
     assert!(!named.is_empty(), "no culprits at all:\n{stdout}");
@@ -129,11 +130,12 @@ fn a_run_in_a_pid_namespace_blames_neither_the_workload_nor_other_processes_as_s
         // By pid, not by name: another jitterscope (say a `probe` census) may run beside it.
         if own.contains_key(&pid) {
             assert_eq!(
-                class, "self",
+                *class,
+                CulpritClass::SelfNoise,
                 "jitterscope's own thread {name} is not classed self\n{stdout}"
             );
         }
-        if class == "self" {
+        if *class == CulpritClass::SelfNoise {
             assert!(
                 own.contains_key(&pid),
                 "{name} is classed self but is not a thread of jitterscope (pid {jitterscope_pid}, threads {own:?})\n{stdout}"
@@ -145,7 +147,12 @@ fn a_run_in_a_pid_namespace_blames_neither_the_workload_nor_other_processes_as_s
     let not_explained: u64 = run
         .culprits
         .iter()
-        .filter(|c| matches!(c.class.as_str(), "unexplained" | "hypervisor" | "lost"))
+        .filter(|c| {
+            matches!(
+                c.class,
+                CulpritClass::Unexplained | CulpritClass::Hypervisor | CulpritClass::Lost
+            )
+        })
         .map(|c| c.total_ns())
         .sum();
     assert!(

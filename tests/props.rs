@@ -12,7 +12,7 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 
 use jitterscope::cli::{self, parse_cpu_list, parse_duration, parse_rate, parse_size, Cli};
-use jitterscope::model::{CulpritClass, Interruption};
+use jitterscope::model::{CulpritClass, Ended, Interruption};
 use jitterscope::report::runfile::{
     ConsumerHistograms, CpuCount, CpuStalls, CpuSteal, CpuTheftEntry, CulpritEntry, Floor, Lost,
     Overhead, ProbeInfo, ProgramCostEntry, RunFile, RunInfo, Settings, SpikeEntry, StallCulprit,
@@ -403,11 +403,8 @@ fn text() -> impl Strategy<Value = String> {
     ]
 }
 
-fn class_name() -> impl Strategy<Value = String> {
-    prop_oneof![
-        3 => prop::sample::select(CulpritClass::ALL.to_vec()).prop_map(|c| c.as_str().to_string()),
-        1 => text(),
-    ]
+fn class_name() -> impl Strategy<Value = CulpritClass> {
+    prop::sample::select(CulpritClass::ALL.to_vec())
 }
 
 fn ns() -> impl Strategy<Value = u64> {
@@ -565,7 +562,8 @@ prop_compose! {
         label in text(), cpus in small_vec(cpu()), producer_cpu in cpu(),
         consumer_cpus in small_vec(cpu()), start_unix_ns in ns(), record_from_ns in ns(),
         duration_ns in ns(), kernel in text(), host in text(),
-        ended in prop_oneof![Just("completed".to_string()), text()], end_reason in text(),
+        ended in prop::sample::select(vec![Ended::Completed, Ended::Interrupted, Ended::CpuLost]),
+        end_reason in text(),
         settings in settings(),
         floor in prop::option::of((cpu(), cpu(), ns(), ns(), ns(), ns()).prop_map(
             |(from_cpu, to_cpu, min_ns, p50_ns, p99_ns, rounds)| Floor {
@@ -637,7 +635,7 @@ fn sample_json() -> String {
         curve: vec![(0.0, 10), (0.5, 20), (1.0, 40)],
     };
     let culprit = StallCulprit {
-        class: "kworker".into(),
+        class: CulpritClass::Kworker,
         name: "kworker/3:1".into(),
         detail: "vmstat_update".into(),
         via: "queued by cpu 0".into(),
@@ -658,7 +656,7 @@ fn sample_json() -> String {
             duration_ns: 2_000_000,
             kernel: "6.8".into(),
             host: "h".into(),
-            ended: "completed".into(),
+            ended: Ended::Completed,
             end_reason: String::new(),
             settings: Settings {
                 pinned: true,
@@ -718,7 +716,7 @@ fn sample_json() -> String {
             }],
         }],
         culprits: vec![CulpritEntry {
-            class: "kworker".into(),
+            class: CulpritClass::Kworker,
             name: "kworker/3:1".into(),
             detail: "vmstat_update".into(),
             episodes: 1,

@@ -2,7 +2,7 @@
 
 use std::collections::VecDeque;
 
-use crate::model::{Cpu, Nanos};
+use crate::model::{Cpu, CulpritClass, Nanos};
 use crate::summary::Summary;
 use crate::units::fmt_ns;
 
@@ -42,7 +42,7 @@ impl SortKey {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct CulpritRow {
-    pub class: String,
+    pub class: CulpritClass,
     pub name: String,
     pub detail: String,
     pub count: u64,

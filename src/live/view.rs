@@ -10,6 +10,7 @@ use ratatui::widgets::{
 use ratatui::Frame;
 
 use super::model::{ConsumerView, LiveModel};
+use crate::model::Tone;
 use crate::summary::PERCENTILES;
 use crate::units::fmt_ns;
 use crate::units::format_list;
@@ -200,14 +201,13 @@ fn culprits(m: &LiveModel, rows: usize) -> Table<'static> {
             } else {
                 format!("{} {}", c.name, c.detail)
             };
-            let style = match c.class.as_str() {
-                "self" => Style::default().fg(Color::Red),
-                "unexplained" => Style::default().fg(Color::DarkGray),
-                "lost" => Style::default().fg(Color::Red),
-                _ => Style::default(),
+            let style = match c.class.info().tone {
+                Tone::Alarm => Style::default().fg(Color::Red),
+                Tone::Faint => Style::default().fg(Color::DarkGray),
+                Tone::Normal => Style::default(),
             };
             Row::new(vec![
-                Cell::from(c.class.clone()),
+                Cell::from(c.class.as_str()),
                 Cell::from(what),
                 Cell::from(c.count.to_string()),
                 Cell::from(fmt_ns(c.total_ns)),

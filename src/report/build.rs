@@ -13,7 +13,7 @@ pub fn consumer_key(index: usize) -> String {
 /// One culprit of a stall or spike.
 pub fn stall_culprit(c: &Share) -> StallCulprit {
     StallCulprit {
-        class: c.class.as_str().to_string(),
+        class: c.class,
         name: c.name.clone(),
         detail: c.detail.clone(),
         via: c.via.clone(),
@@ -67,7 +67,7 @@ pub fn spike_entry(v: &SpikeVerdict, probes_on: bool) -> SpikeEntry {
 /// A run-wide ranking row as the run file stores it.
 pub fn culprit_entry(c: RankedCulprit) -> CulpritEntry {
     CulpritEntry {
-        class: c.class.as_str().to_string(),
+        class: c.class,
         name: c.name,
         detail: c.detail,
         episodes: c.episodes,

@@ -29,7 +29,9 @@ pub const PRESENT_SHARE: f64 = 0.01;
 fn culprit_times(run: &RunFile) -> BTreeMap<(String, String, String), u64> {
     let mut m = BTreeMap::new();
     for c in &run.culprits {
-        let ns: &mut u64 = m.entry(identity(&c.class, &c.name, &c.detail)).or_default();
+        let ns: &mut u64 = m
+            .entry(identity(c.class.as_str(), &c.name, &c.detail))
+            .or_default();
         *ns = ns.saturating_add(c.measured_ns);
     }
     let floor = (run.stall_summary.total_ns as f64 * PRESENT_SHARE) as u64;
@@ -230,7 +232,7 @@ pub fn chart(runs: &[(String, RunFile)]) -> String {
 mod tests {
     use super::*;
     fn culprit(name: &str, total_ns: u64) -> crate::report::runfile::CulpritEntry {
-        crate::report::runfile::tests::culprit("task", name, total_ns)
+        crate::report::runfile::tests::culprit(crate::model::CulpritClass::Task, name, total_ns)
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::seed::Summary;
-use crate::model::{Cpu, Interruption, Nanos};
+use crate::model::{Cpu, CulpritClass, Ended, Interruption, Nanos};
 
 pub const SCHEMA: &str = "jitterscope.run/2";
 /// The first schema, still read: its culprit times (`ns`, `total_ns`, `max_ns`,
@@ -144,7 +144,7 @@ pub struct RunInfo {
     pub host: String,
     /// `completed`; `interrupted` when a signal or the live view ended the run early;
     /// `cpu_lost` when a workload thread was moved off its CPU (offlined, cpuset changed).
-    pub ended: String,
+    pub ended: Ended,
     /// Why the run ended early, in words (empty when it completed).
     #[serde(default)]
     pub end_reason: String,
@@ -247,7 +247,7 @@ pub struct SpikeEntry {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StallCulprit {
-    pub class: String,
+    pub class: CulpritClass,
     pub name: String,
     pub detail: String,
     /// Who queued the work or sent the IPI, where the probes saw it.
@@ -279,7 +279,7 @@ impl StallCulprit {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CulpritEntry {
-    pub class: String,
+    pub class: CulpritClass,
     pub name: String,
     pub detail: String,
     /// Episodes (records) that stole time from a stall.
@@ -455,9 +455,9 @@ pub(crate) mod tests {
     use std::collections::BTreeMap;
 
     /// A run-wide culprit with only its class, name and stolen time set (renderers' tests).
-    pub(crate) fn culprit(class: &str, name: &str, total_ns: u64) -> CulpritEntry {
+    pub(crate) fn culprit(class: CulpritClass, name: &str, total_ns: u64) -> CulpritEntry {
         CulpritEntry {
-            class: class.into(),
+            class,
             name: name.into(),
             detail: String::new(),
             episodes: 1,
@@ -492,7 +492,7 @@ pub(crate) mod tests {
                 duration_ns: 2,
                 kernel: "k".into(),
                 host: "h".into(),
-                ended: "completed".into(),
+                ended: Ended::Completed,
                 end_reason: String::new(),
                 settings: Settings {
                     pinned: true,
@@ -521,7 +521,7 @@ pub(crate) mod tests {
                 duration_ns: 4,
                 explained_share: Some(0.75),
                 culprits: vec![StallCulprit {
-                    class: "kworker".into(),
+                    class: CulpritClass::Kworker,
                     name: "kworker/3:1".into(),
                     detail: "vmstat_update".into(),
                     via: String::new(),

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use super::runfile::{CulpritEntry, RunFile, StallCulprit, StallEntry};
 use super::seed;
 use super::stalls::render_summary;
+use crate::model::{CulpritClass, Ended};
 use crate::units::fmt_ns;
 
 /// How many of the worst stalls the reports show (the run file may keep more).
@@ -38,19 +39,9 @@ impl Paint {
     fn warn(self, s: &str) -> String {
         self.code("1;31", s)
     }
-    fn class(self, class: &str) -> String {
-        let c = match class {
-            "unexplained" => "2",
-            "lost" => "1;31",
-            "self" => "1;31",
-            "kworker" | "kthread" => "33",
-            "irq" | "softirq" | "ipi" | "nmi" => "35",
-            "timer_tick" => "36",
-            "task" => "34",
-            "freq_change" => "32",
-            _ => "0",
-        };
-        self.code(c, class)
+    /// `text` (the class, padded) in the class's colour from the one table of classes.
+    fn class(self, class: CulpritClass, text: &str) -> String {
+        self.code(class.info().ansi, text)
     }
 }
 
@@ -73,12 +64,27 @@ fn culprit_phrases(c: &StallCulprit) -> Vec<String> {
         format!("{} {}", c.name, c.detail)
     };
     let part = |ns: u64| c.share * ns as f64 / c.ns().max(1) as f64;
-    match c.class.as_str() {
-        "unexplained" => return vec![format!("unexplained {}", fmt_ns(c.ns()))],
-        "lost" => return vec![format!("unknown (kernel records lost) {}", fmt_ns(c.ns()))],
-        "hypervisor" => return vec![format!("host preemption {} (steal)", fmt_ns(c.ns()))],
-        "freq_change" if c.ns() == 0 => return vec![format!("{what} (frequency change)")],
-        _ => {}
+    match c.class {
+        CulpritClass::Unexplained => return vec![format!("unexplained {}", fmt_ns(c.ns()))],
+        CulpritClass::Lost => {
+            return vec![format!("unknown (kernel records lost) {}", fmt_ns(c.ns()))]
+        }
+        CulpritClass::Hypervisor => {
+            return vec![format!("host preemption {} (steal)", fmt_ns(c.ns()))]
+        }
+        CulpritClass::FreqChange if c.ns() == 0 => {
+            return vec![format!("{what} (frequency change)")]
+        }
+        CulpritClass::FreqChange
+        | CulpritClass::Kworker
+        | CulpritClass::Kthread
+        | CulpritClass::Task
+        | CulpritClass::Irq
+        | CulpritClass::Softirq
+        | CulpritClass::TimerTick
+        | CulpritClass::Ipi
+        | CulpritClass::Nmi
+        | CulpritClass::SelfNoise => {}
     }
     let mut out = Vec::new();
     if c.measured_ns > 0 || c.inferred_ns == 0 {
@@ -243,9 +249,9 @@ fn culprit_rows(run: &RunFile) -> Vec<CulpritRow<'_>> {
 }
 
 fn culprit_name(c: &CulpritEntry) -> String {
-    if c.class == "unexplained" {
+    if c.class == CulpritClass::Unexplained {
         format!("unexplained ({})", c.name)
-    } else if c.class == "lost" {
+    } else if c.class == CulpritClass::Lost {
         format!("unknown ({})", c.name)
     } else if c.detail.is_empty() {
         c.name.clone()
@@ -306,7 +312,7 @@ pub fn render(run: &RunFile, colour: bool) -> String {
                 let _ = writeln!(
                     s,
                     "{} {:<40} {:>8} {:>10} {:>10} {:>6}",
-                    p.class(&class),
+                    p.class(r.entry.class, &class),
                     truncate(&r.name(), 40),
                     r.episodes(),
                     fmt_ns(r.ns),
@@ -355,7 +361,7 @@ pub fn render(run: &RunFile, colour: bool) -> String {
     for w in warnings(run) {
         let _ = writeln!(s, "{}", p.warn(&format!("WARNING: {w}")));
     }
-    if run.run.ended != "completed" {
+    if run.run.ended != Ended::Completed {
         let _ = writeln!(
             s,
             "note: the run ended early ({}{}) after {} of its planned {}; these figures are partial",
@@ -398,11 +404,11 @@ pub fn explained_line(run: &RunFile) -> Option<String> {
             .iter()
             .fold(0u64, |s, c| s.saturating_add(pick(c)))
     };
-    let of_class = |class: &str| sum(&|c| if c.class == class { c.total_ns() } else { 0 });
+    let of_class = |class: CulpritClass| sum(&|c| if c.class == class { c.total_ns() } else { 0 });
     let (unexplained, lost, host) = (
-        of_class("unexplained"),
-        of_class("lost"),
-        of_class("hypervisor"),
+        of_class(CulpritClass::Unexplained),
+        of_class(CulpritClass::Lost),
+        of_class(CulpritClass::Hypervisor),
     );
     let inferred = sum(&|c| c.inferred_ns);
     let named = total
@@ -750,7 +756,7 @@ mod tests {
     use super::*;
     use crate::report::runfile::{CpuCount, ProbeInfo, ProgramCostEntry};
 
-    fn culprit(class: &str, total_ns: u64) -> CulpritEntry {
+    fn culprit(class: CulpritClass, total_ns: u64) -> CulpritEntry {
         crate::report::runfile::tests::culprit(class, "x", total_ns)
     }
 
@@ -760,7 +766,10 @@ mod tests {
         let mut run = crate::report::runfile::tests::sample();
         run.stall_summary.total_ns = u64::MAX;
         let half = u64::MAX / 2 + 1;
-        run.culprits = vec![culprit("unexplained", half), culprit("unexplained", half)];
+        run.culprits = vec![
+            culprit(CulpritClass::Unexplained, half),
+            culprit(CulpritClass::Unexplained, half),
+        ];
         let line = explained_line(&run).unwrap();
         assert!(line.starts_with("0.0% of all stall time"), "{line}");
         assert!(line.contains("100.0% is unexplained"), "{line}");

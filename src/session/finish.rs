@@ -124,7 +124,7 @@ fn run_info(plan: &RunPlan, p: &Prepared, r: &Recorded) -> RunInfo {
         duration_ns: r.stop_ns.saturating_sub(p.record_from),
         kernel: crate::system::kernel_release(),
         host: crate::system::host_name(),
-        ended: r.ended.as_str().to_string(),
+        ended: r.ended.ended(),
         end_reason: r.ended.reason().to_string(),
         floor: p.floor,
         settings: Settings {

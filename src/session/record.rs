@@ -15,7 +15,7 @@ use crate::attribution::run::RunAttribution;
 use crate::live::frontend::Frontend;
 use crate::live::model::ConsumerView;
 use crate::live::{CulpritRow, LiveModel};
-use crate::model::Nanos;
+use crate::model::{Ended, Nanos};
 use crate::platform::clock::monotonic_ns;
 use crate::probe::decode::Record;
 use crate::probe::{AttachStatus, ProbeBatch, ProbeSession, ProbeSummary};
@@ -46,12 +46,12 @@ pub enum EndReason {
 }
 
 impl EndReason {
-    /// The run file's `ended` string.
-    pub fn as_str(&self) -> &'static str {
+    /// The run file's `ended`.
+    pub fn ended(&self) -> Ended {
         match self {
-            EndReason::Completed => "completed",
-            EndReason::Interrupted(_) => "interrupted",
-            EndReason::CpuLost(_) => "cpu_lost",
+            EndReason::Completed => Ended::Completed,
+            EndReason::Interrupted(_) => Ended::Interrupted,
+            EndReason::CpuLost(_) => Ended::CpuLost,
         }
     }
 
@@ -367,7 +367,7 @@ fn culprit_rows(attr: &RunAttribution, record_from: Nanos) -> Vec<CulpritRow> {
     for c in attr.ranking.brief().into_iter().take(50) {
         let all = c.total_ns().max(1) as f64;
         let row = |name: String, ns: Nanos| CulpritRow {
-            class: c.class.as_str().to_string(),
+            class: c.class,
             name,
             detail: c.detail.clone(),
             count: c.episodes,

@@ -9,7 +9,7 @@ use std::io::Write;
 use anyhow::{Context, Result};
 
 use super::noise::{steerable_irq, NoiseKind, NoiseSet};
-use crate::model::Cpu;
+use crate::model::{Cpu, CulpritClass};
 use crate::report::runfile::RunFile;
 use crate::session::{self, RunPlan};
 use crate::system::actions;
@@ -56,7 +56,7 @@ pub struct Check {
 }
 
 /// Time a culprit stole on `cpu` in a run, matched by class and a name/detail predicate.
-fn stolen(run: &RunFile, cpu: Cpu, class: &str, pick: &dyn Fn(&str, &str) -> bool) -> u64 {
+fn stolen(run: &RunFile, cpu: Cpu, class: CulpritClass, pick: &dyn Fn(&str, &str) -> bool) -> u64 {
     run.culprits
         .iter()
         .filter(|c| c.class == class && pick(&c.name, &c.detail))
@@ -71,14 +71,22 @@ fn stolen(run: &RunFile, cpu: Cpu, class: &str, pick: &dyn Fn(&str, &str) -> boo
 
 /// Grades a step's run on the consumer CPU `cpu`.
 pub fn grade(step: Step, run: &RunFile, cpu: Cpu, irq: Option<&(u32, String)>) -> Vec<Check> {
-    let task = |r: &RunFile| stolen(r, cpu, "task", &|n, _| n.starts_with("js-noise-task["));
+    let task = |r: &RunFile| {
+        stolen(r, cpu, CulpritClass::Task, &|n, _| {
+            n.starts_with("js-noise-task[")
+        })
+    };
     let irq_ns = |r: &RunFile| {
         irq.map_or(0, |(n, name)| {
             let want = format!("{n} {name}");
-            stolen(r, cpu, "irq", &|c, _| c == want)
+            stolen(r, cpu, CulpritClass::Irq, &|c, _| c == want)
         })
     };
-    let kworker = |r: &RunFile| stolen(r, cpu, "kworker", &|_, d| d == "refresh_vm_stats");
+    let kworker = |r: &RunFile| {
+        stolen(r, cpu, CulpritClass::Kworker, &|_, d| {
+            d == "refresh_vm_stats"
+        })
+    };
     let found = |what: &str, ns: u64| Check {
         passed: ns > 0,
         text: if ns > 0 {
