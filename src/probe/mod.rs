@@ -5,6 +5,7 @@
 //! The skeleton borrows its object storage, so one thread owns all of it from open to
 //! detach; the session talks to it through channels.
 
+pub mod abi;
 pub mod census;
 pub mod decode;
 pub mod kallsyms;
@@ -33,6 +34,7 @@ use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{ErrorKind, RingBufferBuilder};
 
 use crate::model::Cpu;
+use abi::Whoami;
 use decode::Record;
 use kallsyms::Kallsyms;
 
@@ -74,9 +76,6 @@ impl ProbeConfig {
 /// The section of `js_whoami`, the program that tells a thread its kernel ids: always loaded,
 /// never attached.
 const WHOAMI_SECTION: &str = "raw_tp";
-/// `enum js_whoami` of the ABI header: the question `js_whoami` answers.
-const WHOAMI_TID: u64 = 0;
-const WHOAMI_TGID: u64 = 1;
 
 /// Rounds a requested ring-buffer size to what the kernel accepts: a power of two, at least
 /// one page. Returns the size and whether it was changed.
@@ -166,8 +165,8 @@ pub enum ProbeError {
 /// Asks `js_whoami` (see the BPF code) about the calling thread. A PID namespace numbers
 /// threads its own way (`getpid()` is 1 in a container); the programs compare with the
 /// kernel's numbers, which only a program run in the thread's own context can tell.
-fn whoami(prog: BorrowedFd<'_>, question: u64) -> Result<u32, ProbeError> {
-    let ctx = question.to_ne_bytes();
+fn whoami(prog: BorrowedFd<'_>, question: Whoami) -> Result<u32, ProbeError> {
+    let ctx = (question as u64).to_ne_bytes();
     let mut opts = libbpf_sys::bpf_test_run_opts {
         sz: std::mem::size_of::<libbpf_sys::bpf_test_run_opts>() as _,
         ctx_in: ctx.as_ptr().cast(),
@@ -179,10 +178,9 @@ fn whoami(prog: BorrowedFd<'_>, question: u64) -> Result<u32, ProbeError> {
     let rc = unsafe { libbpf_sys::bpf_prog_test_run_opts(prog.as_raw_fd(), &mut opts) };
     if rc != 0 {
         return Err(ProbeError::Identity {
-            what: if question == WHOAMI_TGID {
-                "jitterscope's process id"
-            } else {
-                "a workload thread's id"
+            what: match question {
+                Whoami::Tgid => "jitterscope's process id",
+                Whoami::Tid => "a workload thread's id",
             },
             cause: std::io::Error::from_raw_os_error(-rc).to_string(),
         });
@@ -202,7 +200,7 @@ impl ThreadRegistrar {
     /// Puts the calling thread in the probes' workload table (its runs stop being
     /// interruptions from now on) and returns its thread id in the kernel's numbering.
     pub fn register_current_thread(&self) -> Result<u32, ProbeError> {
-        let tid = whoami(self.whoami.as_fd(), WHOAMI_TID)?;
+        let tid = whoami(self.whoami.as_fd(), Whoami::Tid)?;
         let (tx, rx) = mpsc::sync_channel(1);
         self.commands
             .send(Command::SetWorkloadTids(vec![tid], tx))
@@ -565,7 +563,7 @@ fn learn_identity(skel: &mut JitterscopeSkel) -> Result<Identity, ProbeError> {
             action: "keep the js_whoami program".into(),
             cause: e.to_string(),
         })?;
-    let tgid = whoami(whoami_fd.as_fd(), WHOAMI_TGID)?;
+    let tgid = whoami(whoami_fd.as_fd(), Whoami::Tgid)?;
     match skel.maps.bss_data.as_deref_mut() {
         Some(bss) => bss.self_tgid = tgid,
         None => {
