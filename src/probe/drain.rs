@@ -1,9 +1,10 @@
 //! The drain thread. The skeleton borrows its object storage, so this one thread owns all of it
 //! from open to detach: it loads and attaches the programs, then, pinned to a housekeeping
-//! CPU, empties the ring buffer on a timer into batches of decoded records, and between
-//! drains serves the session's commands. On stop it detaches, drains what
+//! CPU, empties the ring buffer on a timer — each record decoded straight into the batch it
+//! sends — and between drains serves the session's commands. On stop it detaches, drains what
 //! is left and reads the programs' counters.
 
+use std::cell::RefCell;
 use std::mem::MaybeUninit;
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex};
@@ -55,30 +56,20 @@ pub(super) fn run(
     let steal = loaded.steal.clone();
     let _ = ready.send(Ok(loaded));
 
-    let mut syms = syms;
-    let pending: Arc<Mutex<Vec<Vec<u8>>>> = Arc::new(Mutex::new(Vec::new()));
-    let ring = open_ring(&skel.maps.events, pending.clone())?;
+    let decoded = RefCell::new(Decoded {
+        syms,
+        batch: Vec::new(),
+    });
+    let ring = open_ring(&skel.maps.events, &decoded)?;
     prefault_ring(cfg.ringbuf_bytes);
-    let mut drain = || {
+    let drain = || {
         let _ = ring.consume();
-        let raw = std::mem::take(&mut *pending.lock().unwrap_or_else(|e| e.into_inner()));
-        let batch: ProbeBatch = raw
-            .iter()
-            .filter_map(|d| decode::parse(d))
-            .filter_map(|r| decode::decode(&r, &mut syms))
-            .collect();
+        let batch = std::mem::take(&mut decoded.borrow_mut().batch);
         if !batch.is_empty() {
             let _ = batches.send(batch);
         }
     };
-    serve(
-        &cfg,
-        &commands,
-        &mut skel,
-        stats.as_mut(),
-        &live,
-        &mut drain,
-    );
+    serve(&cfg, &commands, &mut skel, stats.as_mut(), &live, &drain);
     drop(links);
     drain();
 
@@ -94,16 +85,30 @@ pub(super) fn run(
     Ok(summary)
 }
 
-fn open_ring(
+/// The records of the drain under way, decoded as the ring buffer hands them over (the
+/// callback and the batching both run on the drain thread).
+struct Decoded {
+    syms: Kallsyms,
+    batch: ProbeBatch,
+}
+
+impl Decoded {
+    /// Records too short or of an unknown kind or class are skipped, as the decoder says.
+    fn push(&mut self, data: &[u8]) {
+        if let Some(r) = decode::parse(data).and_then(|r| decode::decode(&r, &mut self.syms)) {
+            self.batch.push(r);
+        }
+    }
+}
+
+fn open_ring<'cb>(
     events: &dyn MapCore,
-    sink: Arc<Mutex<Vec<Vec<u8>>>>,
-) -> Result<RingBuffer<'static>, ProbeError> {
+    decoded: &'cb RefCell<Decoded>,
+) -> Result<RingBuffer<'cb>, ProbeError> {
     let mut builder = RingBufferBuilder::new();
     builder
         .add(events, move |data: &[u8]| {
-            if let Ok(mut p) = sink.lock() {
-                p.push(data.to_vec());
-            }
+            decoded.borrow_mut().push(data);
             0
         })
         .map_err(load::other("read the ring buffer"))?;
@@ -118,7 +123,7 @@ fn serve(
     skel: &mut JitterscopeSkel,
     mut stats: Option<&mut RunTimeStats>,
     live: &Mutex<Option<LiveCost>>,
-    drain: &mut dyn FnMut(),
+    drain: &dyn Fn(),
 ) {
     let mut next = Instant::now() + cfg.drain_interval;
     loop {
