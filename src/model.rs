@@ -177,7 +177,8 @@ impl fmt::Display for CulpritClass {
 }
 
 /// x86 system vectors as the probes number them (`Interruption::id` of `ipi` and
-/// `timer_tick` records; `enum js_vector` in bpf/jitterscope.h, checked by a test there).
+/// `timer_tick` records): `enum js_vector` of bpf/jitterscope.h, which a test in `probe::abi`
+/// checks these against.
 pub mod vector {
     pub const LOCAL_TIMER: u64 = 1;
     pub const RESCHEDULE: u64 = 2;

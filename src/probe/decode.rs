@@ -1,23 +1,10 @@
 //! Ring-buffer records (the skeleton's `js_record`) to the shared vocabulary: interruptions,
 //! causes and lost-record windows, with names a person reads.
 
+use super::abi::{self, CauseCode, Kind, F_WORK_UNREAD, HRT_SELF, HRT_SLEEPER, HRT_SOFT};
 use super::kallsyms::Kallsyms;
 use super::skel::types::js_record;
 use crate::model::{vector, Cause, CauseKind, CulpritClass, Interruption, StealSample};
-
-/// The ABI header's constants (bpf/jitterscope.h), checked against the record size below.
-pub const REC_INTERRUPTION: u32 = 1;
-pub const REC_CAUSE: u32 = 2;
-pub const REC_LOST: u32 = 3;
-pub const REC_STEAL: u32 = 4;
-pub const CLASS_HRTIMER: u16 = 11;
-/// Kworker run: its current work function could not be read at switch-in.
-pub const F_WORK_UNREAD: u32 = 4;
-/// Hrtimer record flags (`JS_HRT_*`).
-pub const HRT_SOFT: u32 = 1;
-pub const HRT_SLEEPER: u32 = 2;
-pub const HRT_SELF: u32 = 4;
-const VEC_LOCAL_TIMER: u64 = 1;
 
 const _: () = assert!(std::mem::size_of::<js_record>() == 88);
 
@@ -37,21 +24,28 @@ pub enum Record {
     },
 }
 
-pub fn class_of(c: u16) -> Option<CulpritClass> {
-    Some(match c {
-        1 => CulpritClass::Task,
-        2 => CulpritClass::Kworker,
-        3 => CulpritClass::Kthread,
-        4 => CulpritClass::SelfNoise,
-        5 => CulpritClass::Irq,
-        6 => CulpritClass::Softirq,
-        7 => CulpritClass::TimerTick,
-        8 => CulpritClass::Ipi,
-        9 => CulpritClass::Nmi,
-        10 => CulpritClass::FreqChange,
+/// The culprit class of a probes' class code (`enum js_class`); None for `JS_CLASS_NONE` and
+/// for a code the header does not define.
+pub fn class_of(code: u16) -> Option<CulpritClass> {
+    abi::Class::from_code(code).and_then(culprit_of)
+}
+
+fn culprit_of(class: abi::Class) -> Option<CulpritClass> {
+    use abi::Class as K;
+    Some(match class {
+        K::None => return None,
+        K::Task => CulpritClass::Task,
+        K::Kworker => CulpritClass::Kworker,
+        K::Kthread => CulpritClass::Kthread,
+        K::SelfNoise => CulpritClass::SelfNoise,
+        K::Irq => CulpritClass::Irq,
+        K::Softirq => CulpritClass::Softirq,
+        K::TimerTick => CulpritClass::TimerTick,
+        K::Ipi => CulpritClass::Ipi,
+        K::Nmi => CulpritClass::Nmi,
+        K::Freq => CulpritClass::FreqChange,
         // An hrtimer callback: the timer interrupt's work (see `hrtimer`).
-        11 => CulpritClass::TimerTick,
-        _ => return None,
+        K::Hrtimer => CulpritClass::TimerTick,
     })
 }
 
@@ -157,26 +151,25 @@ fn hrtimer(r: &js_record, syms: &mut Kallsyms) -> (CulpritClass, String, String)
 }
 
 pub fn decode(r: &js_record, syms: &mut Kallsyms) -> Option<Record> {
-    match r.kind {
-        REC_STEAL => Some(Record::Steal(StealSample {
+    match Kind::from_code(r.kind)? {
+        Kind::Steal => Some(Record::Steal(StealSample {
             cpu: r.cpu,
             from_ns: r.start_ns,
             to_ns: r.end_ns.max(r.start_ns),
             steal_ns: r.id,
         })),
-        REC_LOST => Some(Record::Lost {
+        Kind::Lost => Some(Record::Lost {
             cpu: r.cpu,
             start_ns: r.start_ns,
             end_ns: r.end_ns,
             count: r.id,
         }),
-        REC_CAUSE => Some(Record::Cause(Cause {
+        Kind::Cause => Some(Record::Cause(Cause {
             target_cpu: r.cpu,
             at_ns: r.start_ns,
-            kind: if r.class_ == 1 {
-                CauseKind::QueueWork
-            } else {
-                CauseKind::Ipi
+            kind: match CauseCode::from_code(r.class_)? {
+                CauseCode::QueueWork => CauseKind::QueueWork,
+                CauseCode::Ipi => CauseKind::Ipi,
             },
             sender_cpu: r.aux,
             sender_comm: c_string(&r.name),
@@ -184,81 +177,82 @@ pub fn decode(r: &js_record, syms: &mut Kallsyms) -> Option<Record> {
             what: syms.name(r.id),
             callsite: syms.name(r.detail),
         })),
-        REC_INTERRUPTION if r.class_ == CLASS_HRTIMER => {
-            let (class, name, detail) = hrtimer(r, syms);
-            Some(Record::Interruption(Interruption {
-                cpu: r.cpu,
-                class,
-                start_ns: r.start_ns,
-                end_ns: r.end_ns.max(r.start_ns),
-                id: r.id,
-                name,
-                detail,
-                pid: r.pid,
-                parent: class_of(r.parent),
-            }))
-        }
-        REC_INTERRUPTION => {
-            let class = class_of(r.class_)?;
-            let comm = c_string(&r.name);
-            let (name, detail) = match class {
-                CulpritClass::Kworker => (comm, work_function(r, syms)),
-                CulpritClass::Kthread => (comm, String::new()),
-                CulpritClass::Task | CulpritClass::SelfNoise => {
-                    // The policy only: per-episode facts would split one task's ranking row.
-                    (format!("{comm}[{}]", r.pid), policy_name(r.aux).to_string())
-                }
-                CulpritClass::Irq => (format!("{} {comm}", r.id), String::new()),
-                CulpritClass::Softirq => (softirq_name(r.id), String::new()),
-                // The local timer's own time: its hrtimer callbacks (counted in `flags`) are
-                // records of their own, nested in it.
-                CulpritClass::TimerTick if r.id == VEC_LOCAL_TIMER => (
-                    vector_name(r.id).to_string(),
-                    if r.flags > 0 {
-                        "timer interrupt outside callbacks".to_string()
-                    } else {
-                        "timer interrupt, no hrtimer callback seen".to_string()
-                    },
-                ),
-                CulpritClass::TimerTick | CulpritClass::Ipi => {
-                    (vector_name(r.id).to_string(), String::new())
-                }
-                CulpritClass::Nmi => ("nmi".to_string(), syms.name(r.detail)),
-                CulpritClass::FreqChange => (
-                    format!("cpu {}", r.cpu),
-                    if r.detail == 0 {
-                        format!("?→{} kHz", r.id)
-                    } else {
-                        format!("{}→{} kHz", r.detail, r.id)
-                    },
-                ),
-                CulpritClass::Hypervisor | CulpritClass::Unexplained | CulpritClass::Lost => {
-                    return None
-                }
-            };
-            Some(Record::Interruption(Interruption {
-                cpu: r.cpu,
-                class,
-                start_ns: r.start_ns,
-                end_ns: r.end_ns.max(r.start_ns),
-                id: r.id,
-                name,
-                detail,
-                pid: r.pid,
-                parent: class_of(r.parent),
-            }))
-        }
-        _ => None,
+        Kind::Interruption => interruption(r, syms).map(Record::Interruption),
     }
+}
+
+fn interruption(r: &js_record, syms: &mut Kallsyms) -> Option<Interruption> {
+    let (class, name, detail) = match abi::Class::from_code(r.class_)? {
+        abi::Class::Hrtimer => hrtimer(r, syms),
+        code => {
+            let class = culprit_of(code)?;
+            let (name, detail) = name_and_detail(class, r, syms)?;
+            (class, name, detail)
+        }
+    };
+    Some(Interruption {
+        cpu: r.cpu,
+        class,
+        start_ns: r.start_ns,
+        end_ns: r.end_ns.max(r.start_ns),
+        id: r.id,
+        name,
+        detail,
+        pid: r.pid,
+        parent: class_of(r.parent),
+    })
+}
+
+/// How an episode of `class` reads: `kworker/3:1` running `vmstat_update`, `36 virtio1-req.0`,
+/// `cpu 3` going `3000000→1200000 kHz` …; None for the classes no record carries.
+fn name_and_detail(
+    class: CulpritClass,
+    r: &js_record,
+    syms: &mut Kallsyms,
+) -> Option<(String, String)> {
+    let comm = c_string(&r.name);
+    Some(match class {
+        CulpritClass::Kworker => (comm, work_function(r, syms)),
+        CulpritClass::Kthread => (comm, String::new()),
+        CulpritClass::Task | CulpritClass::SelfNoise => {
+            // The policy only: per-episode facts would split one task's ranking row.
+            (format!("{comm}[{}]", r.pid), policy_name(r.aux).to_string())
+        }
+        CulpritClass::Irq => (format!("{} {comm}", r.id), String::new()),
+        CulpritClass::Softirq => (softirq_name(r.id), String::new()),
+        // The local timer's own time: its hrtimer callbacks (counted in `flags`) are
+        // records of their own, nested in it.
+        CulpritClass::TimerTick if r.id == vector::LOCAL_TIMER => (
+            vector_name(r.id).to_string(),
+            if r.flags > 0 {
+                "timer interrupt outside callbacks".to_string()
+            } else {
+                "timer interrupt, no hrtimer callback seen".to_string()
+            },
+        ),
+        CulpritClass::TimerTick | CulpritClass::Ipi => {
+            (vector_name(r.id).to_string(), String::new())
+        }
+        CulpritClass::Nmi => ("nmi".to_string(), syms.name(r.detail)),
+        CulpritClass::FreqChange => (
+            format!("cpu {}", r.cpu),
+            if r.detail == 0 {
+                format!("?→{} kHz", r.id)
+            } else {
+                format!("{}→{} kHz", r.detail, r.id)
+            },
+        ),
+        CulpritClass::Hypervisor | CulpritClass::Unexplained | CulpritClass::Lost => return None,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn rec(kind: u32, class: u16) -> js_record {
+    fn rec(kind: Kind, class: u16) -> js_record {
         js_record {
-            kind,
+            kind: kind as u32,
             cpu: 3,
             start_ns: 100,
             end_ns: 250,
@@ -278,7 +272,7 @@ mod tests {
     #[test]
     fn decodes_each_class_readably() {
         let mut syms = Kallsyms::parse("ffffffff81000100 t vmstat_update\n");
-        let mut k = rec(REC_INTERRUPTION, 2);
+        let mut k = rec(Kind::Interruption, 2);
         k.name = name("kworker/3:1");
         k.detail = 0xffffffff81000100;
         k.pid = 41;
@@ -290,7 +284,7 @@ mod tests {
             (CulpritClass::Kworker, "kworker/3:1", "vmstat_update")
         );
 
-        let mut irq = rec(REC_INTERRUPTION, 5);
+        let mut irq = rec(Kind::Interruption, 5);
         irq.id = 36;
         irq.name = name("virtio1-req.0");
         irq.parent = 2;
@@ -300,7 +294,7 @@ mod tests {
         assert_eq!(i.name, "36 virtio1-req.0");
         assert_eq!(i.parent, Some(CulpritClass::Kworker));
 
-        let mut t = rec(REC_INTERRUPTION, 1);
+        let mut t = rec(Kind::Interruption, 1);
         t.name = name("stress");
         t.pid = 4121;
         t.flags = 1;
@@ -310,7 +304,7 @@ mod tests {
         assert_eq!(i.name, "stress[4121]");
         assert_eq!(i.detail, "SCHED_OTHER");
 
-        let mut f = rec(REC_INTERRUPTION, 10);
+        let mut f = rec(Kind::Interruption, 10);
         f.id = 1_200_000;
         f.detail = 3_000_000;
         let Some(Record::Interruption(i)) = decode(&f, &mut syms) else {
@@ -321,14 +315,14 @@ mod tests {
             ("cpu 3", "3000000→1200000 kHz")
         );
 
-        let mut s = rec(REC_INTERRUPTION, 6);
+        let mut s = rec(Kind::Interruption, 6);
         s.id = 3;
         let Some(Record::Interruption(i)) = decode(&s, &mut syms) else {
             panic!()
         };
         assert_eq!(i.name, "NET_RX");
 
-        let mut v = rec(REC_INTERRUPTION, 7);
+        let mut v = rec(Kind::Interruption, 7);
         v.id = 1;
         let Some(Record::Interruption(i)) = decode(&v, &mut syms) else {
             panic!()
@@ -338,7 +332,7 @@ mod tests {
             (CulpritClass::TimerTick, "local timer")
         );
 
-        let mut l = rec(REC_LOST, 0);
+        let mut l = rec(Kind::Lost, 0);
         l.id = 7;
         assert_eq!(
             decode(&l, &mut syms),
@@ -349,7 +343,11 @@ mod tests {
                 count: 7
             })
         );
-        assert_eq!(decode(&rec(99, 1), &mut syms), None);
+        let unknown = js_record {
+            kind: 99,
+            ..rec(Kind::Lost, 1)
+        };
+        assert_eq!(decode(&unknown, &mut syms), None);
         assert!(parse(&[0u8; 10]).is_none());
     }
 
@@ -363,7 +361,7 @@ mod tests {
     #[test]
     fn steal_growth_decodes_to_a_steal_sample() {
         let mut syms = Kallsyms::parse("");
-        let mut s = rec(REC_STEAL, 0);
+        let mut s = rec(Kind::Steal, 0);
         s.id = 612_000;
         s.detail = 9_000_000_000;
         assert_eq!(
@@ -380,7 +378,7 @@ mod tests {
     #[test]
     fn a_kworker_run_without_a_function_says_why() {
         let mut syms = Kallsyms::parse("");
-        let mut k = rec(REC_INTERRUPTION, 2);
+        let mut k = rec(Kind::Interruption, 2);
         k.name = name("kworker/3:1");
         assert_eq!(interruption(&k, &mut syms).detail, "(ran no work item)");
         k.flags = F_WORK_UNREAD;
@@ -392,7 +390,7 @@ mod tests {
         let mut syms = Kallsyms::parse(
             "ffffffff81000100 t tick_nohz_handler\nffffffff81000200 t hrtimer_wakeup\nffffffff81000300 t it_real_fn\n",
         );
-        let mut h = rec(REC_INTERRUPTION, CLASS_HRTIMER);
+        let mut h = rec(Kind::Interruption, abi::Class::Hrtimer as u16);
         h.parent = 7;
         h.id = 0xffffffff81000100;
         let i = interruption(&h, &mut syms);
@@ -447,8 +445,8 @@ mod tests {
         );
 
         // A record nested in an hrtimer (an NMI) names the timer tick as its parent.
-        let mut n = rec(REC_INTERRUPTION, 9);
-        n.parent = CLASS_HRTIMER;
+        let mut n = rec(Kind::Interruption, 9);
+        n.parent = abi::Class::Hrtimer as u16;
         assert_eq!(
             interruption(&n, &mut syms).parent,
             Some(CulpritClass::TimerTick)
@@ -458,7 +456,7 @@ mod tests {
     #[test]
     fn the_local_timer_vector_keeps_the_time_outside_its_callbacks() {
         let mut syms = Kallsyms::parse("");
-        let mut v = rec(REC_INTERRUPTION, 7);
+        let mut v = rec(Kind::Interruption, 7);
         v.id = 1;
         v.flags = 2;
         assert_eq!(
@@ -470,7 +468,7 @@ mod tests {
             interruption(&v, &mut syms).detail,
             "timer interrupt, no hrtimer callback seen"
         );
-        let mut ipi = rec(REC_INTERRUPTION, 8);
+        let mut ipi = rec(Kind::Interruption, 8);
         ipi.id = 2;
         ipi.flags = 0;
         let i = interruption(&ipi, &mut syms);

@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::model::{Cpu, CulpritClass, Nanos};
+use crate::model::{vector, Cpu, CulpritClass, Nanos};
 use crate::probe::decode::{softirq_name, vector_name};
 
 /// The x86 system vectors with entry/exit tracepoints, named as jitterscope names them.
@@ -57,19 +57,19 @@ impl Vector {
         }
     }
 
-    /// The probes' vector number (bpf/jitterscope.h `JS_VEC_*`), so that names come from the
-    /// one table jitterscope uses.
+    /// The probes' vector number (`model::vector`, bpf/jitterscope.h `JS_VEC_*`), so that names
+    /// come from the one table jitterscope uses.
     fn kind(self) -> u64 {
         match self {
-            Vector::LocalTimer => 1,
-            Vector::Reschedule => 2,
-            Vector::CallFunction => 3,
-            Vector::CallFunctionSingle => 4,
-            Vector::IrqWork => 5,
-            Vector::Thermal => 6,
-            Vector::X86PlatformIpi => 7,
-            Vector::Spurious => 8,
-            Vector::ErrorApic => 9,
+            Vector::LocalTimer => vector::LOCAL_TIMER,
+            Vector::Reschedule => vector::RESCHEDULE,
+            Vector::CallFunction => vector::CALL_FUNCTION,
+            Vector::CallFunctionSingle => vector::CALL_FUNCTION_SINGLE,
+            Vector::IrqWork => vector::IRQ_WORK,
+            Vector::Thermal => vector::THERMAL,
+            Vector::X86PlatformIpi => vector::X86_PLATFORM_IPI,
+            Vector::Spurious => vector::SPURIOUS,
+            Vector::ErrorApic => vector::ERROR,
         }
     }
 

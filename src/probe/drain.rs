@@ -1,0 +1,200 @@
+//! The drain thread. The skeleton borrows its object storage, so this one thread owns all of it
+//! from open to detach: it loads and attaches the programs, then, pinned to a housekeeping
+//! CPU, empties the ring buffer on a timer — each record decoded straight into the batch it
+//! sends — and between drains serves the session's commands. On stop it detaches, drains what
+//! is left and reads the programs' counters.
+
+use std::cell::RefCell;
+use std::mem::MaybeUninit;
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use libbpf_rs::{MapCore, RingBuffer, RingBufferBuilder};
+
+use super::decode;
+use super::kallsyms::Kallsyms;
+use super::load::{self, Loaded};
+use super::stats::{self, LiveCost, RunTimeStats};
+use super::threads;
+use super::{JitterscopeSkel, ProbeBatch, ProbeConfig, ProbeError, ProbeSummary};
+use crate::model::Cpu;
+
+/// What the session asks of the drain thread.
+pub(super) enum Command {
+    SetWorkloadTids(Vec<u32>, SyncSender<Result<(), ProbeError>>),
+    Stop,
+}
+
+/// The drain thread's body: `ready` gets what loading found (or why it failed) as soon as the
+/// programs are attached; the summary is returned once stopped.
+pub(super) fn run(
+    cfg: ProbeConfig,
+    commands: Receiver<Command>,
+    batches: Sender<ProbeBatch>,
+    ready: SyncSender<Result<Loaded, ProbeError>>,
+    live: Arc<Mutex<Option<LiveCost>>>,
+) -> Result<ProbeSummary, ProbeError> {
+    if !cfg.drain_cpus.is_empty() {
+        // Best effort: the drain thread belongs on a housekeeping CPU.
+        let _ = crate::platform::affinity::set_current_thread_cpus(&cfg.drain_cpus);
+    }
+    // Symbols first: reading /proc/kallsyms takes a while, and records must flow from the
+    // moment `start` returns.
+    let syms = Kallsyms::load();
+    let symbols = !syms.is_empty();
+    let mut storage = MaybeUninit::uninit();
+    let (mut skel, links, loaded) = match load::load_and_attach(&cfg, &syms, &mut storage) {
+        Ok(x) => x,
+        Err(e) => {
+            // The error goes to `start`, which is waiting for it; nothing else to report.
+            let _ = ready.send(Err(e));
+            return Ok(ProbeSummary::default());
+        }
+    };
+    let mut stats = RunTimeStats::enable();
+    let steal = loaded.steal.clone();
+    let _ = ready.send(Ok(loaded));
+
+    let decoded = RefCell::new(Decoded {
+        syms,
+        batch: Vec::new(),
+    });
+    let ring = open_ring(&skel.maps.events, &decoded)?;
+    prefault_ring(cfg.ringbuf_bytes);
+    let drain = || {
+        let _ = ring.consume();
+        let batch = std::mem::take(&mut decoded.borrow_mut().batch);
+        if !batch.is_empty() {
+            let _ = batches.send(batch);
+        }
+    };
+    serve(&cfg, &commands, &mut skel, stats.as_mut(), &live, &drain);
+    drop(links);
+    drain();
+
+    let mut summary = ProbeSummary {
+        stats_enabled: stats.is_some(),
+        symbols,
+        steal_clock: steal.is_ok(),
+        steal_clock_note: steal.err(),
+        ..Default::default()
+    };
+    read_counters(&skel, &cfg.cpus, &mut summary);
+    summary.costs = stats::program_costs(&skel);
+    Ok(summary)
+}
+
+/// The records of the drain under way, decoded as the ring buffer hands them over (the
+/// callback and the batching both run on the drain thread).
+struct Decoded {
+    syms: Kallsyms,
+    batch: ProbeBatch,
+}
+
+impl Decoded {
+    /// Records too short or of an unknown kind or class are skipped, as the decoder says.
+    fn push(&mut self, data: &[u8]) {
+        if let Some(r) = decode::parse(data).and_then(|r| decode::decode(&r, &mut self.syms)) {
+            self.batch.push(r);
+        }
+    }
+}
+
+fn open_ring<'cb>(
+    events: &dyn MapCore,
+    decoded: &'cb RefCell<Decoded>,
+) -> Result<RingBuffer<'cb>, ProbeError> {
+    let mut builder = RingBufferBuilder::new();
+    builder
+        .add(events, move |data: &[u8]| {
+            decoded.borrow_mut().push(data);
+            0
+        })
+        .map_err(load::other("read the ring buffer"))?;
+    builder.build().map_err(load::other("read the ring buffer"))
+}
+
+/// Drains every `cfg.drain_interval` until told to stop (or the session is gone); between
+/// drains, fills the tid table as asked; after each, refreshes the live cost.
+fn serve(
+    cfg: &ProbeConfig,
+    commands: &Receiver<Command>,
+    skel: &mut JitterscopeSkel,
+    mut stats: Option<&mut RunTimeStats>,
+    live: &Mutex<Option<LiveCost>>,
+    drain: &dyn Fn(),
+) {
+    let mut next = Instant::now() + cfg.drain_interval;
+    loop {
+        let timeout = next.saturating_duration_since(Instant::now());
+        match commands.recv_timeout(timeout) {
+            Ok(Command::SetWorkloadTids(tids, reply)) => {
+                let _ = reply.send(threads::set_workload_tids(skel, &tids));
+                continue;
+            }
+            Ok(Command::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => return,
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        drain();
+        next += cfg.drain_interval;
+        if let Some(stats) = stats.as_deref_mut() {
+            stats.refresh(skel, live);
+        }
+    }
+}
+
+/// The programs' per-CPU counters (records submitted, failed reserves) and last steal clock
+/// reads, for the measured CPUs.
+fn read_counters(skel: &JitterscopeSkel, cpus: &[Cpu], summary: &mut ProbeSummary) {
+    let Some(bss) = skel.maps.bss_data.as_deref() else {
+        return;
+    };
+    for &cpu in cpus {
+        if let Some(c) = bss.counters.get(cpu as usize) {
+            // SAFETY: reading plain integers the kernel may still be updating.
+            let c = unsafe { std::ptr::read_volatile(c) };
+            summary.events.push((cpu, c.events));
+            if c.rb_drops > 0 {
+                summary.drops.push((cpu, c.rb_drops));
+            }
+        }
+        if let Some(&ns) = bss.steal_read.get(cpu as usize) {
+            if ns > 0 {
+                summary.steal_clock_ns.push((cpu, ns));
+            }
+        }
+    }
+}
+
+/// Maps in every page of the ring buffer's read-only data mapping (its producer page and the
+/// data area, mapped twice), found in /proc/self/maps by its size. The kernel allocated those
+/// pages when the map was created; touching them now only fills the page tables, so the
+/// process's RSS shows the ring's real footprint from the start instead of creeping up to it
+/// as the producer first writes each page (which looked like a leak in a soak).
+fn prefault_ring(ringbuf_bytes: u32) {
+    let page = 4096usize;
+    let want = page + 2 * ringbuf_bytes as usize;
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    for line in maps.lines().filter(|l| l.ends_with("anon_inode:bpf-map")) {
+        let mut f = line.split_whitespace();
+        let (Some(range), Some(perms)) = (f.next(), f.next()) else {
+            continue;
+        };
+        let Some((a, b)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16)) else {
+            continue;
+        };
+        if perms.starts_with("r--") && b - a == want {
+            for addr in (a..b).step_by(page) {
+                // SAFETY: `addr` lies inside a readable shared mapping of this process (from
+                // /proc/self/maps) that lives as long as the ring buffer, which outlives this
+                // call; a volatile read of one byte per page has no other effect.
+                unsafe { std::ptr::read_volatile(addr as *const u8) };
+            }
+            return;
+        }
+    }
+}

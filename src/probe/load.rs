@@ -1,0 +1,291 @@
+//! Opening, loading and attaching the programs: the rodata set before load (the CPU filter,
+//! `hrtimer_wakeup`'s address, the steal clock's offset), the choice of programs this kernel
+//! can take, and the failures told apart — missing BTF, lockdown, missing privileges, a
+//! verifier rejection (shown with the end of libbpf's log, captured here) — so that each
+//! error says what to do.
+
+use std::mem::MaybeUninit;
+use std::sync::Mutex;
+
+use libbpf_rs::btf::Btf;
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::{ErrorKind, Link, OpenObject};
+
+use super::kallsyms::Kallsyms;
+use super::threads::{self, Identity, WHOAMI_SECTION};
+use super::{steal, AttachState, AttachStatus, ProbeConfig, ProbeError, MANDATORY};
+use super::{JitterscopeSkel, JitterscopeSkelBuilder, OpenJitterscopeSkel};
+
+/// What loading found, sent from the drain thread to `start`.
+pub(super) struct Loaded {
+    pub(super) attach: Vec<AttachStatus>,
+    /// Ok when the steal clock is read, else why not.
+    pub(super) steal: Result<i64, String>,
+    pub(super) identity: Identity,
+}
+
+/// libbpf's log lines, kept so that a verifier rejection can show its last lines.
+static LIBBPF_LOG: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+fn capture_libbpf_log() {
+    libbpf_rs::set_print(Some((
+        libbpf_rs::PrintLevel::Debug,
+        |level, msg: String| {
+            if let Ok(mut log) = LIBBPF_LOG.lock() {
+                if level != libbpf_rs::PrintLevel::Debug
+                    || msg.contains("verif")
+                    || log.len() < 2000
+                {
+                    log.push(msg.trim_end().to_string());
+                }
+                let excess = log.len().saturating_sub(4000);
+                log.drain(..excess);
+            }
+        },
+    )));
+}
+
+fn last_log_lines(n: usize) -> String {
+    let log = LIBBPF_LOG.lock().map(|l| l.clone()).unwrap_or_default();
+    let start = log.len().saturating_sub(n);
+    log[start..].join("\n")
+}
+
+/// The kernel lockdown mode when it restricts BPF (`confidentiality`), from the text of
+/// /sys/kernel/security/lockdown (`none integrity [confidentiality]`).
+pub fn bpf_lockdown(text: &str) -> Option<String> {
+    let mode = text.split_whitespace().find(|w| w.starts_with('['))?;
+    let mode = mode.trim_matches(|c| c == '[' || c == ']');
+    (mode == "confidentiality").then(|| mode.to_string())
+}
+
+/// What must hold before loading is tried: the kernel's BTF.
+pub fn check_kernel(btf: &std::path::Path) -> Result<(), ProbeError> {
+    if btf.exists() {
+        Ok(())
+    } else {
+        Err(ProbeError::NoBtf)
+    }
+}
+
+/// The kernel refused with EPERM: lockdown when it is on (root cannot lift it), else
+/// missing privileges. `lockdown` is the content of /sys/kernel/security/lockdown.
+pub fn permission_error(lockdown: Option<&str>) -> ProbeError {
+    match lockdown.and_then(bpf_lockdown) {
+        Some(mode) => ProbeError::Lockdown { mode },
+        None => ProbeError::Permission {
+            errno: "EPERM".into(),
+        },
+    }
+}
+
+fn refused() -> ProbeError {
+    permission_error(
+        std::fs::read_to_string("/sys/kernel/security/lockdown")
+            .ok()
+            .as_deref(),
+    )
+}
+
+fn classify_load_error(e: &libbpf_rs::Error) -> ProbeError {
+    let log = last_log_lines(25);
+    // The verifier refuses with EACCES too: its log, not the errno, tells it from privilege.
+    let verifier = log.contains("processed") || log.contains("R0") || log.contains("invalid");
+    match e.kind() {
+        ErrorKind::PermissionDenied if !verifier => refused(),
+        _ => {
+            if verifier {
+                ProbeError::Verifier {
+                    cause: e.to_string(),
+                    log,
+                }
+            } else {
+                ProbeError::Other {
+                    action: "load the BPF programs".into(),
+                    cause: format!("{e:#}\n{log}"),
+                }
+            }
+        }
+    }
+}
+
+/// A libbpf failure while doing `action`.
+pub(super) fn other(action: &str) -> impl Fn(libbpf_rs::Error) -> ProbeError + '_ {
+    move |e| ProbeError::Other {
+        action: action.to_string(),
+        cause: format!("{e:#}"),
+    }
+}
+
+/// The tracepoint a program is attached to, from its section (`tp_btf/sched_switch`).
+pub(super) fn tracepoint_of(section: &str) -> &str {
+    section.rsplit('/').next().unwrap_or(section)
+}
+
+pub(super) type Attached<'obj> = (JitterscopeSkel<'obj>, Vec<Link>, Loaded);
+
+/// Opens the skeleton in `storage`, sets it up for `cfg`, loads it and attaches every program
+/// this kernel has; the links keep them attached.
+pub(super) fn load_and_attach<'obj>(
+    cfg: &ProbeConfig,
+    syms: &Kallsyms,
+    storage: &'obj mut MaybeUninit<OpenObject>,
+) -> Result<Attached<'obj>, ProbeError> {
+    capture_libbpf_log();
+    let btf = Btf::from_vmlinux().map_err(|_| ProbeError::NoBtf)?;
+    let mut open = JitterscopeSkelBuilder::default()
+        .open(storage)
+        .map_err(|e| classify_load_error(&e))?;
+    let steal = set_rodata(&mut open, cfg, syms, &btf)?;
+    open.maps
+        .events
+        .set_max_entries(cfg.ringbuf_bytes)
+        .map_err(other("size the ring buffer"))?;
+    let mut attach = choose_programs(&mut open, &btf, cfg.test_seams)?;
+    let mut skel = open.load().map_err(|e| classify_load_error(&e))?;
+    let identity = threads::learn_identity(&mut skel)?;
+    let links = attach_programs(&mut skel, &mut attach)?;
+    attach.sort_by(|a, b| a.tracepoint.cmp(&b.tracepoint));
+    Ok((
+        skel,
+        links,
+        Loaded {
+            attach,
+            steal,
+            identity,
+        },
+    ))
+}
+
+/// The `const volatile` settings, before load: the measured CPUs, `hrtimer_wakeup`'s address
+/// and the steal clock. Returns whether the steal clock is read (Ok: its offset) or why not.
+fn set_rodata(
+    open: &mut OpenJitterscopeSkel,
+    cfg: &ProbeConfig,
+    syms: &Kallsyms,
+    btf: &Btf,
+) -> Result<Result<i64, String>, ProbeError> {
+    let rodata = open
+        .maps
+        .rodata_data
+        .as_deref_mut()
+        .ok_or(ProbeError::Other {
+            action: "set the CPU filter".into(),
+            cause: "the BPF object's rodata is not memory-mapped".into(),
+        })?;
+    for &cpu in &cfg.cpus {
+        if (cpu as usize) < rodata.target_cpus.len() * 64 {
+            rodata.target_cpus[cpu as usize / 64] |= 1 << (cpu % 64);
+        }
+    }
+    rodata.hrtimer_wakeup_fn = syms.address_of("hrtimer_wakeup").unwrap_or(0);
+    let steal = steal::status(steal::percpu_offsets(btf), steal::host());
+    rodata.steal_clock = steal.is_ok();
+    rodata.steal_time_from_rq = *steal.as_ref().unwrap_or(&0);
+    Ok(steal)
+}
+
+/// Which programs load: not those whose tracepoint this kernel lacks (an error when it is
+/// mandatory), the test seams only when asked. Returns the tracepoints left out.
+fn choose_programs(
+    open: &mut OpenJitterscopeSkel,
+    btf: &Btf,
+    test_seams: bool,
+) -> Result<Vec<AttachStatus>, ProbeError> {
+    let mut left_out = Vec::new();
+    for mut prog in open.open_object_mut().progs_mut() {
+        let section = prog.section().to_string_lossy().into_owned();
+        let tp = tracepoint_of(&section).to_string();
+        if section == WHOAMI_SECTION {
+            continue;
+        }
+        if section.starts_with("raw_tp/") {
+            prog.set_autoload(test_seams);
+            continue;
+        }
+        let present = btf
+            .type_by_name::<libbpf_rs::btf::types::Typedef>(&format!("btf_trace_{tp}"))
+            .is_some();
+        if !present {
+            if MANDATORY.contains(&tp.as_str()) {
+                return Err(ProbeError::Attach {
+                    tracepoint: tp,
+                    cause: "this kernel has no such tracepoint".into(),
+                });
+            }
+            prog.set_autoload(false);
+            left_out.push(AttachStatus {
+                tracepoint: tp,
+                state: AttachState::Unavailable("not in this kernel".into()),
+            });
+        }
+    }
+    Ok(left_out)
+}
+
+/// Attaches every loaded tracing program, noting each in `attach`; a mandatory one that fails
+/// is an error.
+fn attach_programs(
+    skel: &mut JitterscopeSkel,
+    attach: &mut Vec<AttachStatus>,
+) -> Result<Vec<Link>, ProbeError> {
+    let mut links = Vec::new();
+    for prog in skel.object().progs_mut() {
+        let section = prog.section().to_string_lossy().into_owned();
+        if !prog.autoload() || section.starts_with("raw_tp") {
+            continue;
+        }
+        let tp = tracepoint_of(&section).to_string();
+        match prog.attach() {
+            Ok(link) => {
+                links.push(link);
+                attach.push(AttachStatus {
+                    tracepoint: tp,
+                    state: AttachState::Attached,
+                });
+            }
+            Err(e) if MANDATORY.contains(&tp.as_str()) => {
+                return Err(if e.kind() == ErrorKind::PermissionDenied {
+                    refused()
+                } else {
+                    ProbeError::Attach {
+                        tracepoint: tp,
+                        cause: format!("{e:#}"),
+                    }
+                })
+            }
+            Err(e) => attach.push(AttachStatus {
+                tracepoint: tp,
+                state: AttachState::Unavailable(format!("{e:#}")),
+            }),
+        }
+    }
+    Ok(links)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_btf_lockdown_and_privileges_are_told_apart() {
+        let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let missing = here.join("no-such-btf");
+        let e = check_kernel(&missing).unwrap_err().to_string();
+        assert!(e.contains("this kernel has no BTF"), "{e}");
+        assert!(e.contains("CONFIG_DEBUG_INFO_BTF=y"), "{e}");
+        assert!(check_kernel(here).is_ok());
+        let e = permission_error(Some("none integrity [confidentiality]\n")).to_string();
+        assert!(e.contains("locked down (confidentiality)"), "{e}");
+        assert!(e.contains("--no-probes"), "{e}");
+        // Integrity mode keeps BPF tracing; EPERM then means privileges.
+        for text in [
+            Some("none [integrity] confidentiality"),
+            Some("[none] integrity confidentiality"),
+            None,
+        ] {
+            let e = permission_error(text).to_string();
+            assert!(e.contains("CAP_BPF+CAP_PERFMON"), "{text:?}: {e}");
+        }
+    }
+}

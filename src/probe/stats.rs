@@ -1,0 +1,102 @@
+//! The kernel's BPF run-time statistics: switched on for as long as jitterscope holds the fd
+//! `BPF_ENABLE_STATS` gives (owned, so every way out closes it; no global sysctl to restore),
+//! and read back as each program's run count and run time.
+
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use libbpf_rs::skel::Skel;
+
+use super::load::tracepoint_of;
+use super::JitterscopeSkel;
+
+/// Cost of one program, from the kernel's BPF run-time statistics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProgramCost {
+    pub program: String,
+    pub run_count: u64,
+    pub run_time_ns: u64,
+}
+
+impl ProgramCost {
+    pub fn ns_per_event(&self) -> Option<f64> {
+        (self.run_count > 0).then(|| self.run_time_ns as f64 / self.run_count as f64)
+    }
+}
+
+/// Totals of the programs' costs so far, refreshed by the drain thread once a second.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LiveCost {
+    pub events: u64,
+    pub run_time_ns: u64,
+}
+
+impl LiveCost {
+    fn of(costs: &[ProgramCost]) -> LiveCost {
+        LiveCost {
+            events: costs.iter().map(|c| c.run_count).sum(),
+            run_time_ns: costs.iter().map(|c| c.run_time_ns).sum(),
+        }
+    }
+}
+
+/// Run-time statistics, on while this lives.
+pub(super) struct RunTimeStats {
+    _enabled: OwnedFd,
+    next_refresh: Instant,
+}
+
+impl RunTimeStats {
+    /// None when the kernel refused (statistics need CAP_SYS_ADMIN) or lacks them.
+    pub(super) fn enable() -> Option<RunTimeStats> {
+        // SAFETY: plain syscall wrapper; a negative result means unsupported or refused.
+        let fd = unsafe { libbpf_sys::bpf_enable_stats(libbpf_sys::BPF_STATS_RUN_TIME) };
+        (fd >= 0).then(|| RunTimeStats {
+            // SAFETY: a new fd that nothing else owns or closes.
+            _enabled: unsafe { OwnedFd::from_raw_fd(fd) },
+            next_refresh: Instant::now() + Duration::from_secs(1),
+        })
+    }
+
+    /// Puts the totals so far in `live`, once a second (called after every drain).
+    pub(super) fn refresh(&mut self, skel: &JitterscopeSkel, live: &Mutex<Option<LiveCost>>) {
+        if Instant::now() < self.next_refresh {
+            return;
+        }
+        self.next_refresh += Duration::from_secs(1);
+        let costs = program_costs(skel);
+        if let Ok(mut l) = live.lock() {
+            *l = Some(LiveCost::of(&costs));
+        }
+    }
+}
+
+/// Run count and run time of every loaded program (kernel BPF run-time statistics).
+pub(super) fn program_costs(skel: &JitterscopeSkel) -> Vec<ProgramCost> {
+    let mut out = Vec::new();
+    for prog in skel.object().progs() {
+        // Test runs (js_whoami, the seams) are not the cost of tracing.
+        if !prog.autoload() || prog.section().to_string_lossy().starts_with("raw_tp") {
+            continue;
+        }
+        let mut info = libbpf_sys::bpf_prog_info::default();
+        let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
+        // SAFETY: `info` is a properly sized, writable bpf_prog_info; `len` says its size.
+        let rc = unsafe {
+            libbpf_sys::bpf_prog_get_info_by_fd(
+                prog.as_fd().as_raw_fd(),
+                &mut info as *mut _ as *mut _,
+                &mut len,
+            )
+        };
+        if rc == 0 {
+            out.push(ProgramCost {
+                program: tracepoint_of(&prog.section().to_string_lossy()).to_string(),
+                run_count: info.run_cnt,
+                run_time_ns: info.run_time_ns,
+            });
+        }
+    }
+    out
+}
