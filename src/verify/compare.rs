@@ -131,13 +131,55 @@ pub struct Comparison {
 
 /// Joins jitterscope's rows and perf's causes by name and grades each.
 pub fn compare(js: &Measured, perf: &NetDurations, tol: &Tolerances) -> Comparison {
-    // jitterscope's time by name: the rows of one cause (the tick's several details, a
-    // kworker's work functions, a `self` row of the same name) add up.
-    struct Side {
-        class: Option<CulpritClass>,
-        ns: Nanos,
-        details: BTreeSet<String>,
+    let (by_name, not_compared) = js_by_name(js, tol);
+    let joined = join_perf(&by_name, perf);
+    let rows = grade_rows(joined, tol);
+    let agreement = agreement(&rows);
+    Comparison {
+        cpu: perf.cpu,
+        label: js.label.clone(),
+        schema: js.schema.clone(),
+        from_ns: js.record_from_ns,
+        duration_ns: js.duration_ns,
+        stall_threshold_ns: js.stall_threshold_ns,
+        tolerances: tol.clone(),
+        rows,
+        not_compared,
+        unknown_ns: perf.unknown_ns,
+        unknown_intervals: perf.unknown_intervals,
+        unknown_owners: perf.unknown_owners.iter().cloned().collect(),
+        unpaired: perf.unpaired,
+        covered: perf.covers_window(tol.coverage_slack_ns),
+        perf_first_ns: perf.first_event_ns,
+        perf_last_ns: perf.last_event_ns,
+        agreement,
     }
+}
+
+/// One cause as jitterscope measured it.
+struct Side {
+    class: Option<CulpritClass>,
+    ns: Nanos,
+    details: BTreeSet<String>,
+}
+
+/// One cause as both recorders saw it.
+#[derive(Default)]
+struct Joined {
+    class: Option<CulpritClass>,
+    js_ns: Nanos,
+    perf_ns: Nanos,
+    unknown_ns: Nanos,
+    details: BTreeSet<String>,
+}
+
+/// jitterscope's rows perf has no counterpart of: class as written, name, ns.
+type NotCompared = Vec<(String, String, Nanos)>;
+
+/// jitterscope's time by name, and its rows perf has no counterpart of.
+fn js_by_name(js: &Measured, tol: &Tolerances) -> (BTreeMap<String, Side>, NotCompared) {
+    // The rows of one cause (the tick's several details, a kworker's work functions, a
+    // `self` row of the same name) add up.
     let mut by_name: BTreeMap<String, Side> = BTreeMap::new();
     let mut not_compared = Vec::new();
     for r in &js.rows {
@@ -160,14 +202,28 @@ pub fn compare(js: &Measured, perf: &NetDurations, tol: &Tolerances) -> Comparis
             side.details.insert(r.detail.clone());
         }
     }
-    #[derive(Default)]
-    struct Joined {
-        class: Option<CulpritClass>,
-        js_ns: Nanos,
-        perf_ns: Nanos,
-        unknown_ns: Nanos,
-        details: BTreeSet<String>,
+    (by_name, not_compared)
+}
+
+/// The name under which perf's cause `name` joins jitterscope's rows.
+fn join_key(by_name: &BTreeMap<String, Side>, name: &str) -> String {
+    // perf's `comm[pid]` joins jitterscope's row of that name, else of the comm alone (kernel
+    // threads are named so), else `comm[*]` (the ranking folds short-lived tasks' pids once it
+    // holds many culprits).
+    let folded = format!("{}[*]", without_pid(name));
+    if by_name.contains_key(name) {
+        name.to_string()
+    } else if by_name.contains_key(without_pid(name)) {
+        without_pid(name).to_string()
+    } else if name != without_pid(name) && by_name.contains_key(&folded) {
+        folded
+    } else {
+        name.to_string()
     }
+}
+
+/// jitterscope's causes with perf's time, class, details and unknown time joined in.
+fn join_perf(by_name: &BTreeMap<String, Side>, perf: &NetDurations) -> BTreeMap<String, Joined> {
     let mut joined: BTreeMap<String, Joined> = by_name
         .iter()
         .map(|(n, s)| {
@@ -180,23 +236,8 @@ pub fn compare(js: &Measured, perf: &NetDurations, tol: &Tolerances) -> Comparis
             (n.clone(), j)
         })
         .collect();
-    // perf's `comm[pid]` joins jitterscope's row of that name, else of the comm alone (kernel
-    // threads are named so), else `comm[*]` (the ranking folds short-lived tasks' pids once it
-    // holds many culprits).
-    let key_of = |name: &str| {
-        let folded = format!("{}[*]", without_pid(name));
-        if by_name.contains_key(name) {
-            name.to_string()
-        } else if by_name.contains_key(without_pid(name)) {
-            without_pid(name).to_string()
-        } else if name != without_pid(name) && by_name.contains_key(&folded) {
-            folded
-        } else {
-            name.to_string()
-        }
-    };
     for c in perf.causes.values() {
-        let e = joined.entry(key_of(&c.name)).or_default();
+        let e = joined.entry(join_key(by_name, &c.name)).or_default();
         e.perf_ns += c.ns;
         // perf knows a vector or IRQ for sure; a task's kind only jitterscope knows.
         if e.class.is_none() || c.class != CulpritClass::Task {
@@ -205,10 +246,15 @@ pub fn compare(js: &Measured, perf: &NetDurations, tol: &Tolerances) -> Comparis
         e.details.extend(c.details.iter().cloned());
     }
     for (name, ns) in &perf.unknown_involving {
-        if let Some(e) = joined.get_mut(&key_of(name)) {
+        if let Some(e) = joined.get_mut(&join_key(by_name, name)) {
             e.unknown_ns += ns;
         }
     }
+    joined
+}
+
+/// A row per joined cause of a class with a tolerance, graded, largest first.
+fn grade_rows(joined: BTreeMap<String, Joined>, tol: &Tolerances) -> Vec<Row> {
     let unrecordable: Vec<&str> = Vector::ALL
         .iter()
         .filter(|v| !v.recordable_by_perf())
@@ -219,19 +265,10 @@ pub fn compare(js: &Measured, perf: &NetDurations, tol: &Tolerances) -> Comparis
         .filter_map(|(name, j)| {
             let class = j.class?;
             let tolerance = tol.of(class)?;
-            let (js, perf) = (j.js_ns as f64, j.perf_ns as f64);
             let grade = if unrecordable.contains(&name.as_str()) {
                 Grade::NotRecordable
-            } else if j.js_ns.max(j.perf_ns) < tol.floor_ns {
-                Grade::BelowFloor
-            } else if (js - perf).abs() <= tolerance * perf {
-                Grade::Within
-            } else if js >= perf * (1.0 - tolerance)
-                && js <= (perf + j.unknown_ns as f64) * (1.0 + tolerance)
-            {
-                Grade::Uncertain
             } else {
-                Grade::Outside
+                grade_of(&j, tolerance, tol.floor_ns)
             };
             Some(Row {
                 name,
@@ -251,11 +288,32 @@ pub fn compare(js: &Measured, perf: &NetDurations, tol: &Tolerances) -> Comparis
             .cmp(&a.js_ns.max(a.perf_ns))
             .then_with(|| a.name.cmp(&b.name))
     });
+    rows
+}
+
+/// The grade of a cause perf can record.
+fn grade_of(j: &Joined, tolerance: f64, floor_ns: Nanos) -> Grade {
+    let (js, perf) = (j.js_ns as f64, j.perf_ns as f64);
+    if j.js_ns.max(j.perf_ns) < floor_ns {
+        Grade::BelowFloor
+    } else if (js - perf).abs() <= tolerance * perf {
+        Grade::Within
+    } else if js >= perf * (1.0 - tolerance)
+        && js <= (perf + j.unknown_ns as f64) * (1.0 + tolerance)
+    {
+        Grade::Uncertain
+    } else {
+        Grade::Outside
+    }
+}
+
+/// `1 − Σ|js − perf| / (2 Σ perf)` over the causes perf measured whole.
+fn agreement(rows: &[Row]) -> f64 {
     let compared = rows.iter().filter(|r| r.perf_measured());
     let (diff, total) = compared.fold((0u64, 0u64), |(d, t), r| {
         (d + r.js_ns.abs_diff(r.perf_ns), t + r.perf_ns)
     });
-    let agreement = if total == 0 {
+    if total == 0 {
         if diff == 0 {
             1.0
         } else {
@@ -263,25 +321,6 @@ pub fn compare(js: &Measured, perf: &NetDurations, tol: &Tolerances) -> Comparis
         }
     } else {
         1.0 - diff as f64 / (2.0 * total as f64)
-    };
-    Comparison {
-        cpu: perf.cpu,
-        label: js.label.clone(),
-        schema: js.schema.clone(),
-        from_ns: js.record_from_ns,
-        duration_ns: js.duration_ns,
-        stall_threshold_ns: js.stall_threshold_ns,
-        tolerances: tol.clone(),
-        rows,
-        not_compared,
-        unknown_ns: perf.unknown_ns,
-        unknown_intervals: perf.unknown_intervals,
-        unknown_owners: perf.unknown_owners.iter().cloned().collect(),
-        unpaired: perf.unpaired,
-        covered: perf.covers_window(tol.coverage_slack_ns),
-        perf_first_ns: perf.first_event_ns,
-        perf_last_ns: perf.last_event_ns,
-        agreement,
     }
 }
 
@@ -354,7 +393,16 @@ impl Comparison {
     /// then sums up the rest.
     fn render(&self, ungraded: Option<usize>) -> String {
         let mut s = String::new();
-        let t = &self.tolerances;
+        self.write_header(&mut s);
+        self.write_table(&mut s, ungraded);
+        s.push('\n');
+        self.write_notes(&mut s);
+        self.write_agreement(&mut s);
+        self.write_verdict(&mut s);
+        s
+    }
+
+    fn write_header(&self, s: &mut String) {
         let _ = writeln!(
             s,
             "### CPU {}: jitterscope against perf (run `{}`, {}, {} recorded from {} ns)\n",
@@ -364,6 +412,11 @@ impl Comparison {
             fmt_ns(self.duration_ns),
             self.from_ns
         );
+    }
+
+    /// A line per cause; past `ungraded` causes under the floor, one line sums up the rest.
+    fn write_table(&self, s: &mut String, ungraded: Option<usize>) {
+        let floor_ns = self.tolerances.floor_ns;
         s.push_str("| cause | class | jitterscope ms | perf ms | ratio | tolerance | within |\n");
         s.push_str("|---|---|---:|---:|---:|---:|---|\n");
         let mut small = 0;
@@ -378,47 +431,21 @@ impl Comparison {
                     continue;
                 }
             }
-            let mut cause = r.name.replace('|', "\\|");
-            if !r.details.is_empty() && r.class == CulpritClass::Kworker {
-                // The work it ran: the cause is the worker's whole run.
-                let _ = write!(cause, " ({})", r.details.join(", ").replace('|', "\\|"));
-            }
-            let ratio = r.ratio().map_or("–".to_string(), |q| format!("{q:.3}"));
-            let (perf, ratio) = match r.grade {
-                Grade::NotRecordable => ("–".to_string(), "–".to_string()),
-                _ if r.perf_unknown_ns > 0 => (
-                    format!("{} (+ ≤ {} unknown)", ms(r.perf_ns), ms(r.perf_unknown_ns)),
-                    ratio,
-                ),
-                _ => (ms(r.perf_ns), ratio),
-            };
-            let within = match r.grade {
-                Grade::Within => "✓".to_string(),
-                Grade::Outside => "✗".to_string(),
-                Grade::BelowFloor => format!("not graded (under {} ms)", ms(t.floor_ns)),
-                Grade::NotRecordable => "not graded (perf cannot record its exit)".to_string(),
-                Grade::Uncertain => {
-                    "not graded (perf lost this task's switches; within perf's range)".to_string()
-                }
-            };
-            let _ = writeln!(
-                s,
-                "| {cause} | {} | {} | {perf} | {ratio} | {} | {within} |",
-                r.class,
-                ms(r.js_ns),
-                pct(r.tolerance)
-            );
+            write_table_row(s, r, floor_ns);
         }
         if rest > 0 {
             let _ = writeln!(
                 s,
                 "| … {rest} more causes under {} ms in both | | {} | {} | | | not graded (`--all` lists them) |",
-                ms(t.floor_ns),
+                ms(floor_ns),
                 ms(rest_js),
                 ms(rest_perf)
             );
         }
-        s.push('\n');
+    }
+
+    /// perf's time of unknown owner, its unpaired episodes and what was not compared.
+    fn write_notes(&self, s: &mut String) {
         let _ = writeln!(
             s,
             "- perf time of unknown owner: {} ms in {} interval(s) whose closing switch named another task than the one switched in (perf lost a switch){}; not compared, never given to a task",
@@ -449,6 +476,11 @@ impl Comparison {
                 list.join(", ")
             );
         }
+    }
+
+    /// The overall agreement and the tolerances it was graded by.
+    fn write_agreement(&self, s: &mut String) {
+        let t = &self.tolerances;
         let counted = self.rows.iter().filter(|r| r.perf_measured()).count();
         let _ = writeln!(
             s,
@@ -465,6 +497,9 @@ impl Comparison {
             ms(t.floor_ns),
             fmt_ns(self.stall_threshold_ns)
         );
+    }
+
+    fn write_verdict(&self, s: &mut String) {
         let failures = self.failures();
         if failures.is_empty() {
             let graded = self
@@ -480,8 +515,41 @@ impl Comparison {
         } else {
             let _ = writeln!(s, "\n**verdict: FAIL** — {}", failures.join("; "));
         }
-        s
     }
+}
+
+/// One cause's line of the table.
+fn write_table_row(s: &mut String, r: &Row, floor_ns: Nanos) {
+    let mut cause = r.name.replace('|', "\\|");
+    if !r.details.is_empty() && r.class == CulpritClass::Kworker {
+        // The work it ran: the cause is the worker's whole run.
+        let _ = write!(cause, " ({})", r.details.join(", ").replace('|', "\\|"));
+    }
+    let ratio = r.ratio().map_or("–".to_string(), |q| format!("{q:.3}"));
+    let (perf, ratio) = match r.grade {
+        Grade::NotRecordable => ("–".to_string(), "–".to_string()),
+        _ if r.perf_unknown_ns > 0 => (
+            format!("{} (+ ≤ {} unknown)", ms(r.perf_ns), ms(r.perf_unknown_ns)),
+            ratio,
+        ),
+        _ => (ms(r.perf_ns), ratio),
+    };
+    let within = match r.grade {
+        Grade::Within => "✓".to_string(),
+        Grade::Outside => "✗".to_string(),
+        Grade::BelowFloor => format!("not graded (under {} ms)", ms(floor_ns)),
+        Grade::NotRecordable => "not graded (perf cannot record its exit)".to_string(),
+        Grade::Uncertain => {
+            "not graded (perf lost this task's switches; within perf's range)".to_string()
+        }
+    };
+    let _ = writeln!(
+        s,
+        "| {cause} | {} | {} | {perf} | {ratio} | {} | {within} |",
+        r.class,
+        ms(r.js_ns),
+        pct(r.tolerance)
+    );
 }
 
 #[cfg(test)]
