@@ -134,6 +134,10 @@ pub struct ClassInfo {
     /// Terminal colour (ANSI SGR parameters).
     pub ansi: &'static str,
     pub tone: Tone,
+    /// Named `comm[pid]` (a task's episode): pids differ from run to run.
+    pub per_pid: bool,
+    /// A cause was named (false for `unexplained` and `lost`).
+    pub named: bool,
 }
 
 /// How strongly a class is shown.
@@ -149,20 +153,26 @@ pub enum Tone {
 impl CulpritClass {
     pub const fn info(self) -> ClassInfo {
         use CulpritClass as C;
-        let (level, ansi, tone) = match self {
-            C::Kworker | C::Kthread => (1, "33", Tone::Normal),
-            C::Task => (1, "34", Tone::Normal),
-            C::SelfNoise => (1, "1;31", Tone::Alarm),
-            C::Irq | C::Ipi => (3, "35", Tone::Normal),
-            C::TimerTick => (3, "36", Tone::Normal),
-            C::Softirq => (2, "35", Tone::Normal),
-            C::Nmi => (4, "35", Tone::Normal),
-            C::FreqChange => (0, "32", Tone::Normal),
-            C::Hypervisor => (0, "2;36", Tone::Normal),
-            C::Unexplained => (0, "2", Tone::Faint),
-            C::Lost => (0, "1;31", Tone::Alarm),
+        let (level, ansi, tone, per_pid, named) = match self {
+            C::Kworker | C::Kthread => (1, "33", Tone::Normal, false, true),
+            C::Task => (1, "34", Tone::Normal, true, true),
+            C::SelfNoise => (1, "1;31", Tone::Alarm, true, true),
+            C::Irq | C::Ipi => (3, "35", Tone::Normal, false, true),
+            C::TimerTick => (3, "36", Tone::Normal, false, true),
+            C::Softirq => (2, "35", Tone::Normal, false, true),
+            C::Nmi => (4, "35", Tone::Normal, false, true),
+            C::FreqChange => (0, "32", Tone::Normal, false, true),
+            C::Hypervisor => (0, "2;36", Tone::Normal, false, true),
+            C::Unexplained => (0, "2", Tone::Faint, false, false),
+            C::Lost => (0, "1;31", Tone::Alarm, false, false),
         };
-        ClassInfo { level, ansi, tone }
+        ClassInfo {
+            level,
+            ansi,
+            tone,
+            per_pid,
+            named,
+        }
     }
 
     pub const fn level(self) -> u8 {

@@ -106,6 +106,9 @@ fn no_module_uses_a_layer_above_it_or_a_sibling() {
 
 #[test]
 fn the_checker_sees_a_wrong_import() {
-    assert_eq!(uses("use crate::live::LiveModel; // crate::session"), ["live"]);
+    assert_eq!(
+        uses("use crate::live::LiveModel; // crate::session"),
+        ["live"]
+    );
     assert!(layer("report") >= layer("attribution"));
 }

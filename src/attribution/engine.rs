@@ -741,7 +741,7 @@ fn verdict_of(
     set_shares(&mut culprits, total);
     let named: Nanos = culprits
         .iter()
-        .filter(|c| !matches!(c.class, CulpritClass::Unexplained | CulpritClass::Lost))
+        .filter(|c| c.class.info().named)
         .map(|c| c.ns())
         .sum();
     Verdict {
@@ -859,7 +859,16 @@ fn sort_shares(list: &mut [Share]) {
             match c.class {
                 CulpritClass::Hypervisor => 1,
                 CulpritClass::Unexplained | CulpritClass::Lost => 2,
-                _ => 0,
+                CulpritClass::Kworker
+                | CulpritClass::Kthread
+                | CulpritClass::Task
+                | CulpritClass::Irq
+                | CulpritClass::Softirq
+                | CulpritClass::TimerTick
+                | CulpritClass::Ipi
+                | CulpritClass::Nmi
+                | CulpritClass::FreqChange
+                | CulpritClass::SelfNoise => 0,
             },
             std::cmp::Reverse((c.ns(), c.measured_ns)),
         )
@@ -892,15 +901,27 @@ fn merge_shares(into: &mut Vec<Share>, more: Vec<Share>) {
 /// carries no callback; a call-function IPI does).
 fn via(cfg: &EngineConfig, c: &CpuRecords, r: &Interruption) -> String {
     // (what kind of send, how far back, whether it carried a callback)
-    let (kind, lookback, callback) = match (r.class, r.id) {
-        (CulpritClass::Kworker, _) => (CauseKind::QueueWork, cfg.cause_lookback_ns, None),
-        (CulpritClass::Ipi, vector::RESCHEDULE) => {
-            (CauseKind::Ipi, cfg.ipi_lookback_ns, Some(false))
-        }
-        (CulpritClass::Ipi, vector::CALL_FUNCTION | vector::CALL_FUNCTION_SINGLE) => {
-            (CauseKind::Ipi, cfg.ipi_lookback_ns, Some(true))
-        }
-        _ => return String::new(),
+    let (kind, lookback, callback) = match r.class {
+        CulpritClass::Kworker => (CauseKind::QueueWork, cfg.cause_lookback_ns, None),
+        CulpritClass::Ipi => match r.id {
+            vector::RESCHEDULE => (CauseKind::Ipi, cfg.ipi_lookback_ns, Some(false)),
+            vector::CALL_FUNCTION | vector::CALL_FUNCTION_SINGLE => {
+                (CauseKind::Ipi, cfg.ipi_lookback_ns, Some(true))
+            }
+            // irq_work and the others are raised locally: no send to match.
+            _ => return String::new(),
+        },
+        CulpritClass::Kthread
+        | CulpritClass::Task
+        | CulpritClass::Irq
+        | CulpritClass::Softirq
+        | CulpritClass::TimerTick
+        | CulpritClass::Nmi
+        | CulpritClass::FreqChange
+        | CulpritClass::SelfNoise
+        | CulpritClass::Hypervisor
+        | CulpritClass::Unexplained
+        | CulpritClass::Lost => return String::new(),
     };
     c.causes
         .iter()

@@ -81,7 +81,7 @@ impl Ranking {
         for c in &v.culprits {
             let mut key = (c.class, c.name.clone(), c.detail_key());
             if self.by.len() >= MAX_CULPRITS
-                && matches!(c.class, CulpritClass::Task | CulpritClass::SelfNoise)
+                && c.class.info().per_pid
                 && !self.by.contains_key(&key)
             {
                 key.1 = fold_pid(&key.1);
@@ -169,7 +169,17 @@ impl super::engine::Share {
                 .to_string(),
             // One row per CPU's steal, not per stall.
             CulpritClass::Hypervisor => "KVM steal clock".to_string(),
-            _ => self.detail.clone(),
+            CulpritClass::Kworker
+            | CulpritClass::Kthread
+            | CulpritClass::Task
+            | CulpritClass::Irq
+            | CulpritClass::Softirq
+            | CulpritClass::TimerTick
+            | CulpritClass::Ipi
+            | CulpritClass::Nmi
+            | CulpritClass::SelfNoise
+            | CulpritClass::Unexplained
+            | CulpritClass::Lost => self.detail.clone(),
         }
     }
 }
