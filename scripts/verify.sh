@@ -3,7 +3,7 @@
 # consumer's CPU against perf's net durations over the same window. For each scenario —
 #   quiet     nothing injected (the tick is always there),
 #   task      a competing task pinned to the consumer's CPU, busy 2 ms every 40 ms,
-#   kworker   `echo 1 > /proc/sys/vm/stat_refresh` every 200 ms (refresh_vm_stats kworkers)
+#   kworker   `echo 1 > /proc/sys/vm/stat_refresh` every 50 ms (refresh_vm_stats kworkers)
 # — `perf record -k mono` of the same CPUs runs around `jitterscope --cpus P,C`, then
 # `jitterscope verify` prints the per-cause table (jitterscope ms / perf ms / ratio / within
 # tolerance) for the consumer's CPU. A scenario passes when its table passes and its injected
@@ -122,7 +122,7 @@ start_noise() {
         exec 3<>"$1"
         while :; do
           echo 1 >/proc/sys/vm/stat_refresh
-          read -t 0.2 -u 3 _ || true
+          read -t 0.05 -u 3 _ || true
         done' verify-kworker "$out/idle" &
       noise_pid=$!
       ;;
@@ -213,7 +213,7 @@ for name in quiet task kworker; do
   case $name in
     quiet) echo "Nothing injected; the tick is always there." ;;
     task) echo "A competing task \`bash[$(cat "$dir/task.pid")]\` pinned to CPU $consumer, busy 2 ms every 40 ms." ;;
-    kworker) echo "\`echo 1 > /proc/sys/vm/stat_refresh\` every 200 ms from CPU $producer: refresh_vm_stats on CPU $consumer's kworker." ;;
+    kworker) echo "\`echo 1 > /proc/sys/vm/stat_refresh\` every 50 ms from CPU $producer: refresh_vm_stats on CPU $consumer's kworker." ;;
   esac
   echo
   lost=$(grep -ihE 'lost|chunks' "$dir/perf.log" "$dir/perf-script.log" || true)
