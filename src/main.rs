@@ -5,23 +5,22 @@
 //! `interrupted`. For `tune --hold`, `probe` and `noise` a signal is the ordinary way to end
 //! early: they exit 0.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::{CommandFactory, Parser};
 
 use jitterscope::cli::{
-    parse_cpu_list, parse_cpus, Cli, Command, FloorArgs, NoiseArgs, ProbeArgs, ReportArgs, RunArgs,
-    Threshold, TuneArgs, UsageError, VerifyArgs, WorkshopArgs,
+    parse_cpu_list, parse_cpus, plan, Cli, Command, FloorArgs, NoiseArgs, ProbeArgs, ReportArgs,
+    RunArgs, TuneArgs, UsageError, VerifyArgs, WorkshopArgs,
 };
 use jitterscope::report::export;
 use jitterscope::report::files::{write_file, OutputDir};
 use jitterscope::report::runfile::RunFile;
 use jitterscope::session::{self, RunPlan};
 use jitterscope::system::cpus::Topology;
-use jitterscope::workload::clock::loop_period_ns;
-use jitterscope::workload::WorkloadConfig;
+use jitterscope::workload::{auto_stall_threshold_ns, WorkloadConfig};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -179,57 +178,6 @@ fn verify(args: VerifyArgs) -> Result<()> {
     }
 }
 
-/// The default stall threshold: 10× the loop period measured here, at least 1 µs.
-fn auto_threshold() -> u64 {
-    (loop_period_ns(200_000) * 10).max(1_000)
-}
-
-fn plan(args: &RunArgs) -> Result<RunPlan> {
-    let Some(cpus_text) = &args.cpus else {
-        return Err(UsageError(
-            "--cpus is required: give the producer's CPU then one or more consumer CPUs, e.g. --cpus 1,3".into(),
-        )
-        .into());
-    };
-    let topo = Topology::read();
-    let cpus = parse_cpus(cpus_text, &topo)?;
-    let output = OutputDir::prepare(&args.output).map_err(|e| UsageError(e.to_string()))?;
-    let (threshold, auto) = match args.stall_threshold {
-        Threshold::Auto => (auto_threshold(), true),
-        Threshold::Fixed(ns) => (ns, false),
-    };
-    let probes = if args.no_probes {
-        None
-    } else {
-        let (bytes, rounded) = jitterscope::probe::ringbuf_size(args.ringbuf_size);
-        if rounded {
-            eprintln!(
-                "note: --ringbuf-size {} rounded up to {bytes} (the kernel needs a power of two)",
-                args.ringbuf_size
-            );
-        }
-        Some(bytes)
-    };
-    let mut workload = WorkloadConfig::new(cpus[0], cpus[1..].to_vec());
-    workload.pin = !args.no_pin;
-    workload.interval_ns = args.interval;
-    workload.warmup_ns = args.warmup;
-    workload.duration_ns = args.duration;
-    workload.stall_threshold_ns = threshold;
-    workload.spike_threshold_ns = args.spike_threshold;
-    Ok(RunPlan {
-        workload,
-        label: args.label.clone(),
-        output,
-        stall_threshold_auto: auto,
-        keep_stalls: args.keep_stalls as usize,
-        progress: true,
-        tui: !args.no_tui && std::io::stdout().is_terminal(),
-        colour: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
-        probes,
-    })
-}
-
 /// Puts back what a killed jitterscope left changed, before anything else starts.
 fn restore_leftovers() {
     match jitterscope::system::tuning::restore_from_journal() {
@@ -246,7 +194,7 @@ fn restore_leftovers() {
 }
 
 fn run_workload(args: RunArgs) -> Result<()> {
-    let plan = plan(&args)?;
+    let plan = plan::run_plan(&args)?;
     restore_leftovers();
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
@@ -326,10 +274,7 @@ fn floor(args: FloorArgs) -> Result<()> {
 
 fn report(run: &RunFile, args: &ReportArgs) -> Result<()> {
     let text = if args.format == "text" && args.output.is_none() {
-        jitterscope::report::text::render(
-            run,
-            std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
-        )
+        jitterscope::report::text::render(run, plan::colour_on_stdout())
     } else {
         let exporter = export::by_name(&args.format)
             .ok_or_else(|| UsageError(format!("--format {}: unknown format", args.format)))?;
@@ -347,13 +292,7 @@ fn probe(args: ProbeArgs) -> Result<()> {
     use jitterscope::workload::clock::monotonic_ns;
     let topo = Topology::read();
     let cpus = parse_cpu_list(&args.cpus, &topo, 1)?;
-    let (ringbuf, rounded) = jitterscope::probe::ringbuf_size(args.ringbuf_size);
-    if rounded {
-        eprintln!(
-            "note: --ringbuf-size {} rounded up to {} (the kernel needs a power of two)",
-            args.ringbuf_size, ringbuf
-        );
-    }
+    let ringbuf = plan::ringbuf_bytes(args.ringbuf_size);
     let mut cfg = ProbeConfig::new(cpus.clone());
     cfg.ringbuf_bytes = ringbuf;
     cfg.drain_cpus = topo.housekeeping(&cpus);
@@ -562,7 +501,7 @@ fn workshop(args: WorkshopArgs) -> Result<()> {
     let mut workload = WorkloadConfig::new(cpus[0], vec![cpus[1]]);
     workload.duration_ns = args.duration;
     workload.warmup_ns = 500_000_000;
-    workload.stall_threshold_ns = auto_threshold();
+    workload.stall_threshold_ns = auto_stall_threshold_ns();
     let base = RunPlan {
         workload,
         label: "workshop".into(),

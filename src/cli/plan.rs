@@ -1,0 +1,62 @@
+//! From clap's flags to the plain values each command takes: CPU lists checked against the
+//! machine, the output directory prepared, the ring-buffer size rounded, the automatic stall
+//! threshold measured. Every problem found here is a `UsageError` (exit 2); the modules below
+//! never see the flags.
+
+use std::io::IsTerminal;
+
+use super::{parse_cpus, RunArgs, Threshold, UsageError};
+use crate::report::files::OutputDir;
+use crate::session::RunPlan;
+use crate::system::cpus::Topology;
+use crate::workload::{auto_stall_threshold_ns, WorkloadConfig};
+
+/// ANSI colour on standard output: it is a terminal and `NO_COLOR` is not set.
+pub fn colour_on_stdout() -> bool {
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+}
+
+/// `--ringbuf-size` as the kernel takes it (a power of two), saying so when it was rounded.
+pub fn ringbuf_bytes(requested: u64) -> u32 {
+    let (bytes, rounded) = crate::probe::ringbuf_size(requested);
+    if rounded {
+        eprintln!(
+            "note: --ringbuf-size {requested} rounded up to {bytes} (the kernel needs a power of two)"
+        );
+    }
+    bytes
+}
+
+/// `jitterscope run`'s flags as a checked plan.
+pub fn run_plan(args: &RunArgs) -> Result<RunPlan, UsageError> {
+    let Some(cpus_text) = &args.cpus else {
+        return Err(UsageError(
+            "--cpus is required: give the producer's CPU then one or more consumer CPUs, e.g. --cpus 1,3".into(),
+        ));
+    };
+    let cpus = parse_cpus(cpus_text, &Topology::read())?;
+    let output = OutputDir::prepare(&args.output).map_err(|e| UsageError(e.to_string()))?;
+    let (threshold, auto) = match args.stall_threshold {
+        Threshold::Auto => (auto_stall_threshold_ns(), true),
+        Threshold::Fixed(ns) => (ns, false),
+    };
+    let probes = (!args.no_probes).then(|| ringbuf_bytes(args.ringbuf_size));
+    let mut workload = WorkloadConfig::new(cpus[0], cpus[1..].to_vec());
+    workload.pin = !args.no_pin;
+    workload.interval_ns = args.interval;
+    workload.warmup_ns = args.warmup;
+    workload.duration_ns = args.duration;
+    workload.stall_threshold_ns = threshold;
+    workload.spike_threshold_ns = args.spike_threshold;
+    Ok(RunPlan {
+        workload,
+        label: args.label.clone(),
+        output,
+        stall_threshold_auto: auto,
+        keep_stalls: args.keep_stalls as usize,
+        progress: true,
+        tui: !args.no_tui && std::io::stdout().is_terminal(),
+        colour: colour_on_stdout(),
+        probes,
+    })
+}
