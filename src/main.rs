@@ -13,13 +13,14 @@ use clap::{CommandFactory, Parser};
 
 use jitterscope::cli::{
     parse_cpu_list, parse_cpus, plan, Cli, Command, FloorArgs, NoiseArgs, ProbeArgs, ReportArgs,
-    RunArgs, TuneArgs, UsageError, VerifyArgs, WorkshopArgs,
+    RunArgs, UsageError, VerifyArgs, WorkshopArgs,
 };
 use jitterscope::report::export;
 use jitterscope::report::files::{write_file, OutputDir};
 use jitterscope::report::runfile::RunFile;
 use jitterscope::session::{self, RunPlan};
 use jitterscope::system::cpus::Topology;
+use jitterscope::system::{hold, tuning};
 use jitterscope::workload::{auto_stall_threshold_ns, WorkloadConfig};
 
 fn main() -> ExitCode {
@@ -81,24 +82,11 @@ fn run(cli: Cli) -> Result<()> {
         }
         Some(Command::Probe(args)) => probe(args),
         Some(Command::Noise(args)) => noise(args),
-        Some(Command::Tune(args)) => tune(args),
+        Some(Command::Tune(args)) => {
+            hold::apply_and_hold(&plan::tune_request(&args)?, &mut std::io::stdout().lock())
+        }
         Some(Command::Workshop(args)) => workshop(args),
-        Some(Command::Restore) => match jitterscope::system::tuning::restore_from_journal() {
-            Ok(changes) if changes.is_empty() => {
-                println!(
-                    "nothing to restore: no restore journal at {}",
-                    jitterscope::system::tuning::journal_path().display()
-                );
-                Ok(())
-            }
-            Ok(changes) => {
-                for c in &changes {
-                    println!("{}", c.describe());
-                }
-                Ok(())
-            }
-            Err(e) => Err(anyhow::anyhow!(e)),
-        },
+        Some(Command::Restore) => tuning::restore_command(&mut std::io::stdout().lock()),
         Some(Command::Verify(args)) => verify(args),
         Some(Command::NoiseTask { cpu, rate }) => jitterscope::workshop::noise::run_task(cpu, rate),
         Some(Command::NoiseTimer { cpu, rate }) => {
@@ -178,24 +166,9 @@ fn verify(args: VerifyArgs) -> Result<()> {
     }
 }
 
-/// Puts back what a killed jitterscope left changed, before anything else starts.
-fn restore_leftovers() {
-    match jitterscope::system::tuning::restore_from_journal() {
-        Ok(restored) => {
-            for c in restored {
-                eprintln!(
-                    "note: {} (left changed by a killed jitterscope)",
-                    c.describe()
-                );
-            }
-        }
-        Err(e) => eprintln!("WARNING: {e}"),
-    }
-}
-
 fn run_workload(args: RunArgs) -> Result<()> {
     let plan = plan::run_plan(&args)?;
-    restore_leftovers();
+    tuning::restore_leftovers();
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     // Injected noise runs for the whole run, from threads kept off the measured CPUs when
@@ -380,7 +353,7 @@ fn noise(args: NoiseArgs) -> Result<()> {
         return Err(UsageError(format!("--cpu {}: give one CPU, e.g. --cpu 1", args.cpu)).into());
     }
     // A journal left by a killed run is undone first, so its old values are not lost.
-    restore_leftovers();
+    tuning::restore_leftovers();
     println!(
         "injecting {:?} noise on CPU {} at {}/s for {} (Ctrl-C ends early)",
         args.kind,
@@ -408,82 +381,6 @@ fn noise(args: NoiseArgs) -> Result<()> {
     Ok(())
 }
 
-fn tune(args: TuneArgs) -> Result<()> {
-    use jitterscope::system::{actions, tuning};
-    let topo = Topology::read();
-    let cpus = parse_cpu_list(&args.cpus, &topo, 1)?;
-    let others = topo.housekeeping(&cpus);
-    if others.is_empty() {
-        return Err(UsageError(format!(
-            "--cpus {}: every CPU would be cleared; leave at least one for the rest of the system (online: {})",
-            args.cpus,
-            jitterscope::system::cpus::format_list(&topo.online)
-        ))
-        .into());
-    }
-    if !(args.irqs
-        || args.kworkers
-        || args.shield
-        || args.stat_interval.is_some()
-        || args.governor.is_some())
-    {
-        return Err(UsageError(
-            "nothing to tune: give --irqs, --kworkers, --shield, --stat-interval or --governor"
-                .into(),
-        )
-        .into());
-    }
-    restore_leftovers();
-    let mut t = tuning::Tuner::new();
-    let report = |o: actions::Outcome| {
-        for d in o.done {
-            println!("  {d}");
-        }
-        for r in o.refused {
-            println!("  not done: {r}");
-        }
-    };
-    if args.irqs {
-        println!("IRQs:");
-        report(actions::move_irqs(&mut t, &others));
-    }
-    if args.kworkers {
-        println!("{}", actions::workqueue_cpumask(&mut t, &others)?);
-    }
-    if let Some(secs) = args.stat_interval {
-        println!("{}", actions::stat_interval(&mut t, secs)?);
-    }
-    if let Some(g) = &args.governor {
-        println!("governor:");
-        report(actions::governor(&mut t, &cpus, g));
-    }
-    if args.shield {
-        println!("shield:");
-        report(
-            actions::shield(&mut t, &others)
-                .map_err(|e| anyhow::anyhow!("cannot shield CPU {}: {e}", args.cpus))?,
-        );
-    }
-    println!(
-        "holding {} changes for {} (Ctrl-C restores now; after a kill: jitterscope restore)",
-        t.changes().len(),
-        jitterscope::units::fmt_ns(args.hold)
-    );
-    let end = jitterscope::workload::clock::monotonic_ns() + args.hold;
-    while jitterscope::workload::clock::monotonic_ns() < end
-        && jitterscope::signals::received().is_none()
-    {
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    let n = t.changes().len();
-    let failed = t.restore();
-    for f in &failed {
-        eprintln!("WARNING: {f}");
-    }
-    println!("restored {} changes", n - failed.len().min(n));
-    Ok(())
-}
-
 fn workshop(args: WorkshopArgs) -> Result<()> {
     use jitterscope::workshop::steps::{run_step, Step};
     let topo = Topology::read();
@@ -497,7 +394,7 @@ fn workshop(args: WorkshopArgs) -> Result<()> {
     }
     let output = OutputDir::prepare(&args.output).map_err(|e| UsageError(e.to_string()))?;
     let others = topo.housekeeping(&cpus[1..]);
-    restore_leftovers();
+    tuning::restore_leftovers();
     let mut workload = WorkloadConfig::new(cpus[0], vec![cpus[1]]);
     workload.duration_ns = args.duration;
     workload.warmup_ns = 500_000_000;

@@ -5,10 +5,12 @@
 
 use std::io::IsTerminal;
 
-use super::{parse_cpus, RunArgs, Threshold, UsageError};
+use super::{parse_cpu_list, parse_cpus, RunArgs, Threshold, TuneArgs, UsageError};
 use crate::report::files::OutputDir;
 use crate::session::RunPlan;
 use crate::system::cpus::Topology;
+use crate::system::hold::TuneRequest;
+use crate::units::format_list;
 use crate::workload::{auto_stall_threshold_ns, WorkloadConfig};
 
 /// ANSI colour on standard output: it is a terminal and `NO_COLOR` is not set.
@@ -58,5 +60,42 @@ pub fn run_plan(args: &RunArgs) -> Result<RunPlan, UsageError> {
         tui: !args.no_tui && std::io::stdout().is_terminal(),
         colour: colour_on_stdout(),
         probes,
+    })
+}
+
+/// `jitterscope tune`: CPUs that leave at least one for the rest of the system, and at least
+/// one action.
+pub fn tune_request(args: &TuneArgs) -> Result<TuneRequest, UsageError> {
+    let topo = Topology::read();
+    let cpus = parse_cpu_list(&args.cpus, &topo, 1)?;
+    let others = topo.housekeeping(&cpus);
+    if others.is_empty() {
+        return Err(UsageError(format!(
+            "--cpus {}: every CPU would be cleared; leave at least one for the rest of the system (online: {})",
+            args.cpus,
+            format_list(&topo.online)
+        )));
+    }
+    if !(args.irqs
+        || args.kworkers
+        || args.shield
+        || args.stat_interval.is_some()
+        || args.governor.is_some())
+    {
+        return Err(UsageError(
+            "nothing to tune: give --irqs, --kworkers, --shield, --stat-interval or --governor"
+                .into(),
+        ));
+    }
+    Ok(TuneRequest {
+        cpus,
+        cpus_text: args.cpus.clone(),
+        others,
+        irqs: args.irqs,
+        kworkers: args.kworkers,
+        shield: args.shield,
+        stat_interval_s: args.stat_interval,
+        governor: args.governor.clone(),
+        hold_ns: args.hold,
     })
 }
