@@ -12,9 +12,10 @@ use anyhow::{Context, Result};
 use clap::{CommandFactory, Parser};
 
 use jitterscope::cli::{
-    parse_cpu_list, parse_cpus, plan, Cli, Command, FloorArgs, NoiseArgs, ProbeArgs, ReportArgs,
-    RunArgs, UsageError, VerifyArgs, WorkshopArgs,
+    parse_cpu_list, parse_cpus, plan, Cli, Command, FloorArgs, NoiseArgs, ReportArgs, RunArgs,
+    UsageError, VerifyArgs, WorkshopArgs,
 };
+use jitterscope::probe::census;
 use jitterscope::report::export;
 use jitterscope::report::files::{write_file, OutputDir};
 use jitterscope::report::runfile::RunFile;
@@ -80,7 +81,9 @@ fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        Some(Command::Probe(args)) => probe(args),
+        Some(Command::Probe(args)) => {
+            census::run(&plan::census_config(&args)?, &mut std::io::stdout().lock())
+        }
         Some(Command::Noise(args)) => noise(args),
         Some(Command::Tune(args)) => {
             hold::apply_and_hold(&plan::tune_request(&args)?, &mut std::io::stdout().lock())
@@ -256,92 +259,6 @@ fn report(run: &RunFile, args: &ReportArgs) -> Result<()> {
     match &args.output {
         Some(path) => write_file(path, text.as_bytes())?,
         None => print!("{text}"),
-    }
-    Ok(())
-}
-
-fn probe(args: ProbeArgs) -> Result<()> {
-    use jitterscope::probe::{census, decode::Record, ProbeConfig, ProbeSession};
-    use jitterscope::workload::clock::monotonic_ns;
-    let topo = Topology::read();
-    let cpus = parse_cpu_list(&args.cpus, &topo, 1)?;
-    let ringbuf = plan::ringbuf_bytes(args.ringbuf_size);
-    let mut cfg = ProbeConfig::new(cpus.clone());
-    cfg.ringbuf_bytes = ringbuf;
-    cfg.drain_cpus = topo.housekeeping(&cpus);
-    if cfg.drain_cpus.is_empty() {
-        eprintln!(
-            "note: every CPU is watched; jitterscope's own drain thread shows up as class `self`"
-        );
-    } else {
-        // This thread too stays off the watched CPUs.
-        let _ = jitterscope::workload::affinity::set_current_thread_cpus(&cfg.drain_cpus);
-    }
-    let (session, batches) = ProbeSession::start(cfg).context("cannot start the probes")?;
-    let start = monotonic_ns();
-    let end = start + args.duration;
-    if !args.json {
-        println!(
-            "watching CPU {} for {} (Ctrl-C ends early)",
-            jitterscope::system::cpus::format_list(&cpus),
-            jitterscope::units::fmt_ns(args.duration)
-        );
-    }
-    let mut all: Vec<Record> = Vec::new();
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    // Attaching patches kernel text, which sends call-function IPIs to every CPU: those
-    // records (and anything else from before the census started) are not the CPUs' noise.
-    let mut handle = |mut batch: Vec<Record>, out: &mut dyn Write| -> Result<()> {
-        batch.retain(|r| match r {
-            Record::Interruption(i) => i.start_ns >= start,
-            Record::Cause(c) => c.at_ns >= start,
-            Record::Steal(st) => st.to_ns >= start,
-            Record::Lost { .. } => true,
-        });
-        batch.sort_by_key(|r| match r {
-            Record::Interruption(i) => i.start_ns,
-            Record::Cause(c) => c.at_ns,
-            Record::Steal(st) => st.to_ns,
-            Record::Lost { start_ns, .. } => *start_ns,
-        });
-        if !args.no_log && !args.json {
-            for r in &batch {
-                writeln!(out, "{}", census::log_line(r, start))?;
-            }
-        }
-        all.extend(batch);
-        Ok(())
-    };
-    while monotonic_ns() < end && jitterscope::signals::received().is_none() {
-        match batches.recv_timeout(std::time::Duration::from_millis(100)) {
-            Ok(b) => handle(b, &mut out)?,
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
-        }
-    }
-    let attach = session.attach_report().to_vec();
-    // Detaching patches kernel text too: what starts from here on is jitterscope's own.
-    let census_end = monotonic_ns();
-    let summary = session.stop().context("cannot stop the probes")?;
-    while let Ok(mut b) = batches.try_recv() {
-        b.retain(|r| match r {
-            Record::Interruption(i) => i.start_ns < census_end,
-            Record::Cause(c) => c.at_ns < census_end,
-            Record::Steal(st) => st.to_ns < census_end,
-            Record::Lost { .. } => true,
-        });
-        handle(b, &mut out)?;
-    }
-    let duration = census_end.min(end) - start;
-    if args.json {
-        writeln!(out, "{}", census::summary_json(&all, duration, &summary))?;
-    } else {
-        write!(
-            out,
-            "\n{}",
-            census::summary(&all, duration, &cpus, &attach, &summary)
-        )?;
     }
     Ok(())
 }

@@ -5,7 +5,8 @@
 
 use std::io::IsTerminal;
 
-use super::{parse_cpu_list, parse_cpus, RunArgs, Threshold, TuneArgs, UsageError};
+use super::{parse_cpu_list, parse_cpus, ProbeArgs, RunArgs, Threshold, TuneArgs, UsageError};
+use crate::probe::census::CensusConfig;
 use crate::report::files::OutputDir;
 use crate::session::RunPlan;
 use crate::system::cpus::Topology;
@@ -97,5 +98,20 @@ pub fn tune_request(args: &TuneArgs) -> Result<TuneRequest, UsageError> {
         stat_interval_s: args.stat_interval,
         governor: args.governor.clone(),
         hold_ns: args.hold,
+    })
+}
+
+/// `jitterscope probe`: at least one CPU; the drain thread goes to the others.
+pub fn census_config(args: &ProbeArgs) -> Result<CensusConfig, UsageError> {
+    let topo = Topology::read();
+    let cpus = parse_cpu_list(&args.cpus, &topo, 1)?;
+    let ringbuf_bytes = ringbuf_bytes(args.ringbuf_size);
+    Ok(CensusConfig {
+        drain_cpus: topo.housekeeping(&cpus),
+        cpus,
+        duration_ns: args.duration,
+        ringbuf_bytes,
+        log: !args.no_log,
+        json: args.json,
     })
 }
