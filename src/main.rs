@@ -12,17 +12,16 @@ use anyhow::{Context, Result};
 use clap::{CommandFactory, Parser};
 
 use jitterscope::cli::{
-    parse_cpu_list, parse_cpus, plan, Cli, Command, FloorArgs, NoiseArgs, ReportArgs, RunArgs,
-    UsageError, VerifyArgs, WorkshopArgs,
+    parse_cpus, plan, Cli, Command, FloorArgs, ReportArgs, RunArgs, UsageError, VerifyArgs,
 };
 use jitterscope::probe::census;
 use jitterscope::report::export;
-use jitterscope::report::files::{write_file, OutputDir};
+use jitterscope::report::files::write_file;
 use jitterscope::report::runfile::RunFile;
-use jitterscope::session::{self, RunPlan};
+use jitterscope::session;
 use jitterscope::system::cpus::Topology;
 use jitterscope::system::{hold, tuning};
-use jitterscope::workload::{auto_stall_threshold_ns, WorkloadConfig};
+use jitterscope::workshop::{self, noise};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -84,17 +83,21 @@ fn run(cli: Cli) -> Result<()> {
         Some(Command::Probe(args)) => {
             census::run(&plan::census_config(&args)?, &mut std::io::stdout().lock())
         }
-        Some(Command::Noise(args)) => noise(args),
+        Some(Command::Noise(args)) => noise::run_injection(
+            &plan::injection_config(&args)?,
+            &mut std::io::stdout().lock(),
+        ),
         Some(Command::Tune(args)) => {
             hold::apply_and_hold(&plan::tune_request(&args)?, &mut std::io::stdout().lock())
         }
-        Some(Command::Workshop(args)) => workshop(args),
+        Some(Command::Workshop(args)) => workshop::run(
+            &plan::workshop_config(&args)?,
+            &mut std::io::stdout().lock(),
+        ),
         Some(Command::Restore) => tuning::restore_command(&mut std::io::stdout().lock()),
         Some(Command::Verify(args)) => verify(args),
-        Some(Command::NoiseTask { cpu, rate }) => jitterscope::workshop::noise::run_task(cpu, rate),
-        Some(Command::NoiseTimer { cpu, rate }) => {
-            jitterscope::workshop::noise::run_timer(cpu, rate)
-        }
+        Some(Command::NoiseTask { cpu, rate }) => noise::run_task(cpu, rate),
+        Some(Command::NoiseTimer { cpu, rate }) => noise::run_timer(cpu, rate),
         Some(Command::BenchEngine { records }) => {
             let t = jitterscope::attribution::throughput::measure(records);
             let rss_kib = std::fs::read_to_string("/proc/self/status")
@@ -184,7 +187,7 @@ fn run_workload(args: RunArgs) -> Result<()> {
         if away.is_empty() {
             away = vec![plan.workload.producer_cpu];
         }
-        jitterscope::workshop::noise::NoiseSet::start(&args.inject, &away)
+        noise::NoiseSet::start(&args.inject, &away)
     });
     let result = session::run(plan, &mut out);
     if let Some(n) = noise {
@@ -259,121 +262,6 @@ fn report(run: &RunFile, args: &ReportArgs) -> Result<()> {
     match &args.output {
         Some(path) => write_file(path, text.as_bytes())?,
         None => print!("{text}"),
-    }
-    Ok(())
-}
-
-fn noise(args: NoiseArgs) -> Result<()> {
-    use jitterscope::workshop::noise::{inject, NoiseError};
-    let cpu = parse_cpu_list(&args.cpu, &Topology::read(), 1)?;
-    if cpu.len() != 1 {
-        return Err(UsageError(format!("--cpu {}: give one CPU, e.g. --cpu 1", args.cpu)).into());
-    }
-    // A journal left by a killed run is undone first, so its old values are not lost.
-    tuning::restore_leftovers();
-    println!(
-        "injecting {:?} noise on CPU {} at {}/s for {} (Ctrl-C ends early)",
-        args.kind,
-        cpu[0],
-        args.rate,
-        jitterscope::units::fmt_ns(args.duration)
-    );
-    let stop = || jitterscope::signals::received().is_some();
-    let log = match inject(args.kind, cpu[0], args.rate, args.duration, &stop) {
-        Ok(log) => log,
-        Err(NoiseError::Unavailable(why)) => {
-            println!("skipped: {why}");
-            return Ok(());
-        }
-        Err(e) => return Err(e.into()),
-    };
-    if let Some(path) = &args.log {
-        let lines: String = log
-            .iter()
-            .map(|i| serde_json::to_string(i).unwrap_or_default() + "\n")
-            .collect();
-        write_file(path, lines.as_bytes())?;
-    }
-    println!("{} injections", log.len());
-    Ok(())
-}
-
-fn workshop(args: WorkshopArgs) -> Result<()> {
-    use jitterscope::workshop::steps::{run_step, Step};
-    let topo = Topology::read();
-    let cpus = parse_cpus(&args.cpus, &topo)?;
-    if cpus.len() != 2 {
-        return Err(UsageError(format!(
-            "--cpus {}: the workshop uses one producer and one consumer CPU, e.g. --cpus 1,3",
-            args.cpus
-        ))
-        .into());
-    }
-    let output = OutputDir::prepare(&args.output).map_err(|e| UsageError(e.to_string()))?;
-    let others = topo.housekeeping(&cpus[1..]);
-    tuning::restore_leftovers();
-    let mut workload = WorkloadConfig::new(cpus[0], vec![cpus[1]]);
-    workload.duration_ns = args.duration;
-    workload.warmup_ns = 500_000_000;
-    workload.stall_threshold_ns = auto_stall_threshold_ns();
-    let base = RunPlan {
-        workload,
-        label: "workshop".into(),
-        output,
-        stall_threshold_auto: true,
-        keep_stalls: 200,
-        progress: false,
-        tui: false,
-        colour: false,
-        probes: Some(8 << 20),
-    };
-    let steps: Vec<Step> = match args.step {
-        Some(s) => vec![s],
-        None => Step::ALL.to_vec(),
-    };
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    writeln!(
-        out,
-        "workshop: producer CPU {}, consumer CPU {}; noise on CPU {}: a competing task, stat_refresh kworkers{}; fixes go to CPU {}",
-        cpus[0],
-        cpus[1],
-        cpus[1],
-        if jitterscope::workshop::noise::steerable_irq().is_some() { ", the virtio-rng IRQ" } else { "" },
-        jitterscope::system::cpus::format_list(&others)
-    )?;
-    if topo.online.len() <= 2 {
-        writeln!(out, "note: with 2 CPUs the producer shares CPU {} with the rest of the system: shielding, IRQ and workqueue steering clear the consumer's CPU only", cpus[0])?;
-    }
-    let mut runs = Vec::new();
-    let (mut passed, mut total) = (0, 0);
-    for step in steps {
-        if step == Step::Governor
-            && !std::path::Path::new(&format!("/sys/devices/system/cpu/cpu{}/cpufreq", cpus[1]))
-                .exists()
-        {
-            writeln!(out, "\n=== GOVERNOR ===\n  skipped: no cpufreq driver on CPU {} (a VM, or a driver-less machine): the frequency is the host's or firmware's to set", cpus[1])?;
-            continue;
-        }
-        let (run, checks) = run_step(step, &base, &others, &mut out)?;
-        let interrupted = run.run.ended != "completed";
-        passed += checks.iter().filter(|c| c.passed).count();
-        total += checks.len();
-        runs.push((step.title().to_string(), run));
-        if interrupted {
-            writeln!(out, "\nworkshop: stopped after step {} (the run ended early); the steps after it did not run", step.title())?;
-            break;
-        }
-    }
-    if runs.len() > 1 {
-        writeln!(out, "\n{}", jitterscope::report::compare::render(&runs))?;
-    }
-    writeln!(out, "\nworkshop: {passed} of {total} checks passed")?;
-    if passed < total {
-        return Err(anyhow::anyhow!(
-            "{} of {total} workshop checks failed (see above)",
-            total - passed
-        ));
     }
     Ok(())
 }

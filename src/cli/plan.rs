@@ -5,7 +5,10 @@
 
 use std::io::IsTerminal;
 
-use super::{parse_cpu_list, parse_cpus, ProbeArgs, RunArgs, Threshold, TuneArgs, UsageError};
+use super::{
+    parse_cpu_list, parse_cpus, NoiseArgs, ProbeArgs, RunArgs, Threshold, TuneArgs, UsageError,
+    WorkshopArgs,
+};
 use crate::probe::census::CensusConfig;
 use crate::report::files::OutputDir;
 use crate::session::RunPlan;
@@ -13,6 +16,8 @@ use crate::system::cpus::Topology;
 use crate::system::hold::TuneRequest;
 use crate::units::format_list;
 use crate::workload::{auto_stall_threshold_ns, WorkloadConfig};
+use crate::workshop::noise::InjectionConfig;
+use crate::workshop::WorkshopConfig;
 
 /// ANSI colour on standard output: it is a terminal and `NO_COLOR` is not set.
 pub fn colour_on_stdout() -> bool {
@@ -113,5 +118,42 @@ pub fn census_config(args: &ProbeArgs) -> Result<CensusConfig, UsageError> {
         ringbuf_bytes,
         log: !args.no_log,
         json: args.json,
+    })
+}
+
+/// `jitterscope noise`: exactly one CPU.
+pub fn injection_config(args: &NoiseArgs) -> Result<InjectionConfig, UsageError> {
+    let cpus = parse_cpu_list(&args.cpu, &Topology::read(), 1)?;
+    let [cpu] = cpus[..] else {
+        return Err(UsageError(format!(
+            "--cpu {}: give one CPU, e.g. --cpu 1",
+            args.cpu
+        )));
+    };
+    Ok(InjectionConfig {
+        kind: args.kind,
+        cpu,
+        rate: args.rate,
+        duration_ns: args.duration,
+        log: args.log.clone(),
+    })
+}
+
+/// `jitterscope workshop`: a producer and a consumer CPU, a writable output directory.
+pub fn workshop_config(args: &WorkshopArgs) -> Result<WorkshopConfig, UsageError> {
+    let cpus = parse_cpus(&args.cpus, &Topology::read())?;
+    let [producer_cpu, consumer_cpu] = cpus[..] else {
+        return Err(UsageError(format!(
+            "--cpus {}: the workshop uses one producer and one consumer CPU, e.g. --cpus 1,3",
+            args.cpus
+        )));
+    };
+    let output = OutputDir::prepare(&args.output).map_err(|e| UsageError(e.to_string()))?;
+    Ok(WorkshopConfig {
+        producer_cpu,
+        consumer_cpu,
+        step: args.step,
+        duration_ns: args.duration,
+        output,
     })
 }
