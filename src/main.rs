@@ -12,7 +12,7 @@ use anyhow::{Context, Result};
 use clap::{CommandFactory, Parser};
 
 use jitterscope::cli::{
-    parse_cpus, plan, Cli, Command, FloorArgs, ReportArgs, RunArgs, UsageError, VerifyArgs,
+    parse_cpus, plan, Cli, Command, FloorArgs, ReportArgs, RunArgs, UsageError,
 };
 use jitterscope::probe::census;
 use jitterscope::report::export;
@@ -21,6 +21,7 @@ use jitterscope::report::runfile::RunFile;
 use jitterscope::session;
 use jitterscope::system::cpus::Topology;
 use jitterscope::system::{hold, tuning};
+use jitterscope::verify;
 use jitterscope::workshop::{self, noise};
 
 fn main() -> ExitCode {
@@ -95,7 +96,9 @@ fn run(cli: Cli) -> Result<()> {
             &mut std::io::stdout().lock(),
         ),
         Some(Command::Restore) => tuning::restore_command(&mut std::io::stdout().lock()),
-        Some(Command::Verify(args)) => verify(args),
+        Some(Command::Verify(args)) => {
+            verify::run(&plan::verify_request(&args)?, &mut std::io::stdout().lock())
+        }
         Some(Command::NoiseTask { cpu, rate }) => noise::run_task(cpu, rate),
         Some(Command::NoiseTimer { cpu, rate }) => noise::run_timer(cpu, rate),
         Some(Command::BenchEngine { records }) => {
@@ -127,48 +130,6 @@ fn run(cli: Cli) -> Result<()> {
             );
             Ok(())
         }
-    }
-}
-
-/// `jitterscope verify`: the table, then exit 1 when the check fails.
-fn verify(args: VerifyArgs) -> Result<()> {
-    use jitterscope::verify;
-    if args.print_perf_events {
-        for tp in verify::available_tracepoints().map_err(|e| anyhow::anyhow!(e))? {
-            println!("{tp}");
-        }
-        return Ok(());
-    }
-    let (Some(run_path), Some(perf_path)) = (&args.run_file, &args.perf_script) else {
-        return Err(UsageError("--run and --perf-script are both required".into()).into());
-    };
-    let run = verify::read_run_file(run_path)?;
-    let perf = if perf_path.as_os_str() == "-" {
-        std::io::read_to_string(std::io::stdin())
-            .context("cannot read perf's events from standard input")?
-    } else {
-        std::fs::read_to_string(perf_path)
-            .with_context(|| format!("cannot read perf's events from {}", perf_path.display()))?
-    };
-    let tolerances = verify::Tolerances {
-        floor_ns: args.floor,
-        ..verify::Tolerances::default()
-    };
-    let c = verify::check(&run, &perf, args.cpu, &tolerances)?;
-    if args.all {
-        print!("{}", c.to_markdown_all());
-    } else {
-        print!("{}", c.to_markdown());
-    }
-    let failures = c.failures();
-    if failures.is_empty() {
-        Ok(())
-    } else {
-        Err(anyhow::anyhow!(
-            "the independent check failed on CPU {}: {}",
-            c.cpu,
-            failures.join("; ")
-        ))
     }
 }
 

@@ -7,7 +7,7 @@ use std::io::IsTerminal;
 
 use super::{
     parse_cpu_list, parse_cpus, NoiseArgs, ProbeArgs, RunArgs, Threshold, TuneArgs, UsageError,
-    WorkshopArgs,
+    VerifyArgs, WorkshopArgs,
 };
 use crate::probe::census::CensusConfig;
 use crate::report::files::OutputDir;
@@ -15,6 +15,7 @@ use crate::session::RunPlan;
 use crate::system::cpus::Topology;
 use crate::system::hold::TuneRequest;
 use crate::units::format_list;
+use crate::verify::{CheckRequest, PerfSource, Tolerances, VerifyRequest};
 use crate::workload::{auto_stall_threshold_ns, WorkloadConfig};
 use crate::workshop::noise::InjectionConfig;
 use crate::workshop::WorkshopConfig;
@@ -156,4 +157,31 @@ pub fn workshop_config(args: &WorkshopArgs) -> Result<WorkshopConfig, UsageError
         duration_ns: args.duration,
         output,
     })
+}
+
+/// `jitterscope verify`: the tracepoint list, or a check, which needs both files.
+pub fn verify_request(args: &VerifyArgs) -> Result<VerifyRequest, UsageError> {
+    if args.print_perf_events {
+        return Ok(VerifyRequest::PrintPerfEvents);
+    }
+    let (Some(run_file), Some(perf_script)) = (&args.run_file, &args.perf_script) else {
+        return Err(UsageError(
+            "--run and --perf-script are both required".into(),
+        ));
+    };
+    let perf_script = if perf_script.as_os_str() == "-" {
+        PerfSource::Stdin
+    } else {
+        PerfSource::File(perf_script.clone())
+    };
+    Ok(VerifyRequest::Check(CheckRequest {
+        run_file: run_file.clone(),
+        perf_script,
+        cpu: args.cpu,
+        tolerances: Tolerances {
+            floor_ns: args.floor,
+            ..Tolerances::default()
+        },
+        all: args.all,
+    }))
 }
