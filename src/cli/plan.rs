@@ -6,8 +6,8 @@
 use std::io::IsTerminal;
 
 use super::{
-    parse_cpu_list, parse_cpus, NoiseArgs, ProbeArgs, RunArgs, Threshold, TuneArgs, UsageError,
-    VerifyArgs, WorkshopArgs,
+    parse_cpu_list, parse_cpus, FloorArgs, NoiseArgs, ProbeArgs, RunArgs, Threshold, TuneArgs,
+    UsageError, VerifyArgs, WorkshopArgs,
 };
 use crate::probe::census::CensusConfig;
 use crate::report::files::OutputDir;
@@ -16,6 +16,7 @@ use crate::system::cpus::Topology;
 use crate::system::hold::TuneRequest;
 use crate::units::format_list;
 use crate::verify::{CheckRequest, PerfSource, Tolerances, VerifyRequest};
+use crate::workload::pingpong::FloorConfig;
 use crate::workload::{auto_stall_threshold_ns, WorkloadConfig};
 use crate::workshop::noise::InjectionConfig;
 use crate::workshop::WorkshopConfig;
@@ -70,6 +71,55 @@ pub fn run_plan(args: &RunArgs) -> Result<RunPlan, UsageError> {
     })
 }
 
+/// `jitterscope probe`: at least one CPU; the drain thread goes to the others.
+pub fn census_config(args: &ProbeArgs) -> Result<CensusConfig, UsageError> {
+    let topo = Topology::read();
+    let cpus = parse_cpu_list(&args.cpus, &topo, 1)?;
+    let ringbuf_bytes = ringbuf_bytes(args.ringbuf_size);
+    Ok(CensusConfig {
+        drain_cpus: topo.housekeeping(&cpus),
+        cpus,
+        duration_ns: args.duration,
+        ringbuf_bytes,
+        log: !args.no_log,
+        json: args.json,
+    })
+}
+
+/// `jitterscope floor`: exactly two CPUs.
+pub fn floor_config(args: &FloorArgs) -> Result<FloorConfig, UsageError> {
+    let cpus = parse_cpus(&args.cpus, &Topology::read())?;
+    let [timing_cpu, echo_cpu] = cpus[..] else {
+        return Err(UsageError(format!(
+            "--cpus {}: floor measures between exactly two CPUs, e.g. --cpus 0,1",
+            args.cpus
+        )));
+    };
+    Ok(FloorConfig {
+        timing_cpu,
+        echo_cpu,
+        rounds: args.rounds,
+    })
+}
+
+/// `jitterscope noise`: exactly one CPU.
+pub fn injection_config(args: &NoiseArgs) -> Result<InjectionConfig, UsageError> {
+    let cpus = parse_cpu_list(&args.cpu, &Topology::read(), 1)?;
+    let [cpu] = cpus[..] else {
+        return Err(UsageError(format!(
+            "--cpu {}: give one CPU, e.g. --cpu 1",
+            args.cpu
+        )));
+    };
+    Ok(InjectionConfig {
+        kind: args.kind,
+        cpu,
+        rate: args.rate,
+        duration_ns: args.duration,
+        log: args.log.clone(),
+    })
+}
+
 /// `jitterscope tune`: CPUs that leave at least one for the rest of the system, and at least
 /// one action.
 pub fn tune_request(args: &TuneArgs) -> Result<TuneRequest, UsageError> {
@@ -104,39 +154,6 @@ pub fn tune_request(args: &TuneArgs) -> Result<TuneRequest, UsageError> {
         stat_interval_s: args.stat_interval,
         governor: args.governor.clone(),
         hold_ns: args.hold,
-    })
-}
-
-/// `jitterscope probe`: at least one CPU; the drain thread goes to the others.
-pub fn census_config(args: &ProbeArgs) -> Result<CensusConfig, UsageError> {
-    let topo = Topology::read();
-    let cpus = parse_cpu_list(&args.cpus, &topo, 1)?;
-    let ringbuf_bytes = ringbuf_bytes(args.ringbuf_size);
-    Ok(CensusConfig {
-        drain_cpus: topo.housekeeping(&cpus),
-        cpus,
-        duration_ns: args.duration,
-        ringbuf_bytes,
-        log: !args.no_log,
-        json: args.json,
-    })
-}
-
-/// `jitterscope noise`: exactly one CPU.
-pub fn injection_config(args: &NoiseArgs) -> Result<InjectionConfig, UsageError> {
-    let cpus = parse_cpu_list(&args.cpu, &Topology::read(), 1)?;
-    let [cpu] = cpus[..] else {
-        return Err(UsageError(format!(
-            "--cpu {}: give one CPU, e.g. --cpu 1",
-            args.cpu
-        )));
-    };
-    Ok(InjectionConfig {
-        kind: args.kind,
-        cpu,
-        rate: args.rate,
-        duration_ns: args.duration,
-        log: args.log.clone(),
     })
 }
 
