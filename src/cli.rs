@@ -1,5 +1,9 @@
 //! The command line: clap definitions and the validation of every value, with messages
-//! that name the flag, the value and the fix.
+//! that name the flag, the value and the fix. `plan` turns the flags into the plain values
+//! the commands take; `commands` holds the commands that compose at this top layer.
+
+pub mod commands;
+pub mod plan;
 
 use std::path::PathBuf;
 

@@ -1,14 +1,135 @@
 //! `jitterscope probe`: what else runs on the measured CPUs, without the workload — a
 //! time-ordered log of every interruption and a per-class summary, the census the seed did
-//! with `perf record -e sched:sched_stat_runtime -C 1` and `sort | uniq -c`.
+//! with `perf record -e sched:sched_stat_runtime -C 1` and `sort | uniq -c`. `run` is the
+//! command: the probes started, every batch logged as it arrives, the summary at the end.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::io::Write;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::Duration;
+
+use anyhow::Context;
 
 use super::decode::Record;
-use super::{AttachState, AttachStatus, ProbeSummary};
+use super::{AttachState, AttachStatus, ProbeBatch, ProbeConfig, ProbeSession, ProbeSummary};
 use crate::model::{without_pid, CauseKind, Cpu, CulpritClass, Nanos};
-use crate::units::fmt_ns;
+use crate::platform::affinity::set_current_thread_cpus;
+use crate::platform::clock::monotonic_ns;
+use crate::units::{fmt_ns, format_list};
+
+/// What `jitterscope probe` watches, for how long, and how it reports.
+#[derive(Debug, Clone)]
+pub struct CensusConfig {
+    pub cpus: Vec<Cpu>,
+    pub duration_ns: Nanos,
+    /// Ring-buffer size in bytes, a power of two (`super::ringbuf_size`).
+    pub ringbuf_bytes: u32,
+    /// Where the drain thread (and the calling thread) run: the CPUs not watched, or none
+    /// when every CPU is watched.
+    pub drain_cpus: Vec<Cpu>,
+    /// Print every record as it arrives (never with `json`).
+    pub log: bool,
+    /// The summary as JSON, for scripts, instead of the table.
+    pub json: bool,
+}
+
+/// `jitterscope probe`: watches the CPUs until the time is up or a signal arrives, then
+/// prints the summary of what interrupted them.
+pub fn run(cfg: &CensusConfig, out: &mut dyn Write) -> anyhow::Result<()> {
+    let (session, batches) = start_probes(cfg)?;
+    let start_ns = monotonic_ns();
+    let end_ns = start_ns + cfg.duration_ns;
+    if !cfg.json {
+        writeln!(
+            out,
+            "watching CPU {} for {} (Ctrl-C ends early)",
+            format_list(&cfg.cpus),
+            fmt_ns(cfg.duration_ns)
+        )?;
+    }
+    let mut census = Census {
+        start_ns,
+        log: cfg.log && !cfg.json,
+        records: Vec::new(),
+    };
+    while monotonic_ns() < end_ns && crate::signals::received().is_none() {
+        match batches.recv_timeout(Duration::from_millis(100)) {
+            Ok(b) => census.take(b, out)?,
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    let attach = session.attach_report().to_vec();
+    // Detaching patches kernel text too: what starts from here on is jitterscope's own.
+    let census_end_ns = monotonic_ns();
+    let probes = session.stop().context("cannot stop the probes")?;
+    while let Ok(mut b) = batches.try_recv() {
+        b.retain(|r| matches!(r, Record::Lost { .. }) || at_ns(r) < census_end_ns);
+        census.take(b, out)?;
+    }
+    let duration_ns = census_end_ns.min(end_ns) - start_ns;
+    let records = &census.records;
+    if cfg.json {
+        writeln!(out, "{}", summary_json(records, duration_ns, &probes))?;
+    } else {
+        let text = summary(records, duration_ns, &cfg.cpus, &attach, &probes);
+        write!(out, "\n{text}")?;
+    }
+    Ok(())
+}
+
+/// The probes on `cfg.cpus`, their drain thread (and this one) kept off them when the
+/// machine has other CPUs.
+fn start_probes(cfg: &CensusConfig) -> anyhow::Result<(ProbeSession, Receiver<ProbeBatch>)> {
+    let mut pc = ProbeConfig::new(cfg.cpus.clone());
+    pc.ringbuf_bytes = cfg.ringbuf_bytes;
+    pc.drain_cpus = cfg.drain_cpus.clone();
+    if pc.drain_cpus.is_empty() {
+        eprintln!(
+            "note: every CPU is watched; jitterscope's own drain thread shows up as class `self`"
+        );
+    } else {
+        // This thread too stays off the watched CPUs.
+        let _ = set_current_thread_cpus(&pc.drain_cpus);
+    }
+    ProbeSession::start(pc).context("cannot start the probes")
+}
+
+/// The records of a census so far.
+struct Census {
+    start_ns: Nanos,
+    log: bool,
+    records: Vec<Record>,
+}
+
+impl Census {
+    /// Takes one batch: in time order, logged when asked, without what came before the
+    /// census started — attaching patches kernel text, which sends call-function IPIs to
+    /// every CPU: those records are not the CPUs' noise.
+    fn take(&mut self, mut batch: ProbeBatch, out: &mut dyn Write) -> std::io::Result<()> {
+        batch.retain(|r| matches!(r, Record::Lost { .. }) || at_ns(r) >= self.start_ns);
+        batch.sort_by_key(at_ns);
+        if self.log {
+            for r in &batch {
+                writeln!(out, "{}", log_line(r, self.start_ns))?;
+            }
+        }
+        self.records.extend(batch);
+        Ok(())
+    }
+}
+
+/// When a record happened: an interruption's start, a cause's moment, the end of a steal
+/// interval, the start of a lost window.
+fn at_ns(r: &Record) -> Nanos {
+    match r {
+        Record::Interruption(i) => i.start_ns,
+        Record::Cause(c) => c.at_ns,
+        Record::Steal(st) => st.to_ns,
+        Record::Lost { start_ns, .. } => *start_ns,
+    }
+}
 
 /// One line of the log, times relative to `base_ns`.
 pub fn log_line(r: &Record, base_ns: Nanos) -> String {

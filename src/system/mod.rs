@@ -4,6 +4,7 @@ pub mod actions;
 pub mod claim;
 pub mod cpus;
 pub mod cputime;
+pub mod hold;
 pub mod tuning;
 
 /// `uname -r`.

@@ -316,3 +316,35 @@ pub fn restore_from_journal() -> Result<Vec<Change>, String> {
         .map_err(|e| format!("restored, but cannot remove {}: {e}", path.display()))?;
     Ok(changes)
 }
+
+/// Puts back what a killed jitterscope left changed, before anything else starts: each
+/// setting restored is a note on standard error, a failure a WARNING (the command goes on).
+pub fn restore_leftovers() {
+    match restore_from_journal() {
+        Ok(restored) => {
+            for c in restored {
+                eprintln!(
+                    "note: {} (left changed by a killed jitterscope)",
+                    c.describe()
+                );
+            }
+        }
+        Err(e) => eprintln!("WARNING: {e}"),
+    }
+}
+
+/// `jitterscope restore`: undoes the restore journal and lists what it put back.
+pub fn restore_command(out: &mut dyn std::io::Write) -> anyhow::Result<()> {
+    let changes = restore_from_journal().map_err(|e| anyhow::anyhow!(e))?;
+    if changes.is_empty() {
+        writeln!(
+            out,
+            "nothing to restore: no restore journal at {}",
+            journal_path().display()
+        )?;
+    }
+    for c in &changes {
+        writeln!(out, "{}", c.describe())?;
+    }
+    Ok(())
+}

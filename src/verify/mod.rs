@@ -3,13 +3,16 @@
 //! the same CPUs, folded into net durations per cause over the run's recorded window.
 //! `perf` reads perf's events, `measured` the run file, `compare` joins and grades them.
 //! Pure apart from reading the two files: text in, a graded table out (`scripts/verify.sh`
-//! and `tests/verify_bpf.rs` do the recording).
+//! and `tests/verify_bpf.rs` do the recording); `run` is the command that prints it.
 
 pub mod compare;
 pub mod measured;
 pub mod perf;
 
-use std::path::Path;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
 
 use crate::model::Cpu;
 use crate::report::runfile::MAX_RUN_FILE_BYTES;
@@ -30,6 +33,72 @@ pub enum VerifyError {
     NoTracefs(String),
     #[error("perf's output holds no event of CPU {0}: was it recorded with -C including that CPU and the tracepoints `jitterscope verify --print-perf-events` lists?")]
     NoEvents(Cpu),
+}
+
+/// What `jitterscope verify` was asked to do.
+#[derive(Debug, Clone)]
+pub enum VerifyRequest {
+    /// List the tracepoints perf must record, those this kernel has.
+    PrintPerfEvents,
+    Check(CheckRequest),
+}
+
+/// One check: a run file against perf's events of the same run.
+#[derive(Debug, Clone)]
+pub struct CheckRequest {
+    pub run_file: PathBuf,
+    pub perf_script: PerfSource,
+    /// The CPU to compare; None: the run's first consumer CPU.
+    pub cpu: Option<Cpu>,
+    pub tolerances: Tolerances,
+    /// List every cause under the floor, not only the largest few.
+    pub all: bool,
+}
+
+/// Where `perf script` output is read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PerfSource {
+    Stdin,
+    File(PathBuf),
+}
+
+/// `jitterscope verify`: the tracepoint list, or the check's table and then an error (exit
+/// 1) when the check fails.
+pub fn run(req: &VerifyRequest, out: &mut dyn Write) -> anyhow::Result<()> {
+    match req {
+        VerifyRequest::PrintPerfEvents => {
+            for tp in available_tracepoints().map_err(|e| anyhow::anyhow!(e))? {
+                writeln!(out, "{tp}")?;
+            }
+            Ok(())
+        }
+        VerifyRequest::Check(c) => run_check(c, out),
+    }
+}
+
+fn run_check(req: &CheckRequest, out: &mut dyn Write) -> anyhow::Result<()> {
+    let run = read_run_file(&req.run_file)?;
+    let perf = match &req.perf_script {
+        PerfSource::Stdin => std::io::read_to_string(std::io::stdin())
+            .context("cannot read perf's events from standard input")?,
+        PerfSource::File(path) => std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read perf's events from {}", path.display()))?,
+    };
+    let c = check(&run, &perf, req.cpu, &req.tolerances)?;
+    if req.all {
+        write!(out, "{}", c.to_markdown_all())?;
+    } else {
+        write!(out, "{}", c.to_markdown())?;
+    }
+    let failures = c.failures();
+    if !failures.is_empty() {
+        anyhow::bail!(
+            "the independent check failed on CPU {}: {}",
+            c.cpu,
+            failures.join("; ")
+        );
+    }
+    Ok(())
 }
 
 /// The check on `cpu` (default: the run's first consumer CPU) from a run file's text and

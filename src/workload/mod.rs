@@ -44,6 +44,12 @@ pub struct WorkloadConfig {
     pub stall_queue_capacity: usize,
 }
 
+/// The default stall threshold (`--stall-threshold auto`, and every workshop step): 10× the
+/// loop period measured here, at least 1 µs.
+pub fn auto_stall_threshold_ns() -> Nanos {
+    (clock::loop_period_ns(200_000) * 10).max(1_000)
+}
+
 impl WorkloadConfig {
     pub fn new(producer_cpu: Cpu, consumer_cpus: Vec<Cpu>) -> Self {
         WorkloadConfig {

@@ -1,10 +1,12 @@
 //! The physical floor of one cross-core transfer: two threads pinned to two CPUs bounce a
 //! cache line back and forth; half a round trip is what one message hop cannot beat.
-//! The workload's transit latency is judged against it (scripts/bench.sh).
+//! The workload's transit latency is judged against it (scripts/bench.sh); `jitterscope
+//! floor` measures it here.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
+use anyhow::Context;
 use hdrhistogram::Histogram;
 
 use super::histograms::new_histogram;
@@ -12,6 +14,25 @@ use super::spsc::CachePadded;
 use crate::model::Cpu;
 use crate::platform::affinity::pin_current_thread;
 use crate::platform::clock::monotonic_ns;
+use crate::summary::Summary;
+
+/// What `jitterscope floor` measures: between which two CPUs, how many round trips.
+#[derive(Debug, Clone, Copy)]
+pub struct FloorConfig {
+    /// The side that times the round trips.
+    pub timing_cpu: Cpu,
+    /// The side that answers.
+    pub echo_cpu: Cpu,
+    pub rounds: u64,
+}
+
+/// `jitterscope floor`'s measurement: the figures of the one-way floor.
+pub fn floor(cfg: &FloorConfig) -> anyhow::Result<Summary> {
+    let (a, b) = (cfg.timing_cpu, cfg.echo_cpu);
+    let h = measure(a, b, cfg.rounds)
+        .with_context(|| format!("cannot run the ping-pong between CPUs {a} and {b}"))?;
+    Ok(Summary::of(&h))
+}
 
 /// Measures `rounds` round trips between `a` (timing side) and `b`; returns the histogram
 /// of one-way times (round trip / 2) in ns.

@@ -1,5 +1,133 @@
-//! The workshop's building blocks: known noise, injected on purpose, so that each tuning step
-//! has a culprit to find and then remove.
+//! The workshop: known noise, injected on purpose, so that each tuning step has a culprit to
+//! find and then remove (`noise`, `steps`), and `run`, the whole course of steps, graded.
 
 pub mod noise;
 pub mod steps;
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::Result;
+
+use crate::model::{Cpu, Nanos};
+use crate::report::files::OutputDir;
+use crate::report::runfile::RunFile;
+use crate::session::RunPlan;
+use crate::system::cpus::Topology;
+use crate::system::tuning::restore_leftovers;
+use crate::units::format_list;
+use crate::workload::{auto_stall_threshold_ns, WorkloadConfig};
+use steps::{run_step, Step};
+
+/// What `jitterscope workshop` runs: one producer and one consumer CPU (the noise goes to the
+/// consumer's), every step or one, each recorded for `duration_ns`.
+#[derive(Debug, Clone)]
+pub struct WorkshopConfig {
+    pub producer_cpu: Cpu,
+    pub consumer_cpu: Cpu,
+    /// Only this step (the fixes of the steps before it are applied too); None: all.
+    pub step: Option<Step>,
+    pub duration_ns: Nanos,
+    pub output: OutputDir,
+}
+
+/// The steps' runs and how many of their checks passed.
+#[derive(Default)]
+struct Course {
+    runs: Vec<(String, RunFile)>,
+    passed: usize,
+    total: usize,
+}
+
+/// `jitterscope workshop`: each step measured and graded, then the steps side by side; an
+/// error (exit 1) when a check failed.
+pub fn run(cfg: &WorkshopConfig, out: &mut dyn Write) -> Result<()> {
+    let topo = Topology::read();
+    let others = topo.housekeeping(&[cfg.consumer_cpu]);
+    restore_leftovers();
+    let base = base_plan(cfg);
+    introduce(cfg, &others, topo.online.len(), out)?;
+    let course = run_steps(cfg, &base, &others, out)?;
+    if course.runs.len() > 1 {
+        writeln!(out, "\n{}", crate::report::compare::render(&course.runs))?;
+    }
+    let (passed, total) = (course.passed, course.total);
+    writeln!(out, "\nworkshop: {passed} of {total} checks passed")?;
+    if passed < total {
+        anyhow::bail!(
+            "{} of {total} workshop checks failed (see above)",
+            total - passed
+        );
+    }
+    Ok(())
+}
+
+/// The run every step starts from: probes on, no terminal UI, the automatic stall threshold.
+fn base_plan(cfg: &WorkshopConfig) -> RunPlan {
+    let mut workload = WorkloadConfig::new(cfg.producer_cpu, vec![cfg.consumer_cpu]);
+    workload.duration_ns = cfg.duration_ns;
+    workload.warmup_ns = 500_000_000;
+    workload.stall_threshold_ns = auto_stall_threshold_ns();
+    RunPlan {
+        workload,
+        label: "workshop".into(),
+        output: cfg.output.clone(),
+        stall_threshold_auto: true,
+        keep_stalls: 200,
+        progress: false,
+        tui: false,
+        colour: false,
+        probes: Some(8 << 20),
+    }
+}
+
+/// Which CPU gets what, and what a 2-CPU machine cannot clear.
+fn introduce(
+    cfg: &WorkshopConfig,
+    others: &[Cpu],
+    online_cpus: usize,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let (producer, consumer) = (cfg.producer_cpu, cfg.consumer_cpu);
+    writeln!(
+        out,
+        "workshop: producer CPU {producer}, consumer CPU {consumer}; noise on CPU {consumer}: a competing task, stat_refresh kworkers{}; fixes go to CPU {}",
+        if noise::steerable_irq().is_some() { ", the virtio-rng IRQ" } else { "" },
+        format_list(others)
+    )?;
+    if online_cpus <= 2 {
+        writeln!(out, "note: with 2 CPUs the producer shares CPU {producer} with the rest of the system: shielding, IRQ and workqueue steering clear the consumer's CPU only")?;
+    }
+    Ok(())
+}
+
+/// The steps in order, until one's run ends early (a signal, a lost CPU).
+fn run_steps(
+    cfg: &WorkshopConfig,
+    base: &RunPlan,
+    others: &[Cpu],
+    out: &mut dyn Write,
+) -> Result<Course> {
+    let steps: Vec<Step> = match cfg.step {
+        Some(s) => vec![s],
+        None => Step::ALL.to_vec(),
+    };
+    let mut course = Course::default();
+    for step in steps {
+        let cpufreq = format!("/sys/devices/system/cpu/cpu{}/cpufreq", cfg.consumer_cpu);
+        if step == Step::Governor && !Path::new(&cpufreq).exists() {
+            writeln!(out, "\n=== GOVERNOR ===\n  skipped: no cpufreq driver on CPU {} (a VM, or a driver-less machine): the frequency is the host's or firmware's to set", cfg.consumer_cpu)?;
+            continue;
+        }
+        let (run, checks) = run_step(step, base, others, out)?;
+        let interrupted = run.run.ended != crate::model::Ended::Completed;
+        course.passed += checks.iter().filter(|c| c.passed).count();
+        course.total += checks.len();
+        course.runs.push((step.title().to_string(), run));
+        if interrupted {
+            writeln!(out, "\nworkshop: stopped after step {} (the run ended early); the steps after it did not run", step.title())?;
+            break;
+        }
+    }
+    Ok(course)
+}

@@ -5,7 +5,8 @@
 //! setting changed on the way (IRQ affinity, frequency limits) goes through the restore
 //! journal.
 
-use std::io::Read;
+use std::io::{Read, Write};
+use std::path::PathBuf;
 use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -16,7 +17,9 @@ use serde::Serialize;
 use crate::model::{Cpu, Nanos};
 use crate::platform::affinity;
 use crate::platform::clock::monotonic_ns;
-use crate::system::tuning::Tuner;
+use crate::report::files::write_file;
+use crate::system::tuning::{restore_leftovers, Tuner};
+use crate::units::fmt_ns;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
@@ -303,6 +306,51 @@ impl Drop for NoiseSet {
             let _ = t.join();
         }
     }
+}
+
+/// What `jitterscope noise` injects, where, how often and for how long.
+#[derive(Debug, Clone)]
+pub struct InjectionConfig {
+    pub kind: NoiseKind,
+    pub cpu: Cpu,
+    /// Injections per second.
+    pub rate: u32,
+    pub duration_ns: Nanos,
+    /// Write every injection here as a JSON line.
+    pub log: Option<PathBuf>,
+}
+
+/// `jitterscope noise`: injects until the time is up or a signal arrives. Noise this machine
+/// cannot make is a `skipped:` line, not a failure.
+pub fn run_injection(cfg: &InjectionConfig, out: &mut dyn Write) -> anyhow::Result<()> {
+    // A journal left by a killed run is undone first, so its old values are not lost.
+    restore_leftovers();
+    writeln!(
+        out,
+        "injecting {:?} noise on CPU {} at {}/s for {} (Ctrl-C ends early)",
+        cfg.kind,
+        cfg.cpu,
+        cfg.rate,
+        fmt_ns(cfg.duration_ns)
+    )?;
+    let stop = || crate::signals::received().is_some();
+    let log = match inject(cfg.kind, cfg.cpu, cfg.rate, cfg.duration_ns, &stop) {
+        Ok(log) => log,
+        Err(NoiseError::Unavailable(why)) => {
+            writeln!(out, "skipped: {why}")?;
+            return Ok(());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if let Some(path) = &cfg.log {
+        let lines: String = log
+            .iter()
+            .map(|i| serde_json::to_string(i).unwrap_or_default() + "\n")
+            .collect();
+        write_file(path, lines.as_bytes())?;
+    }
+    writeln!(out, "{} injections", log.len())?;
+    Ok(())
 }
 
 /// `kworker@3:100`: kind, CPU, injections per second.

@@ -1,0 +1,204 @@
+//! From clap's flags to the plain values each command takes: CPU lists checked against the
+//! machine, the output directory prepared, the ring-buffer size rounded, the automatic stall
+//! threshold measured. Every problem found here is a `UsageError` (exit 2); the modules below
+//! never see the flags.
+
+use std::io::IsTerminal;
+
+use super::{
+    parse_cpu_list, parse_cpus, FloorArgs, NoiseArgs, ProbeArgs, RunArgs, Threshold, TuneArgs,
+    UsageError, VerifyArgs, WorkshopArgs,
+};
+use crate::probe::census::CensusConfig;
+use crate::report::files::OutputDir;
+use crate::session::RunPlan;
+use crate::system::cpus::Topology;
+use crate::system::hold::TuneRequest;
+use crate::units::format_list;
+use crate::verify::{CheckRequest, PerfSource, Tolerances, VerifyRequest};
+use crate::workload::pingpong::FloorConfig;
+use crate::workload::{auto_stall_threshold_ns, WorkloadConfig};
+use crate::workshop::noise::InjectionConfig;
+use crate::workshop::WorkshopConfig;
+
+/// ANSI colour on standard output: it is a terminal and `NO_COLOR` is not set.
+pub fn colour_on_stdout() -> bool {
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+}
+
+/// `--ringbuf-size` as the kernel takes it (a power of two), saying so when it was rounded.
+pub fn ringbuf_bytes(requested: u64) -> u32 {
+    let (bytes, rounded) = crate::probe::ringbuf_size(requested);
+    if rounded {
+        eprintln!(
+            "note: --ringbuf-size {requested} rounded up to {bytes} (the kernel needs a power of two)"
+        );
+    }
+    bytes
+}
+
+/// `jitterscope run`'s flags as a checked plan.
+pub fn run_plan(args: &RunArgs) -> Result<RunPlan, UsageError> {
+    let Some(cpus_text) = &args.cpus else {
+        return Err(UsageError(
+            "--cpus is required: give the producer's CPU then one or more consumer CPUs, e.g. --cpus 1,3".into(),
+        ));
+    };
+    let cpus = parse_cpus(cpus_text, &Topology::read())?;
+    let output = OutputDir::prepare(&args.output).map_err(|e| UsageError(e.to_string()))?;
+    let (threshold, auto) = match args.stall_threshold {
+        Threshold::Auto => (auto_stall_threshold_ns(), true),
+        Threshold::Fixed(ns) => (ns, false),
+    };
+    let probes = (!args.no_probes).then(|| ringbuf_bytes(args.ringbuf_size));
+    let mut workload = WorkloadConfig::new(cpus[0], cpus[1..].to_vec());
+    workload.pin = !args.no_pin;
+    workload.interval_ns = args.interval;
+    workload.warmup_ns = args.warmup;
+    workload.duration_ns = args.duration;
+    workload.stall_threshold_ns = threshold;
+    workload.spike_threshold_ns = args.spike_threshold;
+    Ok(RunPlan {
+        workload,
+        label: args.label.clone(),
+        output,
+        stall_threshold_auto: auto,
+        keep_stalls: args.keep_stalls as usize,
+        progress: true,
+        tui: !args.no_tui && std::io::stdout().is_terminal(),
+        colour: colour_on_stdout(),
+        probes,
+    })
+}
+
+/// `jitterscope probe`: at least one CPU; the drain thread goes to the others.
+pub fn census_config(args: &ProbeArgs) -> Result<CensusConfig, UsageError> {
+    let topo = Topology::read();
+    let cpus = parse_cpu_list(&args.cpus, &topo, 1)?;
+    let ringbuf_bytes = ringbuf_bytes(args.ringbuf_size);
+    Ok(CensusConfig {
+        drain_cpus: topo.housekeeping(&cpus),
+        cpus,
+        duration_ns: args.duration,
+        ringbuf_bytes,
+        log: !args.no_log,
+        json: args.json,
+    })
+}
+
+/// `jitterscope floor`: exactly two CPUs.
+pub fn floor_config(args: &FloorArgs) -> Result<FloorConfig, UsageError> {
+    let cpus = parse_cpus(&args.cpus, &Topology::read())?;
+    let [timing_cpu, echo_cpu] = cpus[..] else {
+        return Err(UsageError(format!(
+            "--cpus {}: floor measures between exactly two CPUs, e.g. --cpus 0,1",
+            args.cpus
+        )));
+    };
+    Ok(FloorConfig {
+        timing_cpu,
+        echo_cpu,
+        rounds: args.rounds,
+    })
+}
+
+/// `jitterscope noise`: exactly one CPU.
+pub fn injection_config(args: &NoiseArgs) -> Result<InjectionConfig, UsageError> {
+    let cpus = parse_cpu_list(&args.cpu, &Topology::read(), 1)?;
+    let [cpu] = cpus[..] else {
+        return Err(UsageError(format!(
+            "--cpu {}: give one CPU, e.g. --cpu 1",
+            args.cpu
+        )));
+    };
+    Ok(InjectionConfig {
+        kind: args.kind,
+        cpu,
+        rate: args.rate,
+        duration_ns: args.duration,
+        log: args.log.clone(),
+    })
+}
+
+/// `jitterscope tune`: CPUs that leave at least one for the rest of the system, and at least
+/// one action.
+pub fn tune_request(args: &TuneArgs) -> Result<TuneRequest, UsageError> {
+    let topo = Topology::read();
+    let cpus = parse_cpu_list(&args.cpus, &topo, 1)?;
+    let others = topo.housekeeping(&cpus);
+    if others.is_empty() {
+        return Err(UsageError(format!(
+            "--cpus {}: every CPU would be cleared; leave at least one for the rest of the system (online: {})",
+            args.cpus,
+            format_list(&topo.online)
+        )));
+    }
+    if !(args.irqs
+        || args.kworkers
+        || args.shield
+        || args.stat_interval.is_some()
+        || args.governor.is_some())
+    {
+        return Err(UsageError(
+            "nothing to tune: give --irqs, --kworkers, --shield, --stat-interval or --governor"
+                .into(),
+        ));
+    }
+    Ok(TuneRequest {
+        cpus,
+        cpus_text: args.cpus.clone(),
+        others,
+        irqs: args.irqs,
+        kworkers: args.kworkers,
+        shield: args.shield,
+        stat_interval_s: args.stat_interval,
+        governor: args.governor.clone(),
+        hold_ns: args.hold,
+    })
+}
+
+/// `jitterscope workshop`: a producer and a consumer CPU, a writable output directory.
+pub fn workshop_config(args: &WorkshopArgs) -> Result<WorkshopConfig, UsageError> {
+    let cpus = parse_cpus(&args.cpus, &Topology::read())?;
+    let [producer_cpu, consumer_cpu] = cpus[..] else {
+        return Err(UsageError(format!(
+            "--cpus {}: the workshop uses one producer and one consumer CPU, e.g. --cpus 1,3",
+            args.cpus
+        )));
+    };
+    let output = OutputDir::prepare(&args.output).map_err(|e| UsageError(e.to_string()))?;
+    Ok(WorkshopConfig {
+        producer_cpu,
+        consumer_cpu,
+        step: args.step,
+        duration_ns: args.duration,
+        output,
+    })
+}
+
+/// `jitterscope verify`: the tracepoint list, or a check, which needs both files.
+pub fn verify_request(args: &VerifyArgs) -> Result<VerifyRequest, UsageError> {
+    if args.print_perf_events {
+        return Ok(VerifyRequest::PrintPerfEvents);
+    }
+    let (Some(run_file), Some(perf_script)) = (&args.run_file, &args.perf_script) else {
+        return Err(UsageError(
+            "--run and --perf-script are both required".into(),
+        ));
+    };
+    let perf_script = if perf_script.as_os_str() == "-" {
+        PerfSource::Stdin
+    } else {
+        PerfSource::File(perf_script.clone())
+    };
+    Ok(VerifyRequest::Check(CheckRequest {
+        run_file: run_file.clone(),
+        perf_script,
+        cpu: args.cpu,
+        tolerances: Tolerances {
+            floor_ns: args.floor,
+            ..Tolerances::default()
+        },
+        all: args.all,
+    }))
+}
