@@ -97,11 +97,13 @@ fn stat_refresh_kworkers_are_the_top_culprit_and_explain_their_stalls() {
             std::thread::sleep(std::time::Duration::from_micros(200));
         }
     });
+    // Each write runs two work items on the consumer's kworker: refresh_vm_stats, and the
+    // flush barrier (wq_barrier_func) the write queues behind it to wait for it. Each item's
+    // time is its own, so the top culprit is that kworker running one of the two.
     let (class, name, detail) = top_on(&run, CONSUMER as u32);
-    assert_eq!(
-        (class.as_str(), detail.as_str()),
-        ("kworker", "refresh_vm_stats"),
-        "top culprit {name}"
+    assert!(
+        class == "kworker" && ["refresh_vm_stats", "wq_barrier_func"].contains(&detail.as_str()),
+        "top culprit {class} {name} {detail}"
     );
     // Every injection runs refresh_vm_stats on every CPU before the write returns, so each
     // window must hold a stall of the consumer's CPU attributed to it.
