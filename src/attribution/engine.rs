@@ -176,15 +176,10 @@ pub fn hypervisor_detail(cpu: Cpu) -> String {
     format!("the host kept vCPU {cpu} off its physical CPU (KVM steal clock)")
 }
 
-/// Nesting level of a class: which record wins an instant covered by several.
-pub fn level(c: CulpritClass) -> u8 {
-    c.level()
-}
-
 /// A record's level where it ran: never below the episode it is nested in (jitterscope's own
 /// hrtimer, class `self`, runs inside the timer interrupt and takes that time from it).
 fn nested_level(r: &Interruption) -> u8 {
-    level(r.class).max(r.parent.map_or(0, level))
+    r.class.level().max(r.parent.map_or(0, CulpritClass::level))
 }
 
 /// A steal-clock growth window and the part of its growth not yet given to a stall.
@@ -274,7 +269,7 @@ impl<'a> Sweep<'a> {
                 records[from..]
                     .iter()
                     .take_while(|t| t.start_ns - r.end_ns <= edge_ns)
-                    .position(|t| level(t.class) == 1)
+                    .position(|t| t.class.level() == 1)
                     .map(|i| from + i)
             })
             .collect();
@@ -584,15 +579,6 @@ impl Engine {
             hypervisor,
             with_timeline,
         )
-    }
-
-    /// The verdict for one stall from the records held now, without spending steal (for
-    /// looking at a stall before it is decided).
-    pub fn verdict(&self, s: &Stall) -> Verdict {
-        let empty = CpuRecords::default();
-        let c = self.cpus.get(&s.cpu).unwrap_or(&empty);
-        let sweep = Sweep::over(c, s.start_ns, s.end_ns.max(s.start_ns), self.cfg.edge_ns);
-        verdict_of(&self.cfg, self.steal_clock, c, s, &sweep, Vec::new(), true)
     }
 
     fn spike_verdict(&self, spike: Spike, producer_cpu: Cpu, consumer_cpu: Cpu) -> SpikeVerdict {
