@@ -142,7 +142,8 @@ fn stat_refresh_kworkers_are_the_top_culprit_and_explain_their_stalls() {
     // No work item goes unnamed, and no kept spike names more than its own transit.
     for st in &run.stalls {
         assert!(
-            !has(st, |c| c.detail == "(no work item seen)"),
+            !has(st, |c| c.detail
+                == jitterscope::probe::decode::WORK_UNREADABLE),
             "a kworker without its work function: {st:?}"
         );
     }

@@ -459,7 +459,7 @@ fn a_work_item_keeps_its_name_when_its_worker_is_preempted_inside_it() {
         .collect();
     let unnamed: Vec<_> = kworkers
         .iter()
-        .filter(|i| i.detail == "(no work item seen)")
+        .filter(|i| i.detail == jitterscope::probe::decode::WORK_UNREADABLE)
         .collect();
     assert!(
         unnamed.is_empty(),

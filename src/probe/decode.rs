@@ -111,14 +111,21 @@ pub fn parse(data: &[u8]) -> Option<js_record> {
 /// because they mean different things to whoever tunes the CPU: the worker's current function
 /// could not be read when it was switched in (it may have been inside an item: unknown), or
 /// the worker ran and started no item (it woke to manage its pool, to find the work already
+/// A kworker's detail when its work function could not be read, saying why (the only case
+/// in which a worker goes unnamed).
+pub const WORK_UNREADABLE: &str =
+    "(no work item seen: the worker's current work function could not be read on this kernel)";
+/// A kworker's detail when it ran and started no work item (woke, found nothing, slept).
+pub const RAN_NO_WORK: &str = "(ran no work item)";
+
 /// taken by another worker, or to go idle again).
 fn work_function(r: &js_record, syms: &mut Kallsyms) -> String {
     if r.detail != 0 {
         syms.name(r.detail)
     } else if r.flags & F_WORK_UNREAD != 0 {
-        "(no work item seen)".into()
+        WORK_UNREADABLE.into()
     } else {
-        "(ran no work item)".into()
+        RAN_NO_WORK.into()
     }
 }
 
@@ -380,9 +387,9 @@ mod tests {
         let mut syms = Kallsyms::parse("");
         let mut k = rec(Kind::Interruption, 2);
         k.name = name("kworker/3:1");
-        assert_eq!(interruption(&k, &mut syms).detail, "(ran no work item)");
+        assert_eq!(interruption(&k, &mut syms).detail, RAN_NO_WORK);
         k.flags = F_WORK_UNREAD;
-        assert_eq!(interruption(&k, &mut syms).detail, "(no work item seen)");
+        assert_eq!(interruption(&k, &mut syms).detail, WORK_UNREADABLE);
     }
 
     #[test]
