@@ -862,6 +862,9 @@ static __always_inline void emit_cause(__u32 target, __u16 cause, __u64 what, __
 	r->class_ = cause;
 	r->pid = (__u32)bpf_get_current_pid_tgid();
 	r->aux = bpf_get_smp_processor_id();
+	/* jitterscope's own sends (a TLB shootdown from freeing memory) are its own noise. */
+	if (is_self_tgid(bpf_get_current_pid_tgid() >> 32))
+		r->flags = JS_F_SENDER_SELF;
 	bpf_get_current_comm(r->name, JS_COMM_LEN);
 	submit(r);
 }

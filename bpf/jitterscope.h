@@ -62,6 +62,7 @@ enum js_whoami {
 #define JS_F_PREEMPTED_WORKLOAD 1 /* it replaced a workload thread that was still runnable */
 #define JS_F_BLOCKED_WORKLOAD 2   /* it replaced a workload thread that had blocked */
 #define JS_F_WORK_UNREAD 4        /* kworker: its current work function could not be read */
+#define JS_F_SENDER_SELF 8        /* cause: sent by one of jitterscope's own threads */
 
 /* Flags of a JS_CLASS_HRTIMER record. */
 #define JS_HRT_SOFT 1    /* ran from the HRTIMER softirq, not from the timer interrupt */

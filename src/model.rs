@@ -267,6 +267,9 @@ pub struct Cause {
     pub sender_cpu: Cpu,
     pub sender_comm: String,
     pub sender_pid: u32,
+    /// Sent by one of jitterscope's own threads.
+    #[serde(default)]
+    pub sender_is_self: bool,
     /// The work function or IPI callback, symbolised (`vmstat_update`), and the IPI's
     /// callsite where known.
     pub what: String,

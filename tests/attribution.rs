@@ -425,6 +425,40 @@ fn a_steal_window_is_given_once_across_stalls() {
 }
 
 #[test]
+fn an_ipi_jitterscope_sent_itself_is_its_own_noise() {
+    let mut e = exact();
+    // The collector freed memory: a TLB shootdown to the consumer's CPU.
+    e.push_cause(Cause {
+        target_cpu: 1,
+        at_ns: 900,
+        kind: CauseKind::Ipi,
+        sender_cpu: 0,
+        sender_comm: "js-collector".into(),
+        sender_pid: 42,
+        sender_is_self: true,
+        what: "flush_tlb_func".into(),
+        callsite: String::new(),
+    });
+    let call = Interruption {
+        id: vector::CALL_FUNCTION,
+        ..rec(1, C::Ipi, 1_000, 3_000, "call-function", "")
+    };
+    e.push_interruption(call.clone());
+    let v = one(&mut e, stall(1, 1_000, 3_000));
+    let c = &v.culprits[0];
+    assert_eq!(
+        (c.class, c.name.as_str(), c.detail.as_str(), c.ns()),
+        (
+            C::SelfNoise,
+            "call-function IPI",
+            "TLB shootdown from js-collector",
+            2_000
+        )
+    );
+    assert!(c.via.contains("js-collector[42]"), "{}", c.via);
+}
+
+#[test]
 fn an_ipi_names_its_sender_only_for_a_send_of_its_vector() {
     let mut e = exact();
     let send = |at: u64, what: &str| Cause {
@@ -434,6 +468,7 @@ fn an_ipi_names_its_sender_only_for_a_send_of_its_vector() {
         sender_cpu: 0,
         sender_comm: "js-collector".into(),
         sender_pid: 42,
+        sender_is_self: false,
         what: what.into(),
         callsite: String::new(),
     };
@@ -562,6 +597,7 @@ fn a_kworker_says_who_queued_its_work() {
         sender_cpu: 0,
         sender_comm: "bash".into(),
         sender_pid: 77,
+        sender_is_self: false,
         what: "refresh_vm_stats".into(),
         callsite: String::new(),
     });

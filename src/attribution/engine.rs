@@ -758,13 +758,17 @@ fn record_shares(
     per_record: &RecordTime,
 ) -> Vec<Share> {
     let mut out: Vec<Share> = Vec::new();
-    let mut at: HashMap<(CulpritClass, &str, &str), usize> = HashMap::new();
+    let mut at: HashMap<(CulpritClass, String, String), usize> = HashMap::new();
     for (i, &(measured, inferred)) in per_record.iter().enumerate() {
         if measured + inferred == 0 {
             continue;
         }
         let r = sweep.records[i];
-        let key = (r.class, r.name.as_str(), r.detail.as_str());
+        let sent = sender(cfg, c, r);
+        let key = match sent {
+            Some(k) if k.sender_is_self && r.class == CulpritClass::Ipi => own_ipi(r, k),
+            _ => (r.class, r.name.clone(), r.detail.clone()),
+        };
         match at.get(&key) {
             Some(&k) => {
                 let s = &mut out[k];
@@ -774,7 +778,7 @@ fn record_shares(
                 s.longest_ns = s.longest_ns.max(measured);
             }
             None => {
-                let mut via = via(cfg, c, r);
+                let mut via = sent.map(via_text).unwrap_or_default();
                 if let Some(t) = sweep.woke[i] {
                     if !via.is_empty() {
                         via.push_str("; ");
@@ -782,11 +786,12 @@ fn record_shares(
                     via.push_str("woke ");
                     via.push_str(&sweep.records[t].name);
                 }
+                let (class, name, detail) = key.clone();
                 at.insert(key, out.len());
                 out.push(Share {
-                    class: r.class,
-                    name: r.name.clone(),
-                    detail: r.detail.clone(),
+                    class,
+                    name,
+                    detail,
                     via,
                     measured_ns: measured,
                     inferred_ns: inferred,
@@ -882,10 +887,9 @@ fn merge_shares(into: &mut Vec<Share>, more: Vec<Share>) {
     }
 }
 
-/// "queued by comm[pid] on CPU n" for a kworker whose work function was queued shortly
-/// before it ran; "sent by …" for an IPI whose send matches its vector (a reschedule IPI
-/// carries no callback; a call-function IPI does).
-fn via(cfg: &EngineConfig, c: &CpuRecords, r: &Interruption) -> String {
+/// Who queued a kworker's work function shortly before it ran, or sent an IPI: a send of the
+/// same vector (a reschedule IPI carries no callback; a call-function IPI does).
+fn sender<'c>(cfg: &EngineConfig, c: &'c CpuRecords, r: &Interruption) -> Option<&'c Cause> {
     // (what kind of send, how far back, whether it carried a callback)
     let (kind, lookback, callback) = match r.class {
         CulpritClass::Kworker => (CauseKind::QueueWork, cfg.cause_lookback_ns, None),
@@ -895,7 +899,7 @@ fn via(cfg: &EngineConfig, c: &CpuRecords, r: &Interruption) -> String {
                 (CauseKind::Ipi, cfg.ipi_lookback_ns, Some(true))
             }
             // irq_work and the others are raised locally: no send to match.
-            _ => return String::new(),
+            _ => return None,
         },
         CulpritClass::Kthread
         | CulpritClass::Task
@@ -907,38 +911,48 @@ fn via(cfg: &EngineConfig, c: &CpuRecords, r: &Interruption) -> String {
         | CulpritClass::SelfNoise
         | CulpritClass::Hypervisor
         | CulpritClass::Unexplained
-        | CulpritClass::Lost => return String::new(),
+        | CulpritClass::Lost => return None,
     };
-    c.causes
-        .iter()
-        .rev()
-        .find(|k| {
-            k.kind == kind
-                && k.at_ns <= r.start_ns
-                && k.at_ns + lookback >= r.start_ns
-                && match callback {
-                    // A kworker's queue_work names the same work function.
-                    None => k.what == r.detail,
-                    Some(with) => k.what.is_empty() != with,
-                }
-        })
-        .map(|k| {
-            let verb = if kind == CauseKind::QueueWork {
-                "queued"
-            } else {
-                "sent"
-            };
-            let what = if kind == CauseKind::Ipi && !k.what.is_empty() {
-                format!(" ({})", k.what)
-            } else {
-                String::new()
-            };
-            format!(
-                "{verb} by {}[{}] on CPU {}{what}",
-                k.sender_comm, k.sender_pid, k.sender_cpu
-            )
-        })
-        .unwrap_or_default()
+    c.causes.iter().rev().find(|k| {
+        k.kind == kind
+            && k.at_ns <= r.start_ns
+            && k.at_ns + lookback >= r.start_ns
+            && match callback {
+                // A kworker's queue_work names the same work function.
+                None => k.what == r.detail,
+                Some(with) => k.what.is_empty() != with,
+            }
+    })
+}
+
+/// How the sender reads in a culprit's `via`.
+fn via_text(k: &Cause) -> String {
+    let verb = if k.kind == CauseKind::QueueWork {
+        "queued"
+    } else {
+        "sent"
+    };
+    let what = if k.kind == CauseKind::Ipi && !k.what.is_empty() {
+        format!(" ({})", k.what)
+    } else {
+        String::new()
+    };
+    format!(
+        "{verb} by {}[{}] on CPU {}{what}",
+        k.sender_comm, k.sender_pid, k.sender_cpu
+    )
+}
+
+/// An IPI jitterscope sent itself is its own noise (`self`), named with why it was sent.
+fn own_ipi(r: &Interruption, k: &Cause) -> (CulpritClass, String, String) {
+    let why = if k.what.contains("flush_tlb") {
+        format!("TLB shootdown from {}", k.sender_comm)
+    } else if k.what.is_empty() {
+        format!("wake-up sent by {}", k.sender_comm)
+    } else {
+        format!("{} from {}", k.what, k.sender_comm)
+    };
+    (CulpritClass::SelfNoise, format!("{} IPI", r.name), why)
 }
 
 /// The records a timeline keeps: all of them up to `MAX_TIMELINE`, else the ones that

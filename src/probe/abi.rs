@@ -103,6 +103,8 @@ pub const F_PREEMPTED_WORKLOAD: u32 = 1;
 pub const F_BLOCKED_WORKLOAD: u32 = 2;
 /// Kworker run: its current work function could not be read at switch-in.
 pub const F_WORK_UNREAD: u32 = 4;
+/// Cause: sent by one of jitterscope's own threads.
+pub const F_SENDER_SELF: u32 = 8;
 
 /// Hrtimer record: ran from the HRTIMER softirq, not from the timer interrupt (`JS_HRT_*`).
 pub const HRT_SOFT: u32 = 1;
@@ -183,6 +185,7 @@ mod tests {
             ("JS_F_PREEMPTED_WORKLOAD", F_PREEMPTED_WORKLOAD.into()),
             ("JS_F_BLOCKED_WORKLOAD", F_BLOCKED_WORKLOAD.into()),
             ("JS_F_WORK_UNREAD", F_WORK_UNREAD.into()),
+            ("JS_F_SENDER_SELF", F_SENDER_SELF.into()),
             ("JS_HRT_SOFT", HRT_SOFT.into()),
             ("JS_HRT_SLEEPER", HRT_SLEEPER.into()),
             ("JS_HRT_SELF", HRT_SELF.into()),

@@ -181,6 +181,7 @@ pub fn decode(r: &js_record, syms: &mut Kallsyms) -> Option<Record> {
             sender_cpu: r.aux,
             sender_comm: c_string(&r.name),
             sender_pid: r.pid,
+            sender_is_self: r.flags & abi::F_SENDER_SELF != 0,
             what: syms.name(r.id),
             callsite: syms.name(r.detail),
         })),
