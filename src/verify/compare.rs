@@ -188,7 +188,12 @@ fn js_by_name(js: &Measured, tol: &Tolerances) -> (BTreeMap<String, Side>, NotCo
             not_compared.push((r.class_text.clone(), r.name.clone(), r.ns));
             continue;
         }
-        let side = by_name.entry(r.name.clone()).or_insert(Side {
+        // jitterscope's own IPIs (`self`, `call-function IPI`) are perf's vector rows.
+        let name = match r.name.strip_suffix(" IPI") {
+            Some(vector) if r.class == Some(CulpritClass::SelfNoise) => vector,
+            _ => r.name.as_str(),
+        };
+        let side = by_name.entry(name.to_string()).or_insert(Side {
             class: None,
             ns: 0,
             details: BTreeSet::new(),
@@ -668,6 +673,13 @@ mod tests {
             js_row(CulpritClass::SelfNoise, "local timer", "", 5 * MS),
             js_row(CulpritClass::Task, "sh[42]", "SCHED_OTHER", 366_100_000),
             js_row(CulpritClass::Ipi, "reschedule", "", 100_000),
+            // jitterscope's own sends are `self` rows named after the vector.
+            js_row(
+                CulpritClass::SelfNoise,
+                "reschedule IPI",
+                "wake-up sent by js-consumer-1",
+                400_000,
+            ),
         ]);
         let p = perf(
             &[
@@ -678,6 +690,7 @@ mod tests {
             2 * MS,
         );
         let c = compare(&js, &p, &Tolerances::default());
+        assert_eq!(c.row("reschedule").unwrap().js_ns, 500_000);
         let tick = c.row("local timer").unwrap();
         assert_eq!(tick.js_ns, 40 * MS);
         assert_eq!(tick.class, CulpritClass::TimerTick);
