@@ -22,7 +22,7 @@ fn main() {
 
     if let Err(err) = SkeletonBuilder::new()
         .source(SRC)
-        .clang_args([vmlinux.as_str(), "-Ibpf", "-Wall", "-Werror"])
+        .clang_args([vmlinux.as_str(), "-Ibpf", "-mcpu=v3", "-Wall", "-Werror"])
         .build_and_generate(out.join("jitterscope.skel.rs"))
     {
         // A build script can only fail by panicking; give the whole chain and the fix.

@@ -37,9 +37,24 @@ const volatile __u64 hrtimer_wakeup_fn = 0;
 const volatile bool steal_clock = false;
 const volatile __s64 steal_time_from_rq = 0;
 
+/* Watch mode (`jitterscope watch`): the interruptions of the threads in `watched`, not of a
+ * workload. Set before load; false leaves every watch path out of the programs. */
+const volatile bool watch_mode = false;
+/* Watch mode, written by user space: new threads of this process (kernel tgid) are watched
+ * from their creation (0: none are added); `watch_gen` changes whenever user space changed
+ * `watched`, so per-CPU caches of "is the current task watched" are redone. */
+__u32 watch_tgid = 0;
+__u32 watch_gen = 0;
+/* jitterscope's PID namespace (its level and address, from js_whoami): js_tasks and new
+ * threads report ids in it, the ones the user sees. */
+__u32 watch_ns_level = 0;
+__u64 watch_ns = 0;
+
 /* Dummy instances so the skeleton emits the Rust types. */
 struct js_record _js_record = {};
 struct js_cpu_counters _js_cpu_counters = {};
+struct js_watched _js_watched = {};
+struct js_task_row _js_task_row = {};
 
 /* Read by user space through the mmapped .bss. */
 struct js_cpu_counters counters[JS_MAX_CPUS] = {};
@@ -48,6 +63,21 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 8 << 20); /* resized by user space before load */
 } events SEC(".maps");
+
+/* Watch mode: the watched threads by kernel tid, with what the programs track of each. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, JS_WATCH_MAX);
+	__type(key, __u32);
+	__type(value, struct js_watched);
+} watched SEC(".maps");
+
+/* Watch mode: how many watched threads run or wait on each CPU, and when that last fell to
+ * 0. Records of a CPU are kept while some watched thread wants it (or began before it last
+ * stopped wanting it): the filter before a ring-buffer reserve. Updated from any CPU with
+ * atomics (wake-ups and migrations touch another CPU's count). */
+__u32 interest[JS_MAX_CPUS] = {};
+__u64 interest_end[JS_MAX_CPUS] = {};
 
 /* Workload thread ids: their runs are what is measured, not interruptions. A 2-way
  * set-associative table in .bss, written by user space: two plain loads per check instead of
@@ -115,6 +145,12 @@ struct cpu_state {
 	__u64 steal_addr;
 	__u64 steal_last;
 	__u64 steal_at;
+	/* watch mode: the task last seen current here and whether it is watched (its tid, or
+	 * 0), valid while `cur_gen` is `watch_gen` */
+	__u32 cur_pid;
+	__u32 cur_victim;
+	__u32 cur_gen;
+	__u32 pad3;
 };
 
 /* Drops noted where the per-CPU state cannot be used: in NMI context, or from another CPU
@@ -225,13 +261,47 @@ static __always_inline void take_over_lost(__u32 cpu, struct cpu_state *st, __u6
 	st->lost_flushed_at = now;
 }
 
+/* Watch mode: the watched thread current on this CPU (its tid), or 0. Cached per CPU: a
+ * hash lookup only when the current task changed since the last look (or `watched` did). */
+static __always_inline __u32 current_victim(struct cpu_state *st)
+{
+	__u32 pid, gen;
+
+	if (!watch_mode)
+		return 0;
+	pid = (__u32)bpf_get_current_pid_tgid();
+	gen = watch_gen;
+	if (pid != st->cur_pid || gen != st->cur_gen) {
+		st->cur_pid = pid;
+		st->cur_gen = gen;
+		st->cur_victim = pid && bpf_map_lookup_elem(&watched, &pid) ? pid : 0;
+	}
+	return st->cur_victim;
+}
+
+/* Watch mode: whether a record of `cpu` that began at `start` can matter to a watched thread:
+ * one is current (`victim`), runs or waits there now, or did when the record began. */
+static __always_inline bool watch_keeps(__u32 cpu, __u32 victim, __u64 start)
+{
+	if (!watch_mode || victim)
+		return true;
+	if (cpu >= JS_MAX_CPUS)
+		return false;
+	return interest[cpu] || interest_end[cpu] >= start;
+}
+
 /* Reserves a record for `cpu`; a failure is counted, and the window of lost records is
  * reported with the next record that fits, so user space can mark affected stalls. `st` is
- * NULL where the per-CPU state must not be written (NMI, another CPU's records). */
-static __always_inline struct js_record *reserve(__u32 cpu, struct cpu_state *st, __u64 now)
+ * NULL where the per-CPU state must not be written (NMI, another CPU's records). In watch
+ * mode a record that no watched thread can care about (see watch_keeps) is not reserved.
+ * `victim` is the watched thread current on the CPU (watch mode), 0 if none. */
+static __always_inline struct js_record *reserve(__u32 cpu, struct cpu_state *st, __u64 start,
+						 __u64 now, __u32 victim)
 {
 	struct js_record *r;
 
+	if (!watch_keeps(cpu, victim, start))
+		return NULL;
 	if (st)
 		take_over_lost(cpu, st, now);
 	if (st && st->lost_count) {
@@ -271,8 +341,17 @@ static __always_inline struct js_record *reserve(__u32 cpu, struct cpu_state *st
 	r->parent = 0;
 	r->flags = 0;
 	r->aux = 0;
+	r->victim = victim;
+	r->pad = 0;
 	count_event(cpu);
 	return r;
+}
+
+/* A record of this CPU in normal context: the watched thread current here is its victim. */
+static __always_inline struct js_record *reserve_here(__u32 cpu, struct cpu_state *st,
+						      __u64 start, __u64 now)
+{
+	return reserve(cpu, st, start, now, current_victim(st));
 }
 
 static __always_inline void zero_name(struct js_record *r)
@@ -332,7 +411,7 @@ static __always_inline void sample_steal(__u32 cpu, struct cpu_state *st, __u64 
 		steal_read[cpu] = value;
 	if (!at || value < last)
 		return;
-	r = reserve(cpu, st, now);
+	r = reserve_here(cpu, st, at, now);
 	if (!r)
 		return;
 	r->kind = JS_REC_STEAL;
@@ -363,7 +442,7 @@ static __always_inline void emit_episode(__u32 cpu, struct cpu_state *st, __u64 
 					 __u64 now, __u64 id, __u16 class, __u16 parent,
 					 __u32 flags, const char *name)
 {
-	struct js_record *r = reserve(cpu, st, now);
+	struct js_record *r = reserve_here(cpu, st, start, now);
 
 	if (!r)
 		return;
@@ -405,7 +484,7 @@ static __always_inline __u16 task_class_of(struct task_struct *t)
  * and the run record keeps only the worker's overhead outside items. */
 static __always_inline void end_work_slice(__u32 cpu, struct cpu_state *st, __u64 now)
 {
-	struct js_record *r = reserve(cpu, st, now);
+	struct js_record *r = reserve_here(cpu, st, st->work_start, now);
 
 	if (r) {
 		r->start_ns = st->work_start;
@@ -469,7 +548,7 @@ static __always_inline void end_task_episode(__u32 cpu, struct cpu_state *st, __
 	} else {
 		if (st->work_start)
 			end_work_slice(cpu, st, now);
-		r = reserve(cpu, st, now);
+		r = reserve_here(cpu, st, st->task_start, now);
 	}
 	if (r) {
 		r->kind = JS_REC_INTERRUPTION;
@@ -492,6 +571,120 @@ static __always_inline void end_task_episode(__u32 cpu, struct cpu_state *st, __
 	st->works = 0;
 }
 
+/* ---- watch mode: where each watched thread is, and its waits ----------------------------- */
+
+static __always_inline bool counted(struct js_watched *w)
+{
+	return w->state == JS_T_RUNNING || w->state == JS_T_WAITING;
+}
+
+static __always_inline void count_in(__u32 cpu)
+{
+	if (cpu < JS_MAX_CPUS)
+		__sync_fetch_and_add(&interest[cpu], 1);
+}
+
+static __always_inline void count_out(__u32 cpu, __u64 now)
+{
+	if (cpu >= JS_MAX_CPUS)
+		return;
+	if (__sync_fetch_and_add(&interest[cpu], -1) == 1)
+		interest_end[cpu] = now;
+}
+
+/* `w` now runs or waits on `cpu`: counted there (moved from where it was counted). */
+static __always_inline void place(struct js_watched *w, __u32 cpu, __u64 now)
+{
+	if (!counted(w)) {
+		count_in(cpu);
+	} else if (w->cpu != cpu) {
+		count_out(w->cpu, now);
+		count_in(cpu);
+	}
+	w->cpu = cpu;
+}
+
+/* The id of `t` in jitterscope's PID namespace (the one the user sees), 0 when it has none
+ * there. `numbers[]` is read at the namespace's level from its first element: CO-RE
+ * relocates constant indexes only. */
+static __always_inline __u32 ns_id(struct task_struct *t)
+{
+	struct pid *p = BPF_CORE_READ(t, thread_pid);
+	__u32 level = watch_ns_level;
+	struct upid u = {};
+	void *at;
+
+	if (!p || level >= 32 || BPF_CORE_READ(p, level) < level)
+		return 0;
+	at = (void *)&p->numbers[0] + level * bpf_core_type_size(struct upid);
+	if (bpf_probe_read_kernel(&u, sizeof(u), at))
+		return 0;
+	return (__u64)u.ns == watch_ns ? u.nr : 0;
+}
+
+/* A watched thread ran on `cpu` after waiting: its wait, as a record. */
+static __always_inline void emit_wait(__u32 cpu, struct cpu_state *st, struct js_watched *w,
+				      struct task_struct *next, __u32 tid, __u64 now)
+{
+	struct js_record *r = reserve(cpu, st, w->wait_start, now, tid);
+
+	if (!r)
+		return;
+	r->kind = JS_REC_WAIT;
+	r->start_ns = w->wait_start;
+	r->end_ns = now;
+	r->pid = tid;
+	r->class_ = w->reason;
+	r->aux = w->wait_cpu;
+	r->detail = w->migrated_at;
+	__builtin_memcpy(r->name, next->comm, JS_COMM_LEN);
+	__builtin_memset(r->name + JS_COMM_LEN, 0, JS_NAME_LEN - JS_COMM_LEN);
+	submit(r);
+}
+
+/* A context switch as the watched threads live it, on every CPU (they move): `prev` stops
+ * running (blocked, or preempted and now waiting here), `next` runs (after a wait, which is
+ * reported when this CPU or the one where it began is measured). `st` may be NULL off the
+ * measured CPUs. */
+static __always_inline void watch_switch(__u32 cpu, struct cpu_state *st, bool preempt,
+					 struct task_struct *prev, struct task_struct *next,
+					 unsigned int prev_state, __u64 now)
+{
+	__u32 prev_pid = prev->pid, next_pid = next->pid;
+	struct js_watched *w;
+
+	w = prev_pid ? bpf_map_lookup_elem(&watched, &prev_pid) : NULL;
+	if (w) {
+		if (preempt || prev_state == 0) {
+			place(w, cpu, now);
+			w->state = JS_T_WAITING;
+			w->wait_start = now;
+			w->wait_cpu = cpu;
+			w->reason = JS_WAIT_PREEMPTED;
+			w->migrated_at = 0;
+		} else {
+			if (counted(w))
+				count_out(w->cpu, now);
+			w->state = JS_T_BLOCKED;
+			w->wait_start = 0;
+		}
+	}
+	w = next_pid ? bpf_map_lookup_elem(&watched, &next_pid) : NULL;
+	if (w) {
+		if (w->state == JS_T_WAITING && w->wait_start &&
+		    (is_target(cpu) || is_target(w->wait_cpu)))
+			emit_wait(cpu, st, w, next, next_pid, now);
+		place(w, cpu, now);
+		w->state = JS_T_RUNNING;
+		w->wait_start = 0;
+	}
+	if (st) {
+		st->cur_pid = next_pid;
+		st->cur_gen = watch_gen;
+		st->cur_victim = w ? next_pid : 0;
+	}
+}
+
 static __always_inline int handle_sched_switch(bool preempt, struct task_struct *prev,
 					       struct task_struct *next, unsigned int prev_state)
 {
@@ -500,13 +693,19 @@ static __always_inline int handle_sched_switch(bool preempt, struct task_struct 
 	__u32 prev_pid, next_pid;
 	__u64 now;
 
-	if (!is_target(cpu))
+	if (!is_target(cpu)) {
+		if (watch_mode)
+			watch_switch(cpu, NULL, preempt, prev, next, prev_state,
+				     bpf_ktime_get_ns());
 		return 0;
+	}
 	st = my_state();
 	if (!st)
 		return 0;
 	now = clock_now(cpu, st);
 	end_task_episode(cpu, st, now);
+	if (watch_mode)
+		watch_switch(cpu, st, preempt, prev, next, prev_state, now);
 
 	next_pid = next->pid;
 	if (next_pid == 0 || is_workload(next_pid))
@@ -794,7 +993,7 @@ int BPF_PROG(js_hrtimer_expire_exit, struct hrtimer *timer)
 	else
 		return 0;
 	now = clock_now(cpu, st);
-	r = reserve(cpu, st, now);
+	r = reserve_here(cpu, st, h->start, now);
 	if (r) {
 		r->start_ns = h->start;
 		r->end_ns = now;
@@ -820,7 +1019,8 @@ int BPF_PROG(js_nmi_handler, void *handler, s64 delta_ns, int handled)
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct cpu_state *st;
 	struct js_record *r;
-	__u64 now;
+	__u64 now, start;
+	__u32 victim = 0;
 
 	if (!is_target(cpu))
 		return 0;
@@ -828,12 +1028,17 @@ int BPF_PROG(js_nmi_handler, void *handler, s64 delta_ns, int handled)
 	/* NMI context: no steal sample and no state written (another program may be updating
 	 * it); a drop goes to the lock-free slot. */
 	now = bpf_ktime_get_ns();
-	r = reserve(cpu, NULL, now);
+	start = delta_ns > 0 && (__u64)delta_ns < now ? now - delta_ns : now;
+	/* The victim from the cache, read only (valid if it is about the current task). */
+	if (watch_mode && st && st->cur_pid == (__u32)bpf_get_current_pid_tgid() &&
+	    st->cur_gen == watch_gen)
+		victim = st->cur_victim;
+	r = reserve(cpu, NULL, start, now, victim);
 	if (!r)
 		return 0;
 	r->kind = JS_REC_INTERRUPTION;
 	r->cpu = cpu;
-	r->start_ns = delta_ns > 0 && (__u64)delta_ns < now ? now - delta_ns : now;
+	r->start_ns = start;
 	r->end_ns = now;
 	r->detail = (__u64)handler;
 	r->class_ = JS_CLASS_NMI;
@@ -850,7 +1055,7 @@ static __always_inline void emit_cause(__u32 target, __u16 cause, __u64 what, __
 	struct js_record *r;
 	__u64 now = bpf_ktime_get_ns();
 
-	r = reserve(target, NULL, now);
+	r = reserve(target, NULL, now, now, 0);
 	if (!r)
 		return;
 	r->kind = JS_REC_CAUSE;
@@ -927,6 +1132,203 @@ int BPF_PROG(js_ipi_send_cpumask, const struct cpumask *mask, unsigned long call
 	return 0;
 }
 
+/* ---- watch mode: wake-ups, migrations, new and exiting threads, page faults --------------- */
+
+/* A watched thread that was not runnable becomes so on its CPU: its wait begins. A wake-up of
+ * a thread still on a runqueue (the kernel traces those too) changes nothing. */
+static __always_inline int watch_wakeup(struct task_struct *p, __u16 reason)
+{
+	__u32 tid = p->pid;
+	struct js_watched *w = bpf_map_lookup_elem(&watched, &tid);
+	__u64 now;
+	__u32 cpu;
+
+	if (!w || counted(w))
+		return 0;
+	now = bpf_ktime_get_ns();
+	cpu = p->thread_info.cpu;
+	place(w, cpu, now);
+	w->state = JS_T_WAITING;
+	w->wait_start = now;
+	w->wait_cpu = cpu;
+	w->reason = reason;
+	w->migrated_at = 0;
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(js_w_sched_wakeup, struct task_struct *p)
+{
+	return watch_wakeup(p, JS_WAIT_WAKEUP);
+}
+
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(js_w_sched_wakeup_new, struct task_struct *p)
+{
+	return watch_wakeup(p, JS_WAIT_NEW);
+}
+
+/* A waiting thread moved to another CPU's runqueue: it waits there now. */
+SEC("tp_btf/sched_migrate_task")
+int BPF_PROG(js_w_sched_migrate_task, struct task_struct *p, int dest_cpu)
+{
+	__u32 tid = p->pid;
+	struct js_watched *w = bpf_map_lookup_elem(&watched, &tid);
+	__u64 now;
+
+	if (!w || w->state != JS_T_WAITING || w->cpu == (__u32)dest_cpu)
+		return 0;
+	now = bpf_ktime_get_ns();
+	place(w, dest_cpu, now);
+	w->migrated_at = now;
+	return 0;
+}
+
+/* A new thread of the watched process is watched from its creation (and told to user space,
+ * with its id as the user sees it). */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(js_w_sched_process_fork, struct task_struct *parent, struct task_struct *child)
+{
+	struct js_watched fresh = { .state = JS_T_BLOCKED };
+	__u32 tid = child->pid, cpu = bpf_get_smp_processor_id();
+	struct js_record *r;
+	__u64 now;
+
+	if (!watch_tgid || child->tgid != watch_tgid)
+		return 0;
+	if (bpf_map_update_elem(&watched, &tid, &fresh, BPF_NOEXIST))
+		return 0;
+	now = bpf_ktime_get_ns();
+	r = reserve(cpu, NULL, now, now, tid);
+	if (!r)
+		return 0;
+	r->kind = JS_REC_THREAD_NEW;
+	r->start_ns = now;
+	r->end_ns = now;
+	r->pid = tid;
+	r->detail = parent->pid;
+	r->aux = ns_id(child);
+	__builtin_memcpy(r->name, child->comm, JS_COMM_LEN);
+	__builtin_memset(r->name + JS_COMM_LEN, 0, JS_NAME_LEN - JS_COMM_LEN);
+	submit(r);
+	return 0;
+}
+
+/* A watched thread exits: no longer counted anywhere, and told to user space. */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(js_w_sched_process_exit, struct task_struct *p, bool group_dead)
+{
+	__u32 tid = p->pid, cpu = bpf_get_smp_processor_id();
+	struct js_watched *w = bpf_map_lookup_elem(&watched, &tid);
+	struct js_record *r;
+	__u64 now;
+
+	if (!w)
+		return 0;
+	now = bpf_ktime_get_ns();
+	if (counted(w))
+		count_out(w->cpu, now);
+	bpf_map_delete_elem(&watched, &tid);
+	r = reserve(cpu, NULL, now, now, tid);
+	if (!r)
+		return 0;
+	r->kind = JS_REC_THREAD_EXIT;
+	r->start_ns = now;
+	r->end_ns = now;
+	r->pid = tid;
+	r->aux = ns_id(p);
+	__builtin_memcpy(r->name, p->comm, JS_COMM_LEN);
+	__builtin_memset(r->name + JS_COMM_LEN, 0, JS_NAME_LEN - JS_COMM_LEN);
+	submit(r);
+	return 0;
+}
+
+/* Page faults of a watched thread, from entry to return of the fault path (a major fault
+ * includes the I/O it waited for). Optional: left out where fentry cannot attach. */
+SEC("fentry/handle_mm_fault")
+int BPF_PROG(js_w_fault_entry, struct vm_area_struct *vma, unsigned long address,
+	     unsigned int flags, struct pt_regs *regs)
+{
+	__u32 cpu = bpf_get_smp_processor_id(), tid;
+	struct cpu_state *st;
+	struct js_watched *w;
+
+	if (!is_target(cpu))
+		return 0;
+	st = my_state();
+	if (!st)
+		return 0;
+	tid = current_victim(st);
+	if (!tid)
+		return 0;
+	w = bpf_map_lookup_elem(&watched, &tid);
+	if (w)
+		w->fault_start = clock_now(cpu, st);
+	return 0;
+}
+
+SEC("fexit/handle_mm_fault")
+int BPF_PROG(js_w_fault_exit, struct vm_area_struct *vma, unsigned long address,
+	     unsigned int flags, struct pt_regs *regs, vm_fault_t ret)
+{
+	__u32 cpu = bpf_get_smp_processor_id(), tid;
+	struct cpu_state *st;
+	struct js_watched *w;
+	struct js_record *r;
+	__u64 now;
+
+	if (!is_target(cpu))
+		return 0;
+	st = my_state();
+	if (!st)
+		return 0;
+	tid = current_victim(st);
+	if (!tid)
+		return 0;
+	w = bpf_map_lookup_elem(&watched, &tid);
+	if (!w || !w->fault_start)
+		return 0;
+	now = clock_now(cpu, st);
+	r = reserve(cpu, st, w->fault_start, now, tid);
+	if (r) {
+		r->start_ns = w->fault_start;
+		r->end_ns = now;
+		r->id = address;
+		r->pid = tid;
+		r->class_ = JS_CLASS_FAULT;
+		r->flags = (ret & VM_FAULT_MAJOR ? JS_FAULT_MAJOR : 0) |
+			   (ret & (VM_FAULT_OOM | VM_FAULT_SIGBUS | VM_FAULT_SIGSEGV) ?
+				    JS_FAULT_ERROR : 0);
+		bpf_get_current_comm(r->name, JS_COMM_LEN);
+		__builtin_memset(r->name + JS_COMM_LEN, 0, JS_NAME_LEN - JS_COMM_LEN);
+		submit(r);
+	}
+	w->fault_start = 0;
+	return 0;
+}
+
+/* Every task, with its ids in the kernel's numbering and in jitterscope's PID namespace
+ * (tasks outside it are left out): how `watch --pid/--tid/--comm` finds its threads. Run by
+ * user space on demand (a bpf_iter link), never attached to an event. */
+SEC("iter/task")
+int js_tasks(struct bpf_iter__task *ctx)
+{
+	struct task_struct *t = ctx->task;
+	struct js_task_row row = {};
+
+	if (!t)
+		return 0;
+	row.ns_tid = ns_id(t);
+	if (!row.ns_tid)
+		return 0;
+	row.ns_tgid = ns_id(t->group_leader);
+	row.kernel_tid = t->pid;
+	row.kernel_tgid = t->tgid;
+	__builtin_memcpy(row.comm, t->comm, JS_COMM_LEN);
+	bpf_seq_write(ctx->meta->seq, &row, sizeof(row));
+	return 0;
+}
+
 /* ---- frequency changes: kept for every CPU (they are rare) ------------------------------- */
 
 static __always_inline int handle_cpu_frequency(unsigned int khz, unsigned int cpu_id)
@@ -939,7 +1341,7 @@ static __always_inline int handle_cpu_frequency(unsigned int khz, unsigned int c
 		old = cpu_khz[cpu_id];
 		cpu_khz[cpu_id] = khz;
 	}
-	r = reserve(cpu_id, NULL, now);
+	r = reserve(cpu_id, NULL, now, now, 0);
 	if (!r)
 		return 0;
 	r->kind = JS_REC_INTERRUPTION;
@@ -978,6 +1380,24 @@ SEC("raw_tp")
 int js_whoami(struct bpf_raw_tracepoint_args *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
+	struct task_struct *t;
+	struct pid *p;
+	struct upid u = {};
+	__u32 level;
 
-	return ctx->args[0] == JS_WHOAMI_TGID ? id >> 32 : (__u32)id;
+	if (ctx->args[0] != JS_WHOAMI_NS)
+		return ctx->args[0] == JS_WHOAMI_TGID ? id >> 32 : (__u32)id;
+	/* The caller's PID namespace: its level, and the namespace's address at that level. */
+	t = (struct task_struct *)bpf_get_current_task();
+	p = BPF_CORE_READ(t, thread_pid);
+	if (!p)
+		return -1;
+	level = BPF_CORE_READ(p, level);
+	if (level >= 32 ||
+	    bpf_probe_read_kernel(&u, sizeof(u),
+				  (void *)&p->numbers[0] + level * bpf_core_type_size(struct upid)))
+		return -1;
+	watch_ns_level = level;
+	watch_ns = (__u64)u.ns;
+	return level;
 }

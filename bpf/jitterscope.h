@@ -8,6 +8,7 @@
 #define JS_COMM_LEN 16
 #define JS_NAME_LEN 32
 #define JS_TID_SLOTS 4096 /* workload thread table: 2-way set-associative on tid */
+#define JS_WATCH_MAX 16384 /* watched threads at once (watch mode) */
 
 /* Every ring-buffer record starts with its kind. */
 enum js_kind {
@@ -15,6 +16,13 @@ enum js_kind {
 	JS_REC_CAUSE = 2,        /* work queued or an IPI sent to a measured CPU */
 	JS_REC_LOST = 3,         /* records of this CPU were lost in [start_ns, end_ns] */
 	JS_REC_STEAL = 4,        /* the CPU's KVM steal clock grew by `id` ns in [start_ns, end_ns] */
+	/* watch mode: a watched thread (`pid`) wanted a CPU it did not have in [start_ns,
+	 * end_ns], until it ran on `cpu`; `class_` is enum js_wait, `aux` the CPU where the wait
+	 * began, `detail` when it last migrated while waiting (0: never) */
+	JS_REC_WAIT = 5,
+	JS_REC_THREAD_NEW = 6,   /* watch mode: thread `pid` (`aux`: its id in jitterscope's PID
+				  * namespace) was created by `detail`, name in `name` */
+	JS_REC_THREAD_EXIT = 7,  /* watch mode: watched thread `pid` exited at end_ns (`name`) */
 };
 
 /* Interruption classes; user space maps them to the stable culprit class strings. */
@@ -31,7 +39,49 @@ enum js_class {
 	JS_CLASS_NMI = 9,
 	JS_CLASS_FREQ = 10,
 	JS_CLASS_HRTIMER = 11, /* one expired hrtimer's callback (id: its address) */
+	JS_CLASS_FAULT = 12,   /* a page fault of a watched thread (flags: JS_FAULT_*) */
 };
+
+/* Why a watched thread waited (JS_REC_WAIT `class_`). */
+enum js_wait {
+	JS_WAIT_PREEMPTED = 1, /* switched out while runnable */
+	JS_WAIT_WAKEUP = 2,    /* woken, not yet on a CPU */
+	JS_WAIT_NEW = 3,       /* created, not yet on a CPU */
+};
+
+/* A watched thread as the programs track it (watch mode): the `watched` hash map's value,
+ * keyed by the kernel's tid. User space inserts threads with everything 0 (state unknown). */
+enum js_thread_state {
+	JS_T_UNKNOWN = 0, /* not seen switching since it was added */
+	JS_T_RUNNING = 1,
+	JS_T_WAITING = 2, /* runnable, on `cpu`'s runqueue */
+	JS_T_BLOCKED = 3,
+};
+
+struct js_watched {
+	__u64 wait_start;  /* when it began to wait (JS_T_WAITING) */
+	__u64 migrated_at; /* last migration while waiting, 0 if none */
+	__u64 fault_start; /* a page fault in progress, 0 if none */
+	__u32 wait_cpu;    /* where the wait began */
+	__u32 cpu;         /* where it is counted in `interest` (running or waiting) */
+	__u16 state;       /* enum js_thread_state */
+	__u16 reason;      /* enum js_wait */
+	__u32 pad;
+};
+
+_Static_assert(sizeof(struct js_watched) == 40, "js_watched ABI");
+
+/* One task as the `js_tasks` iterator reports it: ids in the kernel's numbering and in
+ * jitterscope's PID namespace. */
+struct js_task_row {
+	__u32 kernel_tid;
+	__u32 kernel_tgid;
+	__u32 ns_tid;
+	__u32 ns_tgid;
+	char comm[JS_COMM_LEN];
+};
+
+_Static_assert(sizeof(struct js_task_row) == 32, "js_task_row ABI");
 
 /* x86 system vectors (JS_CLASS_IPI / JS_CLASS_TIMER_TICK `id`). */
 enum js_vector {
@@ -56,6 +106,7 @@ enum js_cause {
 enum js_whoami {
 	JS_WHOAMI_TID = 0,
 	JS_WHOAMI_TGID = 1,
+	JS_WHOAMI_NS = 2, /* records the caller's PID namespace for js_tasks; returns its level */
 };
 
 /* Flags of a task episode. */
@@ -63,6 +114,10 @@ enum js_whoami {
 #define JS_F_BLOCKED_WORKLOAD 2   /* it replaced a workload thread that had blocked */
 #define JS_F_WORK_UNREAD 4        /* kworker: its current work function could not be read */
 #define JS_F_SENDER_SELF 8        /* cause: sent by one of jitterscope's own threads */
+
+/* Flags of a JS_CLASS_FAULT record. */
+#define JS_FAULT_MAJOR 1 /* the fault needed I/O (VM_FAULT_MAJOR) */
+#define JS_FAULT_ERROR 2 /* the fault failed (SIGSEGV/SIGBUS/OOM follows) */
 
 /* Flags of a JS_CLASS_HRTIMER record. */
 #define JS_HRT_SOFT 1    /* ran from the HRTIMER softirq, not from the timer interrupt */
@@ -85,9 +140,12 @@ struct js_record {
 			     * number of hrtimer callbacks it ran */
 	__u32 aux;          /* task: scheduling policy; cause: sender CPU */
 	char name[JS_NAME_LEN]; /* comm (hrtimer: the sleeper's), or irq action name */
+	__u32 victim;       /* watch mode: the watched thread on the CPU when this happened (0:
+			     * none) — an on-CPU interruption of that thread */
+	__u32 pad;
 };
 
-_Static_assert(sizeof(struct js_record) == 88, "js_record ABI");
+_Static_assert(sizeof(struct js_record) == 96, "js_record ABI");
 
 /* Per-CPU counters kept by the programs (a .bss array indexed by CPU). */
 struct js_cpu_counters {

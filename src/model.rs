@@ -19,6 +19,8 @@ pub enum ThreadRole {
     Producer,
     /// The n-th consumer (0 = accumulator, 1 = journaller, …).
     Consumer(u32),
+    /// A thread `jitterscope watch` watches, by its kernel thread id.
+    Watched(u32),
 }
 
 impl ThreadRole {
@@ -29,6 +31,7 @@ impl ThreadRole {
             ThreadRole::Consumer(0) => "accumulator".to_string(),
             ThreadRole::Consumer(1) => "journaller".to_string(),
             ThreadRole::Consumer(n) => format!("consumer-{}", n + 1),
+            ThreadRole::Watched(tid) => format!("thread {tid}"),
         }
     }
 }
@@ -77,6 +80,8 @@ pub enum CulpritClass {
     Ipi,
     Nmi,
     FreqChange,
+    /// A page fault of a watched thread: its own time in the kernel's fault path.
+    Fault,
     #[serde(rename = "self")]
     SelfNoise,
     /// Uncovered time during which the CPU's KVM steal clock grew: the host kept the vCPU off
@@ -89,7 +94,7 @@ pub enum CulpritClass {
 }
 
 impl CulpritClass {
-    pub const ALL: [CulpritClass; 13] = [
+    pub const ALL: [CulpritClass; 14] = [
         CulpritClass::Kworker,
         CulpritClass::Kthread,
         CulpritClass::Task,
@@ -99,6 +104,7 @@ impl CulpritClass {
         CulpritClass::Ipi,
         CulpritClass::Nmi,
         CulpritClass::FreqChange,
+        CulpritClass::Fault,
         CulpritClass::SelfNoise,
         CulpritClass::Hypervisor,
         CulpritClass::Unexplained,
@@ -116,6 +122,7 @@ impl CulpritClass {
             CulpritClass::Ipi => "ipi",
             CulpritClass::Nmi => "nmi",
             CulpritClass::FreqChange => "freq_change",
+            CulpritClass::Fault => "fault",
             CulpritClass::SelfNoise => "self",
             CulpritClass::Hypervisor => "hypervisor",
             CulpritClass::Unexplained => "unexplained",
@@ -162,6 +169,8 @@ impl CulpritClass {
             C::Softirq => (2, "35", Tone::Normal, false, true),
             C::Nmi => (4, "35", Tone::Normal, false, true),
             C::FreqChange => (0, "32", Tone::Normal, false, true),
+            // The thread's own kernel time: anything nesting in it (an IRQ) is deeper.
+            C::Fault => (1, "32", Tone::Normal, false, true),
             C::Hypervisor => (0, "2;36", Tone::Normal, false, true),
             C::Unexplained => (0, "2", Tone::Faint, false, false),
             C::Lost => (0, "1;31", Tone::Alarm, false, false),
@@ -210,6 +219,8 @@ pub enum Ended {
     Interrupted,
     /// A workload thread was moved off its CPU (offlined, cpuset changed).
     CpuLost,
+    /// Watch mode: every watched thread (or the command started) exited.
+    TargetExited,
 }
 
 impl Ended {
@@ -218,6 +229,7 @@ impl Ended {
             Ended::Completed => "completed",
             Ended::Interrupted => "interrupted",
             Ended::CpuLost => "cpu_lost",
+            Ended::TargetExited => "target_exited",
         }
     }
 }
@@ -247,6 +259,14 @@ pub struct Interruption {
     pub pid: u32,
     /// The enclosing episode's class when this one is nested (an IRQ inside a kworker run).
     pub parent: Option<CulpritClass>,
+    /// Watch mode: the watched thread (kernel tid) that was on the CPU when this happened —
+    /// an interruption of its own run; 0 when none (always in a run).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub victim: u32,
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
 }
 
 impl Interruption {
@@ -293,6 +313,10 @@ pub struct StealSample {
     pub from_ns: Nanos,
     pub to_ns: Nanos,
     pub steal_ns: Nanos,
+    /// Watch mode: the watched thread on the CPU at both ends of the window (its kernel tid),
+    /// 0 when none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub victim: u32,
 }
 
 /// A message that took longer than the spike threshold from publish to receive: explained
@@ -309,4 +333,51 @@ impl Spike {
     pub fn transit_ns(&self) -> Nanos {
         self.receive_ns.saturating_sub(self.publish_ns)
     }
+}
+
+/// Watch mode: why a watched thread waited for a CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitKind {
+    /// Switched out while still runnable: preempted, until it ran again.
+    Preempted,
+    /// Woken from sleep, until it ran: the wake-up delay.
+    Wakeup,
+    /// Created, until it first ran.
+    New,
+}
+
+/// Watch mode: a watched thread wanted a CPU it did not have, from `start_ns` until it ran on
+/// `cpu` at `end_ns` — where it waited first is `from_cpu`, and if it was moved while waiting,
+/// the last move was at `migrated_ns`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Wait {
+    /// Kernel thread id.
+    pub tid: u32,
+    pub name: String,
+    pub kind: WaitKind,
+    pub start_ns: Nanos,
+    pub end_ns: Nanos,
+    pub from_cpu: Cpu,
+    pub cpu: Cpu,
+    pub migrated_ns: Option<Nanos>,
+}
+
+impl Wait {
+    pub fn duration_ns(&self) -> Nanos {
+        self.end_ns.saturating_sub(self.start_ns)
+    }
+}
+
+/// Watch mode: a thread of the watched process was created, or a watched thread exited.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadEvent {
+    /// Kernel thread id.
+    pub tid: u32,
+    /// Its id in jitterscope's PID namespace (what the user sees), 0 when it has none there.
+    pub ns_tid: u32,
+    pub name: String,
+    pub at_ns: Nanos,
+    /// Created (by this kernel thread id), or exited (None).
+    pub created_by: Option<u32>,
 }

@@ -18,6 +18,7 @@ fn rec(cpu: u32, class: C, start: u64, end: u64, name: &str, detail: &str) -> In
         detail: detail.into(),
         pid: 0,
         parent: None,
+        victim: 0,
     }
 }
 
@@ -43,6 +44,7 @@ fn steal(cpu: u32, from_ns: u64, to_ns: u64, steal_ns: u64) -> StealSample {
         from_ns,
         to_ns,
         steal_ns,
+        victim: 0,
     }
 }
 

@@ -378,6 +378,7 @@ fn the_perfetto_trace_is_valid_trace_event_json() {
         detail: "vmstat_update".into(),
         pid: 41,
         parent: None,
+        victim: 0,
     }];
     let v: serde_json::Value =
         serde_json::from_str(&jitterscope::report::perfetto::render(&run)).unwrap();

@@ -461,7 +461,7 @@ prop_compose! {
         pid in any::<u32>(),
         parent in prop::option::of(prop::sample::select(CulpritClass::ALL.to_vec())),
     ) -> Interruption {
-        Interruption { cpu, class, start_ns, end_ns, id, name, detail, pid, parent }
+        Interruption { cpu, class, start_ns, end_ns, id, name, detail, pid, parent, victim: 0 }
     }
 }
 
@@ -713,6 +713,7 @@ fn sample_json() -> String {
                 detail: "vmstat_update".into(),
                 pid: 77,
                 parent: Some(CulpritClass::Irq),
+                victim: 0,
             }],
         }],
         culprits: vec![CulpritEntry {

@@ -126,6 +126,11 @@ pub fn advice(class: CulpritClass, name: &str, detail: &str, cpus: &[Cpu], m: &M
         },
         CulpritClass::Nmi => "NMIs (watchdog, perf sampling): sysctl kernel.nmi_watchdog=0 and no perf sampling on these CPUs".to_string(),
         CulpritClass::FreqChange => format!("CPU frequency changes: cpupower -c {measured} frequency-set -g performance (or echo performance > /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor); disable deep C-states with idle=poll or the cpu_dma_latency PM QoS"),
+        CulpritClass::Fault => if detail.starts_with("major") {
+            "major page faults: the thread waited for I/O to map its memory — lock it in RAM (mlockall(MCL_CURRENT|MCL_FUTURE)) and touch it before the latency-critical loop starts".to_string()
+        } else {
+            "minor page faults: first touches of memory (or copy-on-write) in the latency-critical thread — pre-fault it at start (mlockall(MCL_CURRENT|MCL_FUTURE), MAP_POPULATE, touch every page), avoid allocating in the hot loop, and keep transparent huge pages from being split or compacted (echo never > /sys/kernel/mm/transparent_hugepage/defrag)".to_string()
+        },
         CulpritClass::SelfNoise => "jitterscope's own threads ran on a measured CPU — expected only when every CPU is measured; otherwise a bug, please report it".to_string(),
         CulpritClass::Hypervisor => "the host ran something else on this vCPU's physical CPU (KVM steal time; `steal` in /proc/stat): ask for dedicated, pinned vCPUs (cpu pinning with no overcommit, a 'dedicated host' or 'isolated' instance type), or move the workload to bare metal".to_string(),
         CulpritClass::Lost => "the probes' ring buffer overflowed, so these stalls cannot be explained: raise --ringbuf-size (e.g. 64M), or find the storm on these CPUs with `jitterscope probe --cpus <cpu> --no-log`".to_string(),

@@ -182,6 +182,11 @@ fn nested_level(r: &Interruption) -> u8 {
     r.class.level().max(r.parent.map_or(0, CulpritClass::level))
 }
 
+/// A run of the watched thread `own` itself (not its page faults, which interrupt its code).
+fn is_own_run(r: &Interruption, own: u32) -> bool {
+    own != 0 && r.pid == own && r.class.level() == 1 && r.class != CulpritClass::Fault
+}
+
 /// A steal-clock growth window and the part of its growth not yet given to a stall.
 #[derive(Debug, Clone, Copy)]
 struct StealWindow {
@@ -244,7 +249,10 @@ struct Sweep<'a> {
 }
 
 impl<'a> Sweep<'a> {
-    fn over(c: &'a CpuRecords, start: Nanos, end: Nanos, edge_ns: Nanos) -> Sweep<'a> {
+    /// `own`: a watched thread's kernel tid whose own runs are left out (a thread does not
+    /// interrupt itself; its runs are recorded when another watched thread waits for the
+    /// CPU), 0 for none.
+    fn over(c: &'a CpuRecords, start: Nanos, end: Nanos, edge_ns: Nanos, own: u32) -> Sweep<'a> {
         // Records starting before the window ends, back to the longest record's reach.
         let upto = c.records.partition_point(|r| r.start_ns < end);
         let from = c
@@ -253,7 +261,7 @@ impl<'a> Sweep<'a> {
         let mut records: Vec<&Interruption> = c
             .records
             .range(from..upto)
-            .filter(|r| r.end_ns > start)
+            .filter(|r| r.end_ns > start && !is_own_run(r, own))
             .collect();
         records.sort_by_key(|r| (r.start_ns, r.end_ns));
 
@@ -564,7 +572,11 @@ impl Engine {
         let empty = CpuRecords::default();
         let c = self.cpus.get(&s.cpu).unwrap_or(&empty);
         let (start, end) = (s.start_ns, s.end_ns.max(s.start_ns));
-        let sweep = Sweep::over(c, start, end, self.cfg.edge_ns);
+        let own = match s.thread {
+            ThreadRole::Watched(tid) => tid,
+            ThreadRole::Producer | ThreadRole::Consumer(_) => 0,
+        };
+        let sweep = Sweep::over(c, start, end, self.cfg.edge_ns, own);
         let hypervisor = match self.steal.get_mut(&s.cpu) {
             Some(w) => spend_steal(w, &sweep.uncovered()),
             None => Vec::new(),
@@ -643,7 +655,7 @@ impl Engine {
     ) -> Vec<Share> {
         let empty = CpuRecords::default();
         let c = self.cpus.get(&cpu).unwrap_or(&empty);
-        let sweep = Sweep::over(c, a, b, self.cfg.edge_ns);
+        let sweep = Sweep::over(c, a, b, self.cfg.edge_ns, 0);
         let stall = Stall {
             cpu,
             thread: ThreadRole::Producer,
@@ -859,6 +871,7 @@ fn sort_shares(list: &mut [Share]) {
                 | CulpritClass::Ipi
                 | CulpritClass::Nmi
                 | CulpritClass::FreqChange
+                | CulpritClass::Fault
                 | CulpritClass::SelfNoise => 0,
             },
             std::cmp::Reverse((c.ns(), c.measured_ns)),
@@ -908,6 +921,7 @@ fn sender<'c>(cfg: &EngineConfig, c: &'c CpuRecords, r: &Interruption) -> Option
         | CulpritClass::TimerTick
         | CulpritClass::Nmi
         | CulpritClass::FreqChange
+        | CulpritClass::Fault
         | CulpritClass::SelfNoise
         | CulpritClass::Hypervisor
         | CulpritClass::Unexplained

@@ -8,6 +8,7 @@ pub mod engine;
 pub mod ranking;
 pub mod run;
 pub mod throughput;
+pub mod watch;
 
 pub use engine::{Engine, EngineConfig, Share, SpikeVerdict, Verdict};
 pub use ranking::{CpuTheft, RankedCulprit, Ranking};

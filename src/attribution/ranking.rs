@@ -177,6 +177,7 @@ impl super::engine::Share {
             | CulpritClass::TimerTick
             | CulpritClass::Ipi
             | CulpritClass::Nmi
+            | CulpritClass::Fault
             | CulpritClass::SelfNoise
             | CulpritClass::Unexplained
             | CulpritClass::Lost => self.detail.clone(),

@@ -91,6 +91,19 @@ impl RunAttribution {
         self.engine.push_steal(s);
     }
 
+    /// Steal growth that is not the engine's to place (watch mode: a watched thread's own,
+    /// while it ran): counted in the per-CPU tally only.
+    pub fn steal_seen_only(&mut self, s: &StealSample) {
+        if s.to_ns >= self.record_from {
+            *self.steal_seen.entry(s.cpu).or_default() += s.steal_ns;
+        }
+    }
+
+    /// A verdict decided outside the engine (watch mode's host preemption while a thread ran).
+    pub fn keep_verdict(&mut self, v: Verdict) {
+        self.keep(v);
+    }
+
     /// `count` kernel records of `cpu` were lost in `[start_ns, end_ns]`.
     pub fn lost(&mut self, cpu: Cpu, start_ns: Nanos, end_ns: Nanos, count: u64) {
         self.lost_records += count;
@@ -99,7 +112,13 @@ impl RunAttribution {
 
     /// Decides what the watermark has passed.
     pub fn decide(&mut self, watermark: Nanos) {
+        self.decide_with(watermark, &mut |_| {});
+    }
+
+    /// Decides what the watermark has passed, showing each verdict to `also` first.
+    pub fn decide_with(&mut self, watermark: Nanos, also: &mut dyn FnMut(&Verdict)) {
         for v in self.engine.advance(watermark) {
+            also(&v);
             self.keep(v);
         }
         self.keep_spikes();
@@ -108,7 +127,13 @@ impl RunAttribution {
 
     /// Decides everything still pending (end of run).
     pub fn finish(&mut self) {
+        self.finish_with(&mut |_| {});
+    }
+
+    /// Decides everything still pending, showing each verdict to `also` first.
+    pub fn finish_with(&mut self, also: &mut dyn FnMut(&Verdict)) {
         for v in self.engine.finish() {
+            also(&v);
             self.keep(v);
         }
         self.keep_spikes();

@@ -46,6 +46,7 @@ pub fn measure(records: u64) -> Throughput {
             detail: detail.into(),
             pid: 0,
             parent: None,
+            victim: 0,
         })
         .collect();
     let start = Instant::now();

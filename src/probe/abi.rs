@@ -16,10 +16,24 @@ pub enum Kind {
     Lost = 3,
     /// The CPU's KVM steal clock grew.
     Steal = 4,
+    /// Watch mode: a watched thread waited for a CPU until it ran.
+    Wait = 5,
+    /// Watch mode: a new thread of the watched process.
+    ThreadNew = 6,
+    /// Watch mode: a watched thread exited.
+    ThreadExit = 7,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 4] = [Kind::Interruption, Kind::Cause, Kind::Lost, Kind::Steal];
+    pub const ALL: [Kind; 7] = [
+        Kind::Interruption,
+        Kind::Cause,
+        Kind::Lost,
+        Kind::Steal,
+        Kind::Wait,
+        Kind::ThreadNew,
+        Kind::ThreadExit,
+    ];
 
     /// None for a code the header does not define.
     pub fn from_code(code: u32) -> Option<Kind> {
@@ -46,10 +60,12 @@ pub enum Class {
     Freq = 10,
     /// One expired hrtimer's callback (`id`: its address).
     Hrtimer = 11,
+    /// A page fault of a watched thread (flags `FAULT_*`).
+    Fault = 12,
 }
 
 impl Class {
-    pub const ALL: [Class; 12] = [
+    pub const ALL: [Class; 13] = [
         Class::None,
         Class::Task,
         Class::Kworker,
@@ -62,6 +78,7 @@ impl Class {
         Class::Nmi,
         Class::Freq,
         Class::Hrtimer,
+        Class::Fault,
     ];
 
     /// None for a code the header does not define.
@@ -95,7 +112,41 @@ pub enum Whoami {
     Tid = 0,
     /// The calling thread's process id.
     Tgid = 1,
+    /// Records the caller's PID namespace for `js_tasks`; returns its level.
+    Ns = 2,
 }
+
+/// `enum js_wait`: why a watched thread waited (a `Kind::Wait` record's `class_`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u16)]
+pub enum WaitCode {
+    Preempted = 1,
+    Wakeup = 2,
+    New = 3,
+}
+
+impl WaitCode {
+    pub const ALL: [WaitCode; 3] = [WaitCode::Preempted, WaitCode::Wakeup, WaitCode::New];
+
+    /// None for a code the header does not define.
+    pub fn from_code(code: u16) -> Option<WaitCode> {
+        WaitCode::ALL.into_iter().find(|c| *c as u16 == code)
+    }
+}
+
+/// `enum js_thread_state`: a watched thread's state in the `watched` map.
+pub const T_UNKNOWN: u16 = 0;
+pub const T_RUNNING: u16 = 1;
+pub const T_WAITING: u16 = 2;
+pub const T_BLOCKED: u16 = 3;
+
+/// Threads the `watched` map holds at once.
+pub const WATCH_MAX: u32 = 16384;
+
+/// Page-fault record: the fault needed I/O (`JS_FAULT_*`).
+pub const FAULT_MAJOR: u32 = 1;
+/// Page-fault record: the fault failed.
+pub const FAULT_ERROR: u32 = 2;
 
 /// Task episode: it replaced a workload thread that was still runnable (`JS_F_*`).
 pub const F_PREEMPTED_WORKLOAD: u32 = 1;
@@ -123,8 +174,12 @@ mod tests {
     const HEADER: &str = include_str!("../../bpf/jitterscope.h");
 
     /// Sizes that reach Rust as the skeleton's array lengths, not as constants.
-    const THROUGH_THE_SKELETON: [&str; 4] =
-        ["JS_MAX_CPUS", "JS_COMM_LEN", "JS_NAME_LEN", "JS_TID_SLOTS"];
+    const THROUGH_THE_SKELETON: [&str; 4] = [
+        "JS_MAX_CPUS",
+        "JS_COMM_LEN",
+        "JS_NAME_LEN",
+        "JS_TID_SLOTS",
+    ];
 
     /// Every `JS_` enumerator and `#define` of the header with its value. The header's enums
     /// are one enumerator a line (`JS_X = 1, /* … */`).
@@ -157,6 +212,21 @@ mod tests {
             ("JS_REC_CAUSE", Kind::Cause as u64),
             ("JS_REC_LOST", Kind::Lost as u64),
             ("JS_REC_STEAL", Kind::Steal as u64),
+            ("JS_REC_WAIT", Kind::Wait as u64),
+            ("JS_REC_THREAD_NEW", Kind::ThreadNew as u64),
+            ("JS_REC_THREAD_EXIT", Kind::ThreadExit as u64),
+            ("JS_CLASS_FAULT", Class::Fault as u64),
+            ("JS_WAIT_PREEMPTED", WaitCode::Preempted as u64),
+            ("JS_WAIT_WAKEUP", WaitCode::Wakeup as u64),
+            ("JS_WAIT_NEW", WaitCode::New as u64),
+            ("JS_T_UNKNOWN", T_UNKNOWN.into()),
+            ("JS_T_RUNNING", T_RUNNING.into()),
+            ("JS_T_WAITING", T_WAITING.into()),
+            ("JS_T_BLOCKED", T_BLOCKED.into()),
+            ("JS_WHOAMI_NS", Whoami::Ns as u64),
+            ("JS_WATCH_MAX", WATCH_MAX.into()),
+            ("JS_FAULT_MAJOR", FAULT_MAJOR.into()),
+            ("JS_FAULT_ERROR", FAULT_ERROR.into()),
             ("JS_CLASS_NONE", Class::None as u64),
             ("JS_CLASS_TASK", Class::Task as u64),
             ("JS_CLASS_KWORKER", Class::Kworker as u64),
@@ -214,6 +284,7 @@ mod tests {
         assert_eq!(codes("JS_REC_"), Kind::ALL.map(|k| k as u64).into());
         assert_eq!(codes("JS_CLASS_"), Class::ALL.map(|c| c as u64).into());
         assert_eq!(codes("JS_CAUSE_"), CauseCode::ALL.map(|c| c as u64).into());
+        assert_eq!(codes("JS_WAIT_"), WaitCode::ALL.map(|c| c as u64).into());
         for k in Kind::ALL {
             assert_eq!(Kind::from_code(k as u32), Some(k));
         }
@@ -224,7 +295,7 @@ mod tests {
             assert_eq!(CauseCode::from_code(c as u16), Some(c));
         }
         assert_eq!(Kind::from_code(99), None);
-        assert_eq!(Class::from_code(12), None);
+        assert_eq!(Class::from_code(13), None);
         assert_eq!(CauseCode::from_code(0), None);
     }
 }

@@ -128,6 +128,8 @@ fn at_ns(r: &Record) -> Nanos {
         Record::Cause(c) => c.at_ns,
         Record::Steal(st) => st.to_ns,
         Record::Lost { start_ns, .. } => *start_ns,
+        Record::Wait(w) => w.start_ns,
+        Record::Thread(t) => t.at_ns,
     }
 }
 
@@ -190,6 +192,27 @@ pub fn log_line(r: &Record, base_ns: Nanos) -> String {
             cpu,
             at(*end_ns)
         ),
+        Record::Wait(w) => format!(
+            "+{:.6}s  CPU {:<3} {:<11} {:>9}  {}[{}] waited ({:?}) from CPU {}",
+            at(w.start_ns),
+            w.cpu,
+            "wait",
+            fmt_ns(w.duration_ns()),
+            w.name,
+            w.tid,
+            w.kind,
+            w.from_cpu
+        ),
+        Record::Thread(t) => format!(
+            "+{:.6}s  thread {}[{}] {}",
+            at(t.at_ns),
+            t.name,
+            t.tid,
+            match t.created_by {
+                Some(parent) => format!("created by {parent}"),
+                None => "exited".to_string(),
+            }
+        ),
     }
 }
 
@@ -245,7 +268,7 @@ pub fn summary(
                 t.total += st.steal_ns;
                 t.max = t.max.max(st.steal_ns);
             }
-            Record::Lost { .. } => {}
+            Record::Lost { .. } | Record::Wait(_) | Record::Thread(_) => {}
         }
     }
     let mut s = String::new();
@@ -371,7 +394,9 @@ pub fn summary_json(records: &[Record], duration_ns: Nanos, probes: &ProbeSummar
         let (class, ns) = match r {
             Record::Interruption(i) => (i.class, i.duration_ns()),
             Record::Steal(st) => (CulpritClass::Hypervisor, st.steal_ns),
-            Record::Cause(_) | Record::Lost { .. } => continue,
+            Record::Cause(_) | Record::Lost { .. } | Record::Wait(_) | Record::Thread(_) => {
+                continue
+            }
         };
         let e = classes.entry(class.as_str()).or_default();
         e.0 += 1;

@@ -4,15 +4,22 @@
 use super::abi::{self, CauseCode, Kind, F_WORK_UNREAD, HRT_SELF, HRT_SLEEPER, HRT_SOFT};
 use super::kallsyms::Kallsyms;
 use super::skel::types::js_record;
-use crate::model::{vector, Cause, CauseKind, CulpritClass, Interruption, StealSample};
+use crate::model::{
+    vector, Cause, CauseKind, CulpritClass, Interruption, StealSample, ThreadEvent, Wait,
+    WaitKind,
+};
 
-const _: () = assert!(std::mem::size_of::<js_record>() == 88);
+const _: () = assert!(std::mem::size_of::<js_record>() == 96);
 
 /// One decoded ring-buffer record.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Record {
     Interruption(Interruption),
     Cause(Cause),
+    /// Watch mode: a watched thread waited for a CPU until it ran.
+    Wait(Wait),
+    /// Watch mode: a thread was created in, or exited from, the watched set.
+    Thread(ThreadEvent),
     /// The CPU's KVM steal clock grew (see `StealSample`).
     Steal(StealSample),
     /// `count` records of `cpu` were lost between `start_ns` and `end_ns`.
@@ -44,6 +51,7 @@ fn culprit_of(class: abi::Class) -> Option<CulpritClass> {
         K::Ipi => CulpritClass::Ipi,
         K::Nmi => CulpritClass::Nmi,
         K::Freq => CulpritClass::FreqChange,
+        K::Fault => CulpritClass::Fault,
         // An hrtimer callback: the timer interrupt's work (see `hrtimer`).
         K::Hrtimer => CulpritClass::TimerTick,
     })
@@ -164,6 +172,7 @@ pub fn decode(r: &js_record, syms: &mut Kallsyms) -> Option<Record> {
             from_ns: r.start_ns,
             to_ns: r.end_ns.max(r.start_ns),
             steal_ns: r.id,
+            victim: r.victim,
         })),
         Kind::Lost => Some(Record::Lost {
             cpu: r.cpu,
@@ -186,6 +195,28 @@ pub fn decode(r: &js_record, syms: &mut Kallsyms) -> Option<Record> {
             callsite: syms.name(r.detail),
         })),
         Kind::Interruption => interruption(r, syms).map(Record::Interruption),
+        Kind::Wait => Some(Record::Wait(Wait {
+            tid: r.pid,
+            name: c_string(&r.name),
+            kind: match abi::WaitCode::from_code(r.class_)? {
+                abi::WaitCode::Preempted => WaitKind::Preempted,
+                abi::WaitCode::Wakeup => WaitKind::Wakeup,
+                abi::WaitCode::New => WaitKind::New,
+            },
+            start_ns: r.start_ns,
+            end_ns: r.end_ns.max(r.start_ns),
+            from_cpu: r.aux,
+            cpu: r.cpu,
+            migrated_ns: (r.detail != 0).then_some(r.detail),
+        })),
+        Kind::ThreadNew | Kind::ThreadExit => Some(Record::Thread(ThreadEvent {
+            tid: r.pid,
+            ns_tid: r.aux,
+            name: c_string(&r.name),
+            at_ns: r.end_ns,
+            created_by: (Kind::from_code(r.kind) == Some(Kind::ThreadNew))
+                .then_some(r.detail as u32),
+        })),
     }
 }
 
@@ -208,6 +239,7 @@ fn interruption(r: &js_record, syms: &mut Kallsyms) -> Option<Interruption> {
         detail,
         pid: r.pid,
         parent: class_of(r.parent),
+        victim: r.victim,
     })
 }
 
@@ -248,6 +280,14 @@ fn name_and_detail(
                 format!("?→{} kHz", r.id)
             } else {
                 format!("{}→{} kHz", r.detail, r.id)
+            },
+        ),
+        CulpritClass::Fault => (
+            "page fault".to_string(),
+            match (r.flags & abi::FAULT_MAJOR != 0, r.flags & abi::FAULT_ERROR != 0) {
+                (_, true) => "failed fault".to_string(),
+                (true, false) => "major fault (waited for I/O)".to_string(),
+                (false, false) => "minor fault".to_string(),
             },
         ),
         CulpritClass::Hypervisor | CulpritClass::Unexplained | CulpritClass::Lost => return None,
@@ -378,7 +418,8 @@ mod tests {
                 cpu: 3,
                 from_ns: 100,
                 to_ns: 250,
-                steal_ns: 612_000
+                steal_ns: 612_000,
+                victim: 0,
             }))
         );
     }

@@ -17,12 +17,15 @@ use super::kallsyms::Kallsyms;
 use super::load::{self, Loaded};
 use super::stats::{self, LiveCost, RunTimeStats};
 use super::threads;
+use super::watch;
 use super::{JitterscopeSkel, ProbeBatch, ProbeConfig, ProbeError, ProbeSummary};
 use crate::model::Cpu;
 
 /// What the session asks of the drain thread.
 pub(super) enum Command {
     SetWorkloadTids(Vec<u32>, SyncSender<Result<(), ProbeError>>),
+    ListTasks(SyncSender<Result<Vec<watch::TaskRow>, ProbeError>>),
+    Watch(Vec<u32>, Option<u32>, SyncSender<Result<(), ProbeError>>),
     Stop,
 }
 
@@ -131,6 +134,14 @@ fn serve(
         match commands.recv_timeout(timeout) {
             Ok(Command::SetWorkloadTids(tids, reply)) => {
                 let _ = reply.send(threads::set_workload_tids(skel, &tids));
+                continue;
+            }
+            Ok(Command::ListTasks(reply)) => {
+                let _ = reply.send(watch::list_tasks(skel));
+                continue;
+            }
+            Ok(Command::Watch(tids, follow, reply)) => {
+                let _ = reply.send(watch::watch_threads(skel, &tids, follow));
                 continue;
             }
             Ok(Command::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => return,

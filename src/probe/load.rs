@@ -141,9 +141,12 @@ pub(super) fn load_and_attach<'obj>(
         .events
         .set_max_entries(cfg.ringbuf_bytes)
         .map_err(other("size the ring buffer"))?;
-    let mut attach = choose_programs(&mut open, &btf, cfg.test_seams)?;
+    let mut attach = choose_programs(&mut open, &btf, cfg.test_seams, cfg.watch)?;
     let mut skel = open.load().map_err(|e| classify_load_error(&e))?;
     let identity = threads::learn_identity(&mut skel)?;
+    if cfg.watch {
+        super::watch::learn_namespace(&skel)?;
+    }
     let links = attach_programs(&mut skel, &mut attach)?;
     attach.sort_by(|a, b| a.tracepoint.cmp(&b.tracepoint));
     Ok((
@@ -179,22 +182,31 @@ fn set_rodata(
         }
     }
     rodata.hrtimer_wakeup_fn = syms.address_of("hrtimer_wakeup").unwrap_or(0);
+    rodata.watch_mode = cfg.watch;
     let steal = steal::status(steal::percpu_offsets(btf), steal::host());
     rodata.steal_clock = steal.is_ok();
     rodata.steal_time_from_rq = *steal.as_ref().unwrap_or(&0);
     Ok(steal)
 }
 
-/// Which programs load: not those whose tracepoint this kernel lacks (an error when it is
-/// mandatory), the test seams only when asked. Returns the tracepoints left out.
+/// Whether a program serves watch mode only (`js_w_*`, the task iterator): left out of runs.
+fn watch_only(name: &str, section: &str) -> bool {
+    name.starts_with("js_w_") || section.starts_with("iter/")
+}
+
+/// Which programs load: not those whose tracepoint (or, for fentry/fexit, kernel function)
+/// this kernel lacks (an error when it is mandatory), the test seams only when asked, watch
+/// mode's only in a watch. Returns the tracepoints left out.
 fn choose_programs(
     open: &mut OpenJitterscopeSkel,
     btf: &Btf,
     test_seams: bool,
+    watch: bool,
 ) -> Result<Vec<AttachStatus>, ProbeError> {
     let mut left_out = Vec::new();
     for mut prog in open.open_object_mut().progs_mut() {
         let section = prog.section().to_string_lossy().into_owned();
+        let name = prog.name().to_string_lossy().into_owned();
         let tp = tracepoint_of(&section).to_string();
         if section == WHOAMI_SECTION {
             continue;
@@ -203,9 +215,20 @@ fn choose_programs(
             prog.set_autoload(test_seams);
             continue;
         }
-        let present = btf
-            .type_by_name::<libbpf_rs::btf::types::Typedef>(&format!("btf_trace_{tp}"))
-            .is_some();
+        if watch_only(&name, &section) && !watch {
+            prog.set_autoload(false);
+            continue;
+        }
+        if section.starts_with("iter/") {
+            continue;
+        }
+        let present = if section.starts_with("fentry/") || section.starts_with("fexit/") {
+            btf.type_by_name::<libbpf_rs::btf::types::Func>(&tp)
+                .is_some()
+        } else {
+            btf.type_by_name::<libbpf_rs::btf::types::Typedef>(&format!("btf_trace_{tp}"))
+                .is_some()
+        };
         if !present {
             if MANDATORY.contains(&tp.as_str()) {
                 return Err(ProbeError::Attach {
@@ -232,7 +255,7 @@ fn attach_programs(
     let mut links = Vec::new();
     for prog in skel.object().progs_mut() {
         let section = prog.section().to_string_lossy().into_owned();
-        if !prog.autoload() || section.starts_with("raw_tp") {
+        if !prog.autoload() || section.starts_with("raw_tp") || section.starts_with("iter/") {
             continue;
         }
         let tp = tracepoint_of(&section).to_string();

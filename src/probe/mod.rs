@@ -16,6 +16,7 @@ mod load;
 mod stats;
 pub mod steal;
 mod threads;
+pub mod watch;
 
 #[allow(
     clippy::all,
@@ -65,6 +66,9 @@ pub struct ProbeConfig {
     pub drain_cpus: Vec<Cpu>,
     /// Also load the raw_tp test seams (tests only).
     pub test_seams: bool,
+    /// Watch mode: interruptions of the threads given to `watch_threads` (and, on the CPUs
+    /// in `cpus`, only what can matter to them), not of a workload.
+    pub watch: bool,
 }
 
 impl ProbeConfig {
@@ -75,6 +79,7 @@ impl ProbeConfig {
             drain_interval: Duration::from_millis(50),
             drain_cpus: Vec::new(),
             test_seams: false,
+            watch: false,
         }
     }
 }
@@ -247,6 +252,25 @@ impl ProbeSession {
         let (tx, rx) = mpsc::sync_channel(1);
         self.commands
             .send(Command::SetWorkloadTids(tids.to_vec(), tx))
+            .map_err(|_| ProbeError::ThreadGone)?;
+        rx.recv().map_err(|_| ProbeError::ThreadGone)?
+    }
+
+    /// Every task visible in jitterscope's PID namespace, with its kernel ids (watch mode).
+    pub fn list_tasks(&self) -> Result<Vec<watch::TaskRow>, ProbeError> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        self.commands
+            .send(Command::ListTasks(tx))
+            .map_err(|_| ProbeError::ThreadGone)?;
+        rx.recv().map_err(|_| ProbeError::ThreadGone)?
+    }
+
+    /// Watches these threads (kernel tids) from now on, and with `follow` (a kernel tgid) the
+    /// threads that process creates (watch mode).
+    pub fn watch_threads(&self, tids: &[u32], follow: Option<u32>) -> Result<(), ProbeError> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        self.commands
+            .send(Command::Watch(tids.to_vec(), follow, tx))
             .map_err(|_| ProbeError::ThreadGone)?;
         rx.recv().map_err(|_| ProbeError::ThreadGone)?
     }

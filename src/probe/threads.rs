@@ -18,7 +18,7 @@ pub(super) const WHOAMI_SECTION: &str = "raw_tp";
 /// Asks `js_whoami` (see the BPF code) about the calling thread. A PID namespace numbers
 /// threads its own way (`getpid()` is 1 in a container); the programs compare with the
 /// kernel's numbers, which only a program run in the thread's own context can tell.
-fn whoami(prog: BorrowedFd<'_>, question: Whoami) -> Result<u32, ProbeError> {
+pub(super) fn ask(prog: BorrowedFd<'_>, question: Whoami) -> Result<u32, ProbeError> {
     let ctx = (question as u64).to_ne_bytes();
     let mut opts = libbpf_sys::bpf_test_run_opts {
         sz: std::mem::size_of::<libbpf_sys::bpf_test_run_opts>() as _,
@@ -34,6 +34,7 @@ fn whoami(prog: BorrowedFd<'_>, question: Whoami) -> Result<u32, ProbeError> {
             what: match question {
                 Whoami::Tgid => "jitterscope's process id",
                 Whoami::Tid => "a workload thread's id",
+                Whoami::Ns => "jitterscope's PID namespace",
             },
             cause: std::io::Error::from_raw_os_error(-rc).to_string(),
         });
@@ -53,7 +54,7 @@ impl ThreadRegistrar {
     /// Puts the calling thread in the probes' workload table (its runs stop being
     /// interruptions from now on) and returns its thread id in the kernel's numbering.
     pub fn register_current_thread(&self) -> Result<u32, ProbeError> {
-        let tid = whoami(self.whoami.as_fd(), Whoami::Tid)?;
+        let tid = ask(self.whoami.as_fd(), Whoami::Tid)?;
         let (tx, rx) = mpsc::sync_channel(1);
         self.commands
             .send(Command::SetWorkloadTids(vec![tid], tx))
@@ -81,7 +82,7 @@ pub(super) fn learn_identity(skel: &mut JitterscopeSkel) -> Result<Identity, Pro
             action: "keep the js_whoami program".into(),
             cause: e.to_string(),
         })?;
-    let tgid = whoami(whoami_fd.as_fd(), Whoami::Tgid)?;
+    let tgid = ask(whoami_fd.as_fd(), Whoami::Tgid)?;
     match skel.maps.bss_data.as_deref_mut() {
         Some(bss) => bss.self_tgid = tgid,
         None => {

@@ -84,6 +84,7 @@ fn culprit_phrases(c: &StallCulprit) -> Vec<String> {
         | CulpritClass::TimerTick
         | CulpritClass::Ipi
         | CulpritClass::Nmi
+        | CulpritClass::Fault
         | CulpritClass::SelfNoise => {}
     }
     let mut out = Vec::new();

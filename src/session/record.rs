@@ -215,6 +215,8 @@ fn take_records(attr: &mut RunAttribution, batch: Vec<Record>) {
                 end_ns,
                 count,
             } => attr.lost(cpu, start_ns, end_ns, count),
+            // Watch mode only: the probes of a run never send them.
+            Record::Wait(_) | Record::Thread(_) => {}
         }
     }
 }

@@ -54,6 +54,8 @@ impl Tolerances {
             | CulpritClass::Softirq
             | CulpritClass::Ipi
             | CulpritClass::Nmi => Some(self.task_and_irq),
+            // perf records no fault durations (the check does not record them).
+            CulpritClass::Fault => None,
             // No duration (a frequency change) or no kernel record at all.
             CulpritClass::FreqChange
             | CulpritClass::Hypervisor

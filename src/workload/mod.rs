@@ -195,7 +195,8 @@ impl Workload {
         let mut spawn = |role: ThreadRole, cpu: Cpu, body: Box<dyn FnOnce(Spinner) + Send>| {
             let name = match role {
                 ThreadRole::Producer => "js-producer".to_string(),
-                ThreadRole::Consumer(_) => format!("js-consumer-{cpu}"),
+                // Not one of the workload's roles; named for what it is all the same.
+                ThreadRole::Consumer(_) | ThreadRole::Watched(_) => format!("js-consumer-{cpu}"),
             };
             let (stall_tx, stall_rx) = spsc::channel(config.stall_queue_capacity);
             let counters = Arc::new(ThreadCounters::default());

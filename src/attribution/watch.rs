@@ -1,0 +1,464 @@
+//! Watch mode's stall source, from the probes' records alone: the windows in which a watched
+//! thread wanted its CPU and did not have it, per thread, handed to the engine as stalls —
+//!
+//! - on-CPU: records nested in the thread's own run (IRQs, softirqs, the timer, IPIs, NMIs,
+//!   its page faults), back-to-back ones joined into one interruption;
+//! - preempted: switched out runnable until it ran again (split where it migrated);
+//! - wake-up delay: woken (or created) until it ran;
+//! - hypervisor: the steal clock's growth while it was on its CPU, as a measured amount (the
+//!   clock does not say where in its window; the interruption is placed at the window's end).
+//!
+//! and what each thread's histograms, totals and ranking need.
+
+use std::collections::{BTreeMap, HashMap};
+
+use hdrhistogram::Histogram;
+
+use super::engine::{Share, Verdict, HYPERVISOR_NAME};
+use super::ranking::Ranking;
+use super::run::RunAttribution;
+use crate::model::{
+    Cpu, CulpritClass, Interruption, Nanos, Stall, StealSample, ThreadEvent, ThreadRole, Wait,
+    WaitKind,
+};
+
+/// Records of a thread's run closer than this are one interruption (the thread got back to
+/// its own code for less than this in between: an IRQ, then the softirq run on its exit).
+pub const JOIN_NS: Nanos = 2_000;
+
+/// Histogram range: 1 ns to one hour, 3 significant digits.
+pub fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("constant bounds are valid")
+}
+
+/// What a watched thread's interruption was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum InterruptionKind {
+    /// Records nested in its own run.
+    OnCpu,
+    Preempted,
+    /// Woken (or created) until it ran.
+    WakeupDelay,
+    /// Steal-clock growth while it ran.
+    Hypervisor,
+}
+
+impl InterruptionKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InterruptionKind::OnCpu => "on-CPU interruption",
+            InterruptionKind::Preempted => "preempted",
+            InterruptionKind::WakeupDelay => "wake-up delay",
+            InterruptionKind::Hypervisor => "host preemption",
+        }
+    }
+}
+
+/// One watched thread's account.
+#[derive(Debug, Clone)]
+pub struct ThreadAccount {
+    /// Kernel thread id.
+    pub tid: u32,
+    /// Ids in jitterscope's PID namespace (what the user sees); 0 when not known.
+    pub ns_tid: u32,
+    pub ns_pid: u32,
+    pub name: String,
+    pub first_seen_ns: Nanos,
+    pub exited_ns: Option<Nanos>,
+    /// CPUs where it was interrupted or ran after a wait.
+    pub cpus: Vec<Cpu>,
+    /// Interruption durations: on-CPU, preempted, host preemption.
+    pub interruptions: Histogram<u64>,
+    /// Wake-up delays (woken or created → on a CPU).
+    pub wakeups: Histogram<u64>,
+    /// The same since the last interval was taken (the .hlog and the live view).
+    pub interval_interruptions: Histogram<u64>,
+    pub interval_wakeups: Histogram<u64>,
+    /// Total time per kind.
+    pub by_kind: BTreeMap<InterruptionKind, (u64, Nanos)>,
+    pub ranking: Ranking,
+}
+
+impl ThreadAccount {
+    fn new(tid: u32, ns_tid: u32, ns_pid: u32, name: &str, at_ns: Nanos) -> Self {
+        ThreadAccount {
+            tid,
+            ns_tid,
+            ns_pid,
+            name: name.to_string(),
+            first_seen_ns: at_ns,
+            exited_ns: None,
+            cpus: Vec::new(),
+            interruptions: new_histogram(),
+            wakeups: new_histogram(),
+            interval_interruptions: new_histogram(),
+            interval_wakeups: new_histogram(),
+            by_kind: BTreeMap::new(),
+            ranking: Ranking::default(),
+        }
+    }
+
+    /// Interrupted time of every kind (wake-up delays included).
+    pub fn taken_ns(&self) -> Nanos {
+        self.by_kind.values().map(|v| v.1).sum()
+    }
+
+    pub fn kind(&self, k: InterruptionKind) -> (u64, Nanos) {
+        self.by_kind.get(&k).copied().unwrap_or_default()
+    }
+
+    fn count(&mut self, kind: InterruptionKind, cpu: Cpu, ns: Nanos) {
+        let e = self.by_kind.entry(kind).or_default();
+        e.0 += 1;
+        e.1 += ns;
+        let v = ns.max(1);
+        if kind == InterruptionKind::WakeupDelay {
+            self.wakeups.saturating_record(v);
+            self.interval_wakeups.saturating_record(v);
+        } else {
+            self.interruptions.saturating_record(v);
+            self.interval_interruptions.saturating_record(v);
+        }
+        if let Err(i) = self.cpus.binary_search(&cpu) {
+            self.cpus.insert(i, cpu);
+        }
+    }
+}
+
+/// An on-CPU interruption being assembled from records of one thread's run on one CPU.
+#[derive(Debug, Clone, Copy)]
+struct Open {
+    start_ns: Nanos,
+    end_ns: Nanos,
+}
+
+/// The watch's bookkeeping beside the engine (which `RunAttribution` holds).
+#[derive(Default)]
+pub struct WatchBook {
+    pub threads: BTreeMap<u32, ThreadAccount>,
+    open: HashMap<(u32, Cpu), Open>,
+    /// Stalls handed to the engine and not yet decided: what kind each is.
+    kinds: HashMap<(u32, Nanos, Cpu), InterruptionKind>,
+    /// Decided interruptions per kind, of every thread (the worst ones' kinds for reports).
+    pub decided_kinds: HashMap<(u32, Nanos, Cpu), InterruptionKind>,
+    /// Keep the kinds of at most this many decided stalls (the worst the book keeps).
+    keep_kinds: usize,
+}
+
+impl WatchBook {
+    pub fn new(keep: usize) -> Self {
+        WatchBook {
+            keep_kinds: keep.max(1) * 4,
+            ..Default::default()
+        }
+    }
+
+    /// A thread watched from the start (or found later): its ids and name.
+    pub fn add_thread(&mut self, tid: u32, ns_tid: u32, ns_pid: u32, name: &str, at_ns: Nanos) {
+        self.threads
+            .entry(tid)
+            .or_insert_with(|| ThreadAccount::new(tid, ns_tid, ns_pid, name, at_ns));
+    }
+
+    /// A thread created in, or exited from, the watched set.
+    pub fn thread_event(&mut self, e: &ThreadEvent, ns_pid: u32) {
+        match e.created_by {
+            Some(_) => self.add_thread(e.tid, e.ns_tid, ns_pid, &e.name, e.at_ns),
+            None => {
+                if let Some(t) = self.threads.get_mut(&e.tid) {
+                    t.exited_ns = Some(e.at_ns);
+                    if !e.name.is_empty() {
+                        t.name = e.name.clone();
+                    }
+                }
+            }
+        }
+    }
+
+    fn account(&mut self, tid: u32, at_ns: Nanos) -> &mut ThreadAccount {
+        self.threads
+            .entry(tid)
+            .or_insert_with(|| ThreadAccount::new(tid, 0, 0, "", at_ns))
+    }
+
+    fn stall(&mut self, attr: &mut RunAttribution, s: Stall, kind: InterruptionKind) {
+        let ThreadRole::Watched(tid) = s.thread else {
+            return;
+        };
+        self.account(tid, s.start_ns)
+            .count(kind, s.cpu, s.duration_ns());
+        self.kinds.insert((tid, s.start_ns, s.cpu), kind);
+        attr.stall(s);
+    }
+
+    /// A record of the probes: into the engine, and, when it is nested in a watched
+    /// thread's run, into that thread's current on-CPU interruption.
+    pub fn interruption(&mut self, attr: &mut RunAttribution, i: Interruption) {
+        let on_cpu = i.victim != 0
+            && (i.class.level() >= 2 || i.class == CulpritClass::Fault)
+            && i.end_ns > i.start_ns;
+        if on_cpu {
+            let key = (i.victim, i.cpu);
+            match self.open.get_mut(&key) {
+                Some(o) if i.start_ns <= o.end_ns + JOIN_NS && i.end_ns + JOIN_NS >= o.start_ns => {
+                    o.start_ns = o.start_ns.min(i.start_ns);
+                    o.end_ns = o.end_ns.max(i.end_ns);
+                }
+                _ => {
+                    if let Some(o) = self.open.insert(
+                        key,
+                        Open {
+                            start_ns: i.start_ns,
+                            end_ns: i.end_ns,
+                        },
+                    ) {
+                        self.close(attr, key, o);
+                    }
+                }
+            }
+        }
+        attr.interruption(i);
+    }
+
+    fn close(&mut self, attr: &mut RunAttribution, (tid, cpu): (u32, Cpu), o: Open) {
+        let s = Stall {
+            cpu,
+            thread: ThreadRole::Watched(tid),
+            start_ns: o.start_ns,
+            end_ns: o.end_ns,
+        };
+        self.stall(attr, s, InterruptionKind::OnCpu);
+    }
+
+    /// A wait: one stall, or two where it moved to another CPU while waiting.
+    pub fn wait(&mut self, attr: &mut RunAttribution, w: &Wait) {
+        let kind = match w.kind {
+            WaitKind::Preempted => InterruptionKind::Preempted,
+            WaitKind::Wakeup | WaitKind::New => InterruptionKind::WakeupDelay,
+        };
+        let thread = ThreadRole::Watched(w.tid);
+        let t = self.account(w.tid, w.start_ns);
+        if t.name.is_empty() {
+            t.name = w.name.clone();
+        }
+        match w.migrated_ns {
+            Some(m) if w.from_cpu != w.cpu && m > w.start_ns && m < w.end_ns => {
+                // One interruption in the histogram, two windows for the engine.
+                t.count(kind, w.cpu, w.duration_ns());
+                for (cpu, a, b) in [(w.from_cpu, w.start_ns, m), (w.cpu, m, w.end_ns)] {
+                    self.kinds.insert((w.tid, a, cpu), kind);
+                    attr.stall(Stall {
+                        cpu,
+                        thread,
+                        start_ns: a,
+                        end_ns: b,
+                    });
+                }
+            }
+            _ => self.stall(
+                attr,
+                Stall {
+                    cpu: w.cpu,
+                    thread,
+                    start_ns: w.start_ns,
+                    end_ns: w.end_ns,
+                },
+                kind,
+            ),
+        }
+    }
+
+    /// Steal-clock growth: while a watched thread ran, its own (host preemption, measured by
+    /// the clock); otherwise the engine's, for the waits it falls in.
+    pub fn steal(&mut self, attr: &mut RunAttribution, s: StealSample) {
+        if s.victim == 0 || s.steal_ns == 0 {
+            attr.steal(s);
+            return;
+        }
+        attr.steal_seen_only(&s);
+        let start = s.to_ns.saturating_sub(s.steal_ns).max(s.from_ns);
+        let stall = Stall {
+            cpu: s.cpu,
+            thread: ThreadRole::Watched(s.victim),
+            start_ns: start,
+            end_ns: s.to_ns,
+        };
+        self.account(s.victim, start)
+            .count(InterruptionKind::Hypervisor, s.cpu, s.steal_ns);
+        let v = Verdict {
+            stall,
+            culprits: vec![Share {
+                class: CulpritClass::Hypervisor,
+                name: HYPERVISOR_NAME.to_string(),
+                detail: super::engine::hypervisor_detail(s.cpu),
+                via: String::new(),
+                measured_ns: s.steal_ns,
+                inferred_ns: 0,
+                episodes: 1,
+                longest_ns: s.steal_ns,
+                share: 1.0,
+            }],
+            explained_share: 1.0,
+            incomplete: false,
+            timeline: Vec::new(),
+            hypervisor: vec![(start, s.to_ns)],
+        };
+        self.remember_kind(&v, InterruptionKind::Hypervisor);
+        if let Some(t) = self.threads.get_mut(&s.victim) {
+            t.ranking.add(&v);
+        }
+        attr.keep_verdict(v);
+    }
+
+    /// Closes on-CPU interruptions that nothing can extend any more (`before`: records up
+    /// to there have arrived).
+    pub fn close_before(&mut self, attr: &mut RunAttribution, before: Nanos) {
+        let done: Vec<(u32, Cpu)> = self
+            .open
+            .iter()
+            .filter(|(_, o)| o.end_ns + JOIN_NS < before)
+            .map(|(k, _)| *k)
+            .collect();
+        for key in done {
+            if let Some(o) = self.open.remove(&key) {
+                self.close(attr, key, o);
+            }
+        }
+    }
+
+    /// Everything still open (end of the watch).
+    pub fn close_all(&mut self, attr: &mut RunAttribution) {
+        self.close_before(attr, Nanos::MAX);
+    }
+
+    /// A verdict the engine decided: into its thread's ranking.
+    pub fn decided(&mut self, v: &Verdict) {
+        let ThreadRole::Watched(tid) = v.stall.thread else {
+            return;
+        };
+        if let Some(kind) = self.kinds.remove(&(tid, v.stall.start_ns, v.stall.cpu)) {
+            self.remember_kind(v, kind);
+        }
+        if let Some(t) = self.threads.get_mut(&tid) {
+            t.ranking.add(v);
+        }
+    }
+
+    /// Keeps the kinds of the longest interruptions only (the reports show the worst).
+    fn remember_kind(&mut self, v: &Verdict, kind: InterruptionKind) {
+        let ThreadRole::Watched(tid) = v.stall.thread else {
+            return;
+        };
+        self.decided_kinds
+            .insert((tid, v.stall.start_ns, v.stall.cpu), kind);
+        if self.decided_kinds.len() > 2 * self.keep_kinds {
+            // Forget the oldest half: the worst kept by the stall book are looked up at the
+            // end; an older one missing shows without its kind.
+            let mut keys: Vec<_> = self.decided_kinds.keys().copied().collect();
+            keys.sort_by_key(|k| k.1);
+            for k in keys.iter().take(self.keep_kinds) {
+                self.decided_kinds.remove(k);
+            }
+        }
+    }
+
+    /// The kind of a decided stall, where still known.
+    pub fn kind_of(&self, s: &Stall) -> Option<InterruptionKind> {
+        let ThreadRole::Watched(tid) = s.thread else {
+            return None;
+        };
+        self.decided_kinds.get(&(tid, s.start_ns, s.cpu)).copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(cpu: Cpu, class: CulpritClass, start: Nanos, end: Nanos, victim: u32) -> Interruption {
+        Interruption {
+            cpu,
+            class,
+            start_ns: start,
+            end_ns: end,
+            id: 0,
+            name: String::new(),
+            detail: String::new(),
+            pid: 0,
+            parent: None,
+            victim,
+        }
+    }
+
+    fn attr() -> RunAttribution {
+        RunAttribution::new(0, Vec::new(), 16, true, true, 0)
+    }
+
+    #[test]
+    fn back_to_back_records_of_a_run_are_one_interruption() {
+        let (mut b, mut a) = (WatchBook::new(8), attr());
+        b.add_thread(7, 7, 7, "spin", 0);
+        b.interruption(&mut a, rec(1, CulpritClass::Irq, 1_000, 3_000, 7));
+        b.interruption(&mut a, rec(1, CulpritClass::Softirq, 3_500, 6_000, 7));
+        // Far later: a second interruption.
+        b.interruption(&mut a, rec(1, CulpritClass::TimerTick, 50_000, 52_000, 7));
+        // Not nested in a watched run: not an interruption of its own.
+        b.interruption(&mut a, rec(1, CulpritClass::Irq, 60_000, 61_000, 0));
+        b.close_all(&mut a);
+        let t = &b.threads[&7];
+        assert_eq!(t.kind(InterruptionKind::OnCpu), (2, 5_000 + 2_000));
+        assert_eq!(t.interruptions.len(), 2);
+        assert_eq!(t.interruptions.max(), 5_003); // 3 significant digits
+    }
+
+    #[test]
+    fn a_wait_that_migrated_is_two_windows_and_one_delay() {
+        let (mut b, mut a) = (WatchBook::new(8), attr());
+        let w = Wait {
+            tid: 9,
+            name: "sleeper".into(),
+            kind: WaitKind::Wakeup,
+            start_ns: 1_000,
+            end_ns: 11_000,
+            from_cpu: 0,
+            cpu: 1,
+            migrated_ns: Some(4_000),
+        };
+        b.wait(&mut a, &w);
+        let t = &b.threads[&9];
+        assert_eq!(t.name, "sleeper");
+        assert_eq!(t.kind(InterruptionKind::WakeupDelay), (1, 10_000));
+        assert_eq!(t.wakeups.len(), 1);
+        assert_eq!(t.interruptions.len(), 0);
+        a.finish();
+        let windows: Vec<(Cpu, Nanos, Nanos)> = a
+            .book
+            .worst()
+            .iter()
+            .map(|v| (v.stall.cpu, v.stall.start_ns, v.stall.end_ns))
+            .collect();
+        assert!(windows.contains(&(0, 1_000, 4_000)), "{windows:?}");
+        assert!(windows.contains(&(1, 4_000, 11_000)), "{windows:?}");
+    }
+
+    #[test]
+    fn steal_while_on_cpu_is_the_threads_measured_host_preemption() {
+        let (mut b, mut a) = (WatchBook::new(8), attr());
+        b.add_thread(7, 7, 7, "spin", 0);
+        b.steal(
+            &mut a,
+            StealSample {
+                cpu: 1,
+                from_ns: 1_000,
+                to_ns: 900_000,
+                steal_ns: 300_000,
+                victim: 7,
+            },
+        );
+        let t = &b.threads[&7];
+        assert_eq!(t.kind(InterruptionKind::Hypervisor), (1, 300_000));
+        let r = t.ranking.brief();
+        assert_eq!(r[0].class, CulpritClass::Hypervisor);
+        assert_eq!(r[0].measured_ns, 300_000);
+    }
+}

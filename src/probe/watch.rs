@@ -1,0 +1,152 @@
+//! Watch mode's side of the probes: the tasks the kernel has, with their ids in the kernel's
+//! numbering and in jitterscope's PID namespace (the `js_tasks` iterator), and the watched
+//! threads put into the programs' `watched` map (kept current by the programs themselves on
+//! fork and exit).
+
+use std::io::Read;
+use std::os::fd::AsFd;
+
+use libbpf_rs::{Iter, MapCore, MapFlags};
+
+use super::abi::{self, Whoami};
+use super::skel::types::{js_task_row, js_watched};
+use super::threads;
+use super::{JitterscopeSkel, ProbeError};
+
+const _: () = assert!(std::mem::size_of::<js_task_row>() == 32);
+const _: () = assert!(std::mem::size_of::<js_watched>() == 40);
+
+/// One task as the kernel has it now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskRow {
+    pub kernel_tid: u32,
+    pub kernel_tgid: u32,
+    /// Ids in jitterscope's PID namespace: what the user sees and gives.
+    pub tid: u32,
+    pub pid: u32,
+    pub comm: String,
+}
+
+fn bss_error(action: &str) -> ProbeError {
+    ProbeError::Other {
+        action: action.into(),
+        cause: "the BPF object's .bss is not memory-mapped".into(),
+    }
+}
+
+/// Tells the programs jitterscope's PID namespace (js_whoami run in this thread), so that the
+/// iterator and new-thread records report ids the user sees.
+pub(super) fn learn_namespace(skel: &JitterscopeSkel) -> Result<(), ProbeError> {
+    threads::ask(skel.progs.js_whoami.as_fd(), Whoami::Ns).map(|_| ())
+}
+
+/// Every task visible in jitterscope's PID namespace.
+pub(super) fn list_tasks(skel: &JitterscopeSkel) -> Result<Vec<TaskRow>, ProbeError> {
+    let fail = |e: String| ProbeError::Other {
+        action: "list the tasks (js_tasks iterator)".into(),
+        cause: e,
+    };
+    let link = skel
+        .progs
+        .js_tasks
+        .attach_iter_with_opts(libbpf_rs::IterOpts::None)
+        .map_err(|e| fail(format!("{e:#}")))?;
+    let mut iter = Iter::new(&link).map_err(|e| fail(format!("{e:#}")))?;
+    let mut bytes = Vec::new();
+    iter.read_to_end(&mut bytes)
+        .map_err(|e| fail(e.to_string()))?;
+    Ok(parse_rows(&bytes))
+}
+
+/// The iterator's output: whole `js_task_row`s back to back.
+fn parse_rows(bytes: &[u8]) -> Vec<TaskRow> {
+    bytes
+        .chunks_exact(std::mem::size_of::<js_task_row>())
+        .map(|c| {
+            let word = |i: usize| u32::from_ne_bytes([c[i], c[i + 1], c[i + 2], c[i + 3]]);
+            let comm = &c[16..32];
+            let end = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
+            TaskRow {
+                kernel_tid: word(0),
+                kernel_tgid: word(4),
+                tid: word(8),
+                pid: word(12),
+                comm: String::from_utf8_lossy(&comm[..end]).into_owned(),
+            }
+        })
+        .collect()
+}
+
+/// Puts threads (kernel tids) into the `watched` map — a thread already there keeps what the
+/// programs know of it — and, with `follow`, has new threads of that process (kernel tgid)
+/// watched from their creation.
+pub(super) fn watch_threads(
+    skel: &mut JitterscopeSkel,
+    tids: &[u32],
+    follow: Option<u32>,
+) -> Result<(), ProbeError> {
+    let fresh = [0u8; std::mem::size_of::<js_watched>()];
+    for &tid in tids {
+        match skel
+            .maps
+            .watched
+            .update(&tid.to_ne_bytes(), &fresh, MapFlags::NO_EXIST)
+        {
+            Ok(()) => {}
+            Err(e) if e.kind() == libbpf_rs::ErrorKind::AlreadyExists => {}
+            Err(e) => {
+                return Err(ProbeError::Other {
+                    action: format!("watch thread {tid}"),
+                    cause: format!(
+                        "{e:#} (the probes watch at most {} threads at once)",
+                        abi::WATCH_MAX
+                    ),
+                })
+            }
+        }
+    }
+    let bss = skel
+        .maps
+        .bss_data
+        .as_deref_mut()
+        .ok_or_else(|| bss_error("watch the threads"))?;
+    if let Some(tgid) = follow {
+        bss.watch_tgid = tgid;
+    }
+    // Cached "is the current task watched" answers are redone.
+    bss.watch_gen = bss.watch_gen.wrapping_add(1);
+    Ok(())
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iterator_rows_parse_whole_and_stop_at_a_short_tail() {
+        let mut bytes = Vec::new();
+        for (k, kg, t, p, comm) in [(1001u32, 1000u32, 11u32, 10u32, "mdp-consumer"), (7, 7, 7, 7, "")] {
+            for w in [k, kg, t, p] {
+                bytes.extend_from_slice(&w.to_ne_bytes());
+            }
+            let mut c = [0u8; 16];
+            c[..comm.len()].copy_from_slice(comm.as_bytes());
+            bytes.extend_from_slice(&c);
+        }
+        bytes.extend_from_slice(&[1, 2, 3]);
+        let rows = parse_rows(&bytes);
+        assert_eq!(rows.len(), 2);
+        assert_eq!(
+            rows[0],
+            TaskRow {
+                kernel_tid: 1001,
+                kernel_tgid: 1000,
+                tid: 11,
+                pid: 10,
+                comm: "mdp-consumer".into()
+            }
+        );
+        assert_eq!(rows[1].comm, "");
+    }
+}
