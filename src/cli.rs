@@ -76,7 +76,8 @@ pub enum Command {
     /// Put back every system setting a killed jitterscope left changed (from the restore journal)
     Restore,
     /// Check a run's attribution against perf: measured time per cause on a CPU against
-    /// perf's net durations over the same window (see scripts/verify.sh)
+    /// perf's net durations over the same window (see scripts/verify.sh); or, with
+    /// --wakeups, a watched thread's wake-up delays against perf's
     #[command(after_help = VERIFY_EXAMPLES)]
     Verify(VerifyArgs),
     #[command(name = "__noise-task", hide = true)]
@@ -274,12 +275,15 @@ const VERIFY_EXAMPLES: &str = "\
 Examples:
   sudo scripts/verify.sh --cpus 0,1            record, inject known noise, compare, grade
   jitterscope verify --run RUN.json --perf-script perf.txt --cpu 1
+  jitterscope verify --run WATCH.json --perf-script perf.txt --wakeups 4121
 
 perf's side, started before the run and stopped (SIGINT) after it:
   perf record -k mono -C 0,1 $(jitterscope verify --print-perf-events | sed 's/^/-e /') -o perf.data
   perf script --ns -F cpu,time,event,trace -i perf.data > perf.txt
+For --wakeups, record every CPU (-a instead of -C): a wake-up is traced on the waker's CPU.
 
-Exit code 1 when a graded cause is out of tolerance or the overall agreement is too low.";
+Exit code 1 when a graded cause is out of tolerance or the overall agreement is too low
+(--wakeups: when the total wake-up delay is out of tolerance or the thread is not in the run).";
 
 #[derive(Debug, Clone, Args)]
 pub struct VerifyArgs {
@@ -300,6 +304,13 @@ pub struct VerifyArgs {
     /// The CPU to compare (default: the run's first consumer CPU)
     #[arg(long)]
     pub cpu: Option<Cpu>,
+    /// Compare the wake-up delays of this thread of a `jitterscope watch` run file (its id
+    /// as you see it) instead of time per cause
+    #[arg(long, value_name = "TID", conflicts_with_all = ["cpu", "all"])]
+    pub wakeups: Option<u32>,
+    /// How far jitterscope's total wake-up delay may lie from perf's (--wakeups)
+    #[arg(long, value_name = "PCT", default_value = "5%", value_parser = parse_percent)]
+    pub wakeup_tolerance: f64,
     /// Causes under this in both recorders are listed, not graded
     #[arg(long, default_value = "1ms", allow_hyphen_values = true, value_parser = parse_floor)]
     pub floor: Nanos,
@@ -313,6 +324,21 @@ pub struct VerifyArgs {
 
 fn parse_floor(text: &str) -> Result<Nanos, String> {
     parse_duration(text)
+}
+
+/// `5%` → 0.05; 0 % to 100 %.
+pub fn parse_percent(text: &str) -> Result<f64, String> {
+    let Some(num) = text.trim().strip_suffix('%') else {
+        return Err(format!("'{text}' is not a percentage; give e.g. 5%"));
+    };
+    let value: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{num}' is not a number; give e.g. 5%"))?;
+    if !(0.0..=100.0).contains(&value) {
+        return Err(format!("{value}% is outside 0% to 100%"));
+    }
+    Ok(value / 100.0)
 }
 
 #[derive(Debug, Clone, Args)]
@@ -628,6 +654,22 @@ mod tests {
         assert!(parse_duration("999999999999h")
             .unwrap_err()
             .contains("e.g."));
+    }
+
+    #[test]
+    fn percentages() {
+        assert_eq!(parse_percent("5%"), Ok(0.05));
+        assert_eq!(parse_percent("12.5 %"), Ok(0.125));
+        assert!(parse_percent("0.05")
+            .unwrap_err()
+            .contains("not a percentage; give e.g. 5%"));
+        assert!(parse_percent("x%")
+            .unwrap_err()
+            .contains("'x' is not a number"));
+        assert!(parse_percent("150%")
+            .unwrap_err()
+            .contains("outside 0% to 100%"));
+        assert!(parse_percent("NaN%").is_err());
     }
 
     #[test]

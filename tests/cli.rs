@@ -267,6 +267,78 @@ fn report_on_bad_run_files_fails_clearly() {
 }
 
 #[test]
+fn verify_wakeups_prints_the_table_and_fails_saying_why() {
+    let d = tempfile::tempdir().unwrap();
+    let run = d.path().join("watch.json");
+    let perf = d.path().join("perf.txt");
+    let run_with = |total_ns: u64| {
+        std::fs::write(
+            &run,
+            format!(
+                r#"{{"schema": "jitterscope.run/2", "mode": "watch",
+                  "run": {{"label": "w", "record_from_ns": 1000000000, "duration_ns": 1000000}},
+                  "threads": [{{"tid": 7, "kernel_tid": 7, "pid": 7, "name": "sleeper",
+                    "wakeups": {{"count": 1, "total_ns": {total_ns}, "max_ns": {total_ns}}}}}]}}"#
+            ),
+        )
+        .unwrap()
+    };
+    std::fs::write(
+        &perf,
+        "\
+[000]   1.000100000:  sched:sched_wakeup: comm=sleeper pid=7 prio=120 target_cpu=000
+[001]   1.000140000:  sched:sched_switch: prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=sleeper next_pid=7 next_prio=120
+",
+    )
+    .unwrap();
+    let verify = |tid: &str| {
+        js().arg("verify")
+            .arg("--run")
+            .arg(&run)
+            .arg("--perf-script")
+            .arg(&perf)
+            .args(["--wakeups", tid])
+            .output()
+            .unwrap()
+    };
+    run_with(41_000);
+    let out = verify("7");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("| total ms | 0.041 | 0.040 | 1.025 | ±5% | ✓ |"),
+        "{stdout}"
+    );
+
+    run_with(50_000);
+    let out = verify("7");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("Error: the independent check failed on thread 7 (sleeper): total wake-up delay: jitterscope 0.050 ms, perf 0.040 ms (1.25×), outside ±5%"), "{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("**verdict: FAIL**"));
+
+    let out = verify("8");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cannot check the wake-up delays of thread 8 in "),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("thread 8 is not in the run file (its watched threads: 7 sleeper)"),
+        "{stderr}"
+    );
+
+    let (r, p) = (run.to_str().unwrap(), perf.to_str().unwrap());
+    let base = ["verify", "--run", r, "--perf-script", p, "--wakeups", "7"];
+    usage_error(&[&base[..], &["--cpu", "1"]].concat(), "--cpu");
+    usage_error(
+        &[&base[..], &["--wakeup-tolerance", "0.05"]].concat(),
+        "not a percentage; give e.g. 5%",
+    );
+}
+
+#[test]
 fn files_belong_to_the_invoking_user_under_sudo() {
     use std::os::unix::fs::MetadataExt;
     if nproc() < 2 || unsafe { libc::geteuid() } != 0 {

@@ -195,8 +195,10 @@ pub fn verify_request(args: &VerifyArgs) -> Result<VerifyRequest, UsageError> {
         run_file: run_file.clone(),
         perf_script,
         cpu: args.cpu,
+        wakeups: args.wakeups,
         tolerances: Tolerances {
             floor_ns: args.floor,
+            wakeup_total: args.wakeup_tolerance,
             ..Tolerances::default()
         },
         all: args.all,

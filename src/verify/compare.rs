@@ -27,6 +27,8 @@ pub struct Tolerances {
     pub agreement: f64,
     /// How far perf's first and last events on the CPU may lie inside the window.
     pub coverage_slack_ns: Nanos,
+    /// A watched thread's total wake-up delay (`--wakeups`), relative to perf's.
+    pub wakeup_total: f64,
 }
 
 impl Default for Tolerances {
@@ -37,6 +39,7 @@ impl Default for Tolerances {
             floor_ns: 1_000_000,
             agreement: 0.90,
             coverage_slack_ns: 20_000_000,
+            wakeup_total: 0.05,
         }
     }
 }

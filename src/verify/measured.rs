@@ -4,6 +4,8 @@
 //! `jitterscope.run/1` (a culprit's `cpus: [{cpu, count}]`, where `count` holds ns of
 //! measured and inferred time together) and `jitterscope.run/2` (`cpus: [{cpu, measured_ns,
 //! inferred_ns}]`: only `measured_ns` is compared, inferred time has no kernel record).
+//! A run file of mode `watch` (`jitterscope watch`, schema 2) holds watched threads instead:
+//! their wake-up delays are read by tid.
 
 use serde_json::Value;
 
@@ -44,6 +46,36 @@ pub enum MeasuredError {
     Missing(&'static str),
     #[error("the run file's run.record_from_ns is 0: it was written by a jitterscope that did not record its window, so perf's events cannot be clipped to it")]
     NoWindow,
+    #[error("the run file is of mode {0:?}, not \"watch\": only `jitterscope watch` records wake-up delays; give its run file to --wakeups, or drop --wakeups to check a run's attribution")]
+    NotWatch(String),
+    #[error("the run file is of mode \"watch\" and holds wake-up delays, not time per cause: give --wakeups TID with one of its threads (tid and name: {0})")]
+    WatchNeedsWakeups(String),
+    #[error("thread {tid} is not in the run file (its watched threads: {watched}); give one of them to --wakeups")]
+    NoThread { tid: u32, watched: String },
+}
+
+/// A watched thread's wake-up delays as jitterscope measured them (or perf's, folded the
+/// same way).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WakeupTotals {
+    pub count: u64,
+    pub total_ns: Nanos,
+    pub max_ns: Nanos,
+}
+
+/// What the wake-up check reads from a watch run file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchedThread {
+    pub schema: String,
+    pub label: String,
+    /// The recorded window, CLOCK_MONOTONIC.
+    pub record_from_ns: Nanos,
+    pub duration_ns: Nanos,
+    /// The id as the user (and perf, run in the same namespace) sees it.
+    pub tid: u32,
+    pub pid: u32,
+    pub name: String,
+    pub wakeups: WakeupTotals,
 }
 
 /// Reads jitterscope's measured time per culprit row on `cpu` (rows with nothing on that
@@ -64,9 +96,11 @@ pub fn read_measured(text: &str, cpu: Cpu) -> Result<Measured, MeasuredError> {
     if record_from_ns == 0 {
         return Err(MeasuredError::NoWindow);
     }
-    let culprits = v["culprits"]
-        .as_array()
-        .ok_or(MeasuredError::Missing("culprits"))?;
+    let culprits = match (v["culprits"].as_array(), v["mode"].as_str()) {
+        (Some(c), _) => c,
+        (None, Some("watch")) => return Err(MeasuredError::WatchNeedsWakeups(thread_list(&v))),
+        (None, _) => return Err(MeasuredError::Missing("culprits")),
+    };
     let mut rows = Vec::new();
     for c in culprits {
         let ns: Nanos = c["cpus"]
@@ -104,6 +138,77 @@ pub fn read_measured(text: &str, cpu: Cpu) -> Result<Measured, MeasuredError> {
             .unwrap_or_default(),
         rows,
     })
+}
+
+/// Reads watched thread `tid` (the id as the user sees it) of a watch run file, and the
+/// recorded window.
+pub fn read_watched_thread(text: &str, tid: u32) -> Result<WatchedThread, MeasuredError> {
+    let v: Value = serde_json::from_str(text).map_err(|e| MeasuredError::Json(e.to_string()))?;
+    let schema = v["schema"]
+        .as_str()
+        .ok_or(MeasuredError::Missing("schema"))?;
+    if !matches!(schema, "jitterscope.run/1" | "jitterscope.run/2") {
+        return Err(MeasuredError::Schema(schema.to_string()));
+    }
+    match v["mode"].as_str() {
+        Some("watch") => {}
+        // Before watch mode a run file had no mode: it is a run's.
+        other => return Err(MeasuredError::NotWatch(other.unwrap_or("run").to_string())),
+    }
+    let run = &v["run"];
+    let u = |x: &Value, what: &'static str| x.as_u64().ok_or(MeasuredError::Missing(what));
+    let record_from_ns = u(&run["record_from_ns"], "run.record_from_ns")?;
+    if record_from_ns == 0 {
+        return Err(MeasuredError::NoWindow);
+    }
+    let threads = v["threads"]
+        .as_array()
+        .ok_or(MeasuredError::Missing("threads"))?;
+    let t = threads
+        .iter()
+        .find(|t| t["tid"].as_u64() == Some(u64::from(tid)))
+        .ok_or_else(|| MeasuredError::NoThread {
+            tid,
+            watched: thread_list(&v),
+        })?;
+    let w = &t["wakeups"];
+    Ok(WatchedThread {
+        schema: schema.to_string(),
+        label: run["label"].as_str().unwrap_or_default().to_string(),
+        record_from_ns,
+        duration_ns: u(&run["duration_ns"], "run.duration_ns")?,
+        tid,
+        pid: t["pid"]
+            .as_u64()
+            .and_then(|p| p.try_into().ok())
+            .unwrap_or(0),
+        name: t["name"].as_str().unwrap_or_default().to_string(),
+        wakeups: WakeupTotals {
+            count: u(&w["count"], "threads[].wakeups.count")?,
+            total_ns: u(&w["total_ns"], "threads[].wakeups.total_ns")?,
+            max_ns: u(&w["max_ns"], "threads[].wakeups.max_ns")?,
+        },
+    })
+}
+
+/// The watched threads, `4121 sleeper, 4130 worker` (`none`).
+fn thread_list(v: &Value) -> String {
+    let list: Vec<String> = v["threads"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            let tid = t["tid"].as_u64().map_or("?".to_string(), |n| n.to_string());
+            format!("{tid} {}", t["name"].as_str().unwrap_or_default())
+                .trim_end()
+                .to_string()
+        })
+        .collect();
+    if list.is_empty() {
+        "none".to_string()
+    } else {
+        list.join(", ")
+    }
 }
 
 #[cfg(test)]
@@ -150,6 +255,60 @@ mod tests {
         let ns: Vec<u64> = m.rows.iter().map(|r| r.ns).collect();
         assert_eq!(ns, vec![40, 3]);
         assert_eq!(m.rows[1].detail, "hrtimer_wakeup of sleep");
+    }
+
+    const WATCH: &str = r#"{"schema": "jitterscope.run/2", "mode": "watch",
+      "run": {"label": "w", "record_from_ns": 1000, "duration_ns": 500, "new_field": [1]},
+      "threads": [
+        {"tid": 4121, "kernel_tid": 90121, "pid": 4120, "name": "sleeper",
+         "wakeups": {"count": 950, "total_ns": 12345678, "max_ns": 99999, "p99_ns": 5}},
+        {"tid": 4130, "kernel_tid": 90130, "pid": 4120, "name": "worker",
+         "wakeups": {"count": 0, "total_ns": 0, "max_ns": 0}}
+      ]}"#;
+
+    #[test]
+    fn a_watched_thread_is_read_by_the_tid_the_user_sees() {
+        let t = read_watched_thread(WATCH, 4121).unwrap();
+        assert_eq!((t.record_from_ns, t.duration_ns), (1000, 500));
+        assert_eq!((t.tid, t.pid, t.name.as_str()), (4121, 4120, "sleeper"));
+        assert_eq!(
+            t.wakeups,
+            WakeupTotals {
+                count: 950,
+                total_ns: 12_345_678,
+                max_ns: 99_999
+            }
+        );
+        // The kernel's id is not the user's.
+        let e = read_watched_thread(WATCH, 90121).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "thread 90121 is not in the run file (its watched threads: 4121 sleeper, 4130 worker); give one of them to --wakeups"
+        );
+    }
+
+    #[test]
+    fn wake_ups_are_asked_of_watch_run_files_only() {
+        let e = read_watched_thread(V2, 4121).unwrap_err();
+        assert!(
+            matches!(&e, MeasuredError::NotWatch(m) if m == "run"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("mode \"run\", not \"watch\""), "{e}");
+        let run = V2.replace(
+            r#""schema": "jitterscope.run/2","#,
+            r#""schema": "jitterscope.run/2", "mode": "run","#,
+        );
+        assert!(matches!(
+            read_watched_thread(&run, 1),
+            Err(MeasuredError::NotWatch(_))
+        ));
+        // And the per-cause check of a watch run file says to give --wakeups.
+        let e = read_measured(WATCH, 1).unwrap_err();
+        assert!(e.to_string().contains("give --wakeups TID"), "{e}");
+        assert!(e.to_string().contains("4121 sleeper"), "{e}");
+        let e = read_watched_thread(&WATCH.replace("run/2", "run/9"), 4121).unwrap_err();
+        assert!(matches!(e, MeasuredError::Schema(_)));
     }
 
     #[test]

@@ -2,12 +2,15 @@
 //! stolen time per cause on a CPU against an independent recorder, `perf record -k mono` of
 //! the same CPUs, folded into net durations per cause over the run's recorded window.
 //! `perf` reads perf's events, `measured` the run file, `compare` joins and grades them.
+//! `wakeups` grades a watched thread's wake-up delays (`jitterscope watch`) against perf's:
+//! a `sched_wakeup` of the thread to the `sched_switch` that puts it on a CPU.
 //! Pure apart from reading the two files: text in, a graded table out (`scripts/verify.sh`
 //! and `tests/verify_bpf.rs` do the recording); `run` is the command that prints it.
 
 pub mod compare;
 pub mod measured;
 pub mod perf;
+pub mod wakeups;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -18,6 +21,7 @@ use crate::model::Cpu;
 use crate::report::runfile::MAX_RUN_FILE_BYTES;
 
 pub use compare::{compare, Comparison, Grade, Tolerances};
+pub use wakeups::{compare_wakeups, PerfWakeups, WakeupComparison};
 
 #[derive(Debug, thiserror::Error)]
 pub enum VerifyError {
@@ -33,6 +37,8 @@ pub enum VerifyError {
     NoTracefs(String),
     #[error("perf's output holds no event of CPU {0}: was it recorded with -C including that CPU and the tracepoints `jitterscope verify --print-perf-events` lists?")]
     NoEvents(Cpu),
+    #[error("perf's output holds no sched:sched_wakeup event: was it recorded with -a and the tracepoints `jitterscope verify --print-perf-events` lists?")]
+    NoWakeups,
 }
 
 /// What `jitterscope verify` was asked to do.
@@ -50,6 +56,9 @@ pub struct CheckRequest {
     pub perf_script: PerfSource,
     /// The CPU to compare; None: the run's first consumer CPU.
     pub cpu: Option<Cpu>,
+    /// Compare this watched thread's wake-up delays instead (a watch run file; the id as
+    /// the user sees it).
+    pub wakeups: Option<u32>,
     pub tolerances: Tolerances,
     /// List every cause under the floor, not only the largest few.
     pub all: bool,
@@ -84,6 +93,9 @@ fn run_check(req: &CheckRequest, out: &mut dyn Write) -> anyhow::Result<()> {
         PerfSource::File(path) => std::fs::read_to_string(path)
             .with_context(|| format!("cannot read perf's events from {}", path.display()))?,
     };
+    if let Some(tid) = req.wakeups {
+        return run_wakeup_check(&req.run_file, &run, &perf, tid, &req.tolerances, out);
+    }
     let c = check(&run, &perf, req.cpu, &req.tolerances)?;
     if req.all {
         write!(out, "{}", c.to_markdown_all())?;
@@ -99,6 +111,54 @@ fn run_check(req: &CheckRequest, out: &mut dyn Write) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// `--wakeups TID`: the thread's table, then an error (exit 1) when the check fails.
+fn run_wakeup_check(
+    path: &Path,
+    run: &str,
+    perf: &str,
+    tid: u32,
+    tolerances: &Tolerances,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let c = check_wakeups(run, perf, tid, tolerances).with_context(|| {
+        format!(
+            "cannot check the wake-up delays of thread {tid} in {}",
+            path.display()
+        )
+    })?;
+    write!(out, "{}", c.to_markdown())?;
+    let failures = c.failures();
+    if !failures.is_empty() {
+        anyhow::bail!(
+            "the independent check failed on thread {}: {}",
+            c.thread_name(),
+            failures.join("; ")
+        );
+    }
+    Ok(())
+}
+
+/// The wake-up check of watched thread `tid` from a watch run file's text and `perf script
+/// --ns` text.
+pub fn check_wakeups(
+    run_file: &str,
+    perf_script: &str,
+    tid: u32,
+    tolerances: &Tolerances,
+) -> Result<WakeupComparison, VerifyError> {
+    let thread = measured::read_watched_thread(run_file, tid)?;
+    let events = perf::parse(perf_script)?;
+    if !events
+        .iter()
+        .any(|e| matches!(e.kind, perf::EventKind::Wakeup { .. }))
+    {
+        return Err(VerifyError::NoWakeups);
+    }
+    let to_ns = thread.record_from_ns.saturating_add(thread.duration_ns);
+    let perf = PerfWakeups::from_events(&events, tid, thread.record_from_ns, to_ns);
+    Ok(compare_wakeups(&thread, &perf, tolerances))
 }
 
 /// The check on `cpu` (default: the run's first consumer CPU) from a run file's text and
@@ -167,4 +227,136 @@ pub fn available_tracepoints() -> Result<Vec<String>, VerifyError> {
                 .is_dir()
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A watch run file: thread 4121 over [1.000 s, 1.001 s].
+    fn watch_run(count: u64, total_ns: u64, max_ns: u64) -> String {
+        format!(
+            r#"{{"schema": "jitterscope.run/2", "mode": "watch",
+              "run": {{"label": "w", "record_from_ns": 1000000000, "duration_ns": 1000000}},
+              "threads": [{{"tid": 4121, "kernel_tid": 4121, "pid": 4120, "name": "my sleeper",
+                "wakeups": {{"count": {count}, "total_ns": {total_ns}, "max_ns": {max_ns}}}}}]}}"#
+        )
+    }
+
+    /// perf script's default fields. Thread 4121: a delay before the window; one woken on
+    /// CPU 0 and switched in on CPU 1 (30 µs); a wake-up while it runs (none); 10 µs; one
+    /// woken inside the window and switched in after it (60 µs, counted whole); one after.
+    const PERF: &str = "\
+      my sleeper  4121 [001]     0.999000000: sched:sched_switch: prev_comm=my sleeper prev_pid=4121 prev_prio=120 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120
+          waker  4000 [000]     0.999990000: sched:sched_wakeup: comm=my sleeper pid=4121 prio=120 target_cpu=001
+        swapper     0 [001]     0.999995000: sched:sched_switch: prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=my sleeper next_pid=4121 next_prio=120
+      my sleeper  4121 [001]     0.999999000: sched:sched_switch: prev_comm=my sleeper prev_pid=4121 prev_prio=120 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120
+          waker  4000 [000]     1.000100000: sched:sched_wakeup: comm=my sleeper pid=4121 prio=120 target_cpu=000
+        swapper     0 [001]     1.000130000: sched:sched_switch: prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=my sleeper next_pid=4121 next_prio=120
+          waker  4000 [000]     1.000200000: sched:sched_wakeup: comm=my sleeper pid=4121 prio=120 target_cpu=001
+      my sleeper  4121 [001]     1.000250000: sched:sched_switch: prev_comm=my sleeper prev_pid=4121 prev_prio=120 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120
+          waker  4000 [000]     1.000500000: sched:sched_wakeup: comm=my sleeper pid=4121 prio=120 target_cpu=001
+        swapper     0 [001]     1.000510000: sched:sched_switch: prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=my sleeper next_pid=4121 next_prio=120
+      my sleeper  4121 [001]     1.000600000: sched:sched_switch: prev_comm=my sleeper prev_pid=4121 prev_prio=120 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120
+          waker  4000 [000]     1.000990000: sched:sched_wakeup: comm=my sleeper pid=4121 prio=120 target_cpu=001
+        swapper     0 [001]     1.001050000: sched:sched_switch: prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=my sleeper next_pid=4121 next_prio=120
+      my sleeper  4121 [001]     1.001060000: sched:sched_switch: prev_comm=my sleeper prev_pid=4121 prev_prio=120 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120
+          waker  4000 [000]     1.001100000: sched:sched_wakeup: comm=my sleeper pid=4121 prio=120 target_cpu=001
+        swapper     0 [001]     1.001200000: sched:sched_switch: prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=my sleeper next_pid=4121 next_prio=120
+";
+
+    #[test]
+    fn wake_up_delays_in_the_window_pass_within_tolerance() {
+        let tol = Tolerances::default();
+        let c = check_wakeups(&watch_run(3, 104_000, 61_000), PERF, 4121, &tol).unwrap();
+        assert_eq!(
+            c.perf.totals,
+            measured::WakeupTotals {
+                count: 3,
+                total_ns: 100_000,
+                max_ns: 60_000
+            }
+        );
+        assert!(c.passed(), "{:?}", c.failures());
+        let md = c.to_markdown();
+        assert!(
+            md.contains("| total ms | 0.104 | 0.100 | 1.040 | ±5% | ✓ |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| count | 3 | 3 | 1.000 | | not graded |"),
+            "{md}"
+        );
+        assert!(md.contains("| max µs | 61.0 | 60.0 | 1.017 |"), "{md}");
+        assert!(md.contains("**verdict: PASS**"), "{md}");
+    }
+
+    #[test]
+    fn totals_apart_by_more_than_the_tolerance_fail() {
+        let tol = Tolerances::default();
+        let c = check_wakeups(&watch_run(3, 110_000, 60_000), PERF, 4121, &tol).unwrap();
+        assert_eq!(
+            c.failures(),
+            vec![
+                "total wake-up delay: jitterscope 0.110 ms, perf 0.100 ms (1.10×), outside ±5%"
+                    .to_string()
+            ]
+        );
+        assert!(c.to_markdown().contains("| ±5% | ✗ |"));
+        let loose = Tolerances {
+            wakeup_total: 0.15,
+            ..Tolerances::default()
+        };
+        assert!(
+            check_wakeups(&watch_run(3, 110_000, 60_000), PERF, 4121, &loose)
+                .unwrap()
+                .passed()
+        );
+    }
+
+    #[test]
+    fn a_thread_perf_never_saw_fails_saying_how_to_record_it() {
+        let tol = Tolerances::default();
+        let run = watch_run(3, 100_000, 60_000).replace("4121", "4122");
+        let c = check_wakeups(&run, PERF, 4122, &tol).unwrap();
+        let f = c.failures();
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert!(f[0].contains("(perf saw none)"), "{f:?}");
+        assert!(
+            f[0].contains("never name thread 4122: record every CPU (-a)"),
+            "{f:?}"
+        );
+    }
+
+    #[test]
+    fn a_tid_the_run_file_does_not_hold_is_an_error() {
+        let e = check_wakeups(&watch_run(3, 1, 1), PERF, 4122, &Tolerances::default()).unwrap_err();
+        assert!(
+            e.to_string().starts_with(
+                "thread 4122 is not in the run file (its watched threads: 4121 my sleeper)"
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn perf_without_wake_ups_or_window_is_refused() {
+        let tol = Tolerances::default();
+        let switches: String = PERF
+            .lines()
+            .filter(|l| !l.contains("sched_wakeup"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let e = check_wakeups(&watch_run(3, 1, 1), &switches, 4121, &tol).unwrap_err();
+        assert!(matches!(e, VerifyError::NoWakeups), "{e}");
+        // perf stopped before the window's end (20 ms of slack): not covered.
+        let late =
+            watch_run(0, 0, 0).replace("\"duration_ns\": 1000000", "\"duration_ns\": 30000000");
+        let c = check_wakeups(&late, PERF, 4121, &tol).unwrap();
+        assert!(
+            c.failures()[0].contains("not over the whole recorded window"),
+            "{:?}",
+            c.failures()
+        );
+    }
 }

@@ -9,6 +9,9 @@
 //! protected system tasks; an interval whose closing switch names another `prev_pid` than
 //! the pid switched in is of **unknown** owner: its time is counted as unknown, never given
 //! to either task.
+//!
+//! Wake-up delays of one thread (for `jitterscope watch`'s run files) come from the same
+//! events: a `sched_wakeup` of the thread to the `sched_switch` that puts it on a CPU.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -104,6 +107,7 @@ impl Vector {
 pub fn perf_tracepoints() -> Vec<String> {
     let mut v: Vec<String> = [
         "sched:sched_switch",
+        "sched:sched_wakeup",
         "irq:irq_handler_entry",
         "irq:irq_handler_exit",
         "irq:softirq_entry",
@@ -169,6 +173,32 @@ pub enum EventKind {
         handler: String,
         delta_ns: Nanos,
     },
+    /// `sched:sched_wakeup`, on the CPU of the waker (or of the IPI that queued the wake-up),
+    /// not necessarily the CPU the woken task will run on.
+    Wakeup {
+        task: Task,
+        target_cpu: Cpu,
+    },
+}
+
+impl EventKind {
+    /// The event marks who holds its CPU, or an episode on it: the net durations read only
+    /// these (a wake-up on a CPU must not cut the workload's run there in two).
+    fn holds_cpu_time(&self) -> bool {
+        match self {
+            EventKind::Switch { .. }
+            | EventKind::IrqEntry { .. }
+            | EventKind::IrqExit { .. }
+            | EventKind::SoftirqEntry { .. }
+            | EventKind::SoftirqExit { .. }
+            | EventKind::VectorEntry(_)
+            | EventKind::VectorExit(_)
+            | EventKind::WorkStart { .. }
+            | EventKind::WorkEnd
+            | EventKind::Nmi { .. } => true,
+            EventKind::Wakeup { .. } => false,
+        }
+    }
 }
 
 /// A line `perf script` printed that the check cannot read.
@@ -221,6 +251,7 @@ fn parse_line(number: usize, line: &str) -> Result<Option<Event>, ParseError> {
     };
     let kind = match event {
         "sched:sched_switch" => parse_switch(fields).ok_or_else(bad)?,
+        "sched:sched_wakeup" => parse_wakeup(fields).ok_or_else(bad)?,
         "irq:irq_handler_entry" => {
             let irq = field(fields, "irq=").ok_or_else(bad)?;
             let name = fields
@@ -361,6 +392,22 @@ fn parse_switch(fields: &str) -> Option<EventKind> {
     Some(EventKind::Switch {
         prev: task(prev, "prev_comm=", " prev_pid=")?,
         next: task(next, "next_comm=", " next_pid=")?,
+    })
+}
+
+/// `comm=my sleeper pid=4121 prio=120 target_cpu=001` (the comm may hold spaces, so the pid
+/// is found from the end).
+fn parse_wakeup(fields: &str) -> Option<EventKind> {
+    let comm_start = fields.trim().strip_prefix("comm=")?;
+    let pid_at = comm_start.rfind(" pid=")?;
+    let after = &comm_start[pid_at..];
+    let target_at = after.rfind(" target_cpu=")?;
+    Some(EventKind::Wakeup {
+        task: Task {
+            comm: comm_start[..pid_at].to_string(),
+            pid: field(after, "pid=")?,
+        },
+        target_cpu: field(&after[target_at..], "target_cpu=")?,
     })
 }
 
@@ -617,7 +664,8 @@ fn cut(events: &[&Event]) -> Pieces {
             EventKind::WorkStart { function } => {
                 run.functions.insert(function.clone());
             }
-            EventKind::WorkEnd | EventKind::Nmi { .. } => {}
+            // Wake-ups are filtered out before: they hold no CPU time.
+            EventKind::WorkEnd | EventKind::Nmi { .. } | EventKind::Wakeup { .. } => {}
         }
     }
     p.unpaired += stack.len() as u64;
@@ -706,7 +754,10 @@ pub fn net_durations(
     to_ns: Nanos,
     stall_gap_ns: Nanos,
 ) -> NetDurations {
-    let mut mine: Vec<&Event> = events.iter().filter(|e| e.cpu == cpu).collect();
+    let mut mine: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.cpu == cpu && e.kind.holds_cpu_time())
+        .collect();
     mine.sort_by_key(|e| e.ns); // stable: events at the same ns keep perf's order
     let p = cut(&mine);
     let mut out = NetDurations {
@@ -770,6 +821,99 @@ pub fn net_durations(
         c.details.extend(p.nmi_handlers);
     }
     out
+}
+
+/// One wake-up delay of a thread as perf saw it: from its `sched_wakeup` to the
+/// `sched_switch` that put it on `cpu` (CLOCK_MONOTONIC ns).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WakeupDelay {
+    pub woken_ns: Nanos,
+    pub on_cpu_ns: Nanos,
+    /// The CPU it was switched in on (a wake-up may be followed by a migration).
+    pub cpu: Cpu,
+}
+
+impl WakeupDelay {
+    pub fn delay_ns(&self) -> Nanos {
+        self.on_cpu_ns.saturating_sub(self.woken_ns)
+    }
+}
+
+/// The wake-up delays of thread `tid` whose wake-up lies in `[from_ns, to_ns]`, from every
+/// CPU's events (any order). A wake-up pairs with the next switch-in of the thread, on
+/// whichever CPU. No delay is counted for a wake-up of a thread that is on a CPU (switched in
+/// and not switched out since, as far as the events show; also a wake-up followed by the
+/// thread's own switch-out): the kernel traces `sched_wakeup` for a task still on its
+/// runqueue too. A second wake-up before the switch-in means perf lost that switch-in: the
+/// later wake-up is the one paired.
+pub fn wakeup_delays(events: &[Event], tid: u32, from_ns: Nanos, to_ns: Nanos) -> Vec<WakeupDelay> {
+    let mut mine: Vec<(&Event, ThreadStep)> = events
+        .iter()
+        .filter_map(|e| thread_step(&e.kind, tid).map(|s| (e, s)))
+        .collect();
+    mine.sort_by_key(|(e, _)| e.ns); // stable: events at the same ns keep perf's order
+    let mut on_cpu = false;
+    let mut woken_ns: Option<Nanos> = None;
+    let mut delays = Vec::new();
+    for (e, step) in mine {
+        if step.woken && !on_cpu {
+            woken_ns = Some(e.ns);
+        }
+        if step.switched_out {
+            // Still running when woken, or its switch-in was lost: no delay either way.
+            on_cpu = false;
+            woken_ns = None;
+        }
+        if step.switched_in {
+            on_cpu = true;
+            if let Some(w) = woken_ns.take().filter(|w| (from_ns..=to_ns).contains(w)) {
+                delays.push(WakeupDelay {
+                    woken_ns: w,
+                    on_cpu_ns: e.ns,
+                    cpu: e.cpu,
+                });
+            }
+        }
+    }
+    delays
+}
+
+/// What an event does to one thread.
+#[derive(Debug, Clone, Copy, Default)]
+struct ThreadStep {
+    woken: bool,
+    switched_out: bool,
+    switched_in: bool,
+}
+
+/// What the event does to thread `tid`; None when it does not name it.
+fn thread_step(kind: &EventKind, tid: u32) -> Option<ThreadStep> {
+    let step = match kind {
+        EventKind::Wakeup { task, .. } => ThreadStep {
+            woken: task.pid == tid,
+            ..ThreadStep::default()
+        },
+        EventKind::Switch { prev, next } => ThreadStep {
+            switched_out: prev.pid == tid,
+            switched_in: next.pid == tid,
+            ..ThreadStep::default()
+        },
+        EventKind::IrqEntry { .. }
+        | EventKind::IrqExit { .. }
+        | EventKind::SoftirqEntry { .. }
+        | EventKind::SoftirqExit { .. }
+        | EventKind::VectorEntry(_)
+        | EventKind::VectorExit(_)
+        | EventKind::WorkStart { .. }
+        | EventKind::WorkEnd
+        | EventKind::Nmi { .. } => ThreadStep::default(),
+    };
+    (step.woken || step.switched_out || step.switched_in).then_some(step)
+}
+
+/// perf's events name thread `tid` at all (woke it or switched it in or out).
+pub fn names_thread(events: &[Event], tid: u32) -> bool {
+    events.iter().any(|e| thread_step(&e.kind, tid).is_some())
 }
 
 #[cfg(test)]
@@ -980,6 +1124,140 @@ mod tests {
     fn the_tracepoint_list_leaves_out_what_perf_refuses() {
         let t = perf_tracepoints();
         assert!(t.contains(&"irq_vectors:local_timer_exit".to_string()));
+        assert!(t.contains(&"sched:sched_wakeup".to_string()));
         assert!(!t.iter().any(|e| e.contains("irq_work")));
+    }
+
+    #[test]
+    fn reads_sched_wakeup_in_both_field_lists() {
+        // As perf 6.1 prints them on this machine: the default fields (a comm with a space,
+        // one that looks like a field) and `-F cpu,time,event,trace`.
+        let text = "\
+           sleep 22591 [000]  8457.475486131: sched:sched_wakeup: comm=my sleeper pid=22589 prio=120 target_cpu=000
+[001]  8451.326863844:       sched:sched_wakeup: comm=pid=7 x pid=18 prio=0 target_cpu=001
+";
+        let ev = parse(text).unwrap();
+        assert_eq!(ev.len(), 2);
+        assert_eq!(
+            ev[0],
+            Event {
+                cpu: 0,
+                ns: 8_457_475_486_131,
+                kind: EventKind::Wakeup {
+                    task: Task {
+                        comm: "my sleeper".into(),
+                        pid: 22589
+                    },
+                    target_cpu: 0
+                },
+            }
+        );
+        let EventKind::Wakeup { task, target_cpu } = &ev[1].kind else {
+            panic!("{ev:?}")
+        };
+        assert_eq!(
+            (task.comm.as_str(), task.pid, *target_cpu),
+            ("pid=7 x", 18, 1)
+        );
+        let e = parse("[001]  1.000000000: sched:sched_wakeup: comm=a prio=120").unwrap_err();
+        assert!(e.to_string().contains("sched:sched_wakeup"), "{e}");
+    }
+
+    #[test]
+    fn wake_ups_leave_the_net_durations_as_they_were() {
+        // A wake-up on the measured CPU every 500 ns would cut the workload's runs into
+        // pieces shorter than the stall threshold if it were read as CPU time.
+        let mut with = String::new();
+        for line in TRACE.lines() {
+            with.push_str(line);
+            with.push('\n');
+            let ns = line
+                .split_whitespace()
+                .nth(1)
+                .unwrap()
+                .trim_end_matches(':');
+            let (s, f) = ns.split_once('.').unwrap();
+            let t: u64 =
+                s.parse::<u64>().unwrap() * 1_000_000_000 + f.parse::<u64>().unwrap() + 500;
+            with.push_str(&format!(
+                "[001] {}.{:09}: sched:sched_wakeup: comm=js-consumer-1 pid=10 prio=120 target_cpu=001\n",
+                t / 1_000_000_000,
+                t % 1_000_000_000
+            ));
+        }
+        let plain = net_durations(
+            &parse(TRACE).unwrap(),
+            1,
+            100_000_000_000,
+            100_005_000_000,
+            1_000,
+        );
+        let woken = net_durations(
+            &parse(&with).unwrap(),
+            1,
+            100_000_000_000,
+            100_005_000_000,
+            1_000,
+        );
+        assert_eq!(plain, woken);
+    }
+
+    /// A thread 7 woken and switched in, on two CPUs.
+    const WAKE: &str = "\
+[000]   1.000000000:  sched:sched_wakeup: comm=my sleeper pid=7 prio=120 target_cpu=000
+[000]   1.000010000:  sched:sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=my sleeper next_pid=7 next_prio=120
+[001]   1.000020000:  sched:sched_wakeup: comm=my sleeper pid=7 prio=120 target_cpu=000
+[000]   1.000030000:  sched:sched_switch: prev_comm=my sleeper prev_pid=7 prev_prio=120 prev_state=S ==> next_comm=swapper/0 next_pid=0 next_prio=120
+[001]   1.000100000:  sched:sched_wakeup: comm=my sleeper pid=7 prio=120 target_cpu=000
+[000]   1.000105000:  sched:sched_wakeup: comm=other pid=8 prio=120 target_cpu=000
+[001]   1.000140000:  sched:sched_switch: prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=my sleeper next_pid=7 next_prio=120
+";
+
+    #[test]
+    fn a_wake_up_pairs_with_the_next_switch_in_on_any_cpu() {
+        let d = wakeup_delays(&parse(WAKE).unwrap(), 7, 0, u64::MAX);
+        assert_eq!(
+            d,
+            vec![
+                WakeupDelay {
+                    woken_ns: 1_000_000_000,
+                    on_cpu_ns: 1_000_010_000,
+                    cpu: 0
+                },
+                // Woken towards CPU 0, migrated, switched in on CPU 1.
+                WakeupDelay {
+                    woken_ns: 1_000_100_000,
+                    on_cpu_ns: 1_000_140_000,
+                    cpu: 1
+                },
+            ]
+        );
+        assert_eq!(d[1].delay_ns(), 40_000);
+        // The wake-up at 20 µs came while it ran: no delay. Another thread's are not its.
+        assert!(wakeup_delays(&parse(WAKE).unwrap(), 8, 0, u64::MAX).is_empty());
+    }
+
+    #[test]
+    fn a_wake_up_then_its_own_switch_out_is_no_delay() {
+        // No switch-in seen before: it was running when woken, as its switch-out shows.
+        let text = "\
+[000]   1.000000000:  sched:sched_wakeup: comm=a pid=7 prio=120 target_cpu=000
+[000]   1.000005000:  sched:sched_switch: prev_comm=a prev_pid=7 prev_prio=120 prev_state=S ==> next_comm=swapper/0 next_pid=0 next_prio=120
+[000]   1.000100000:  sched:sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=a next_pid=7 next_prio=120
+";
+        assert!(wakeup_delays(&parse(text).unwrap(), 7, 0, u64::MAX).is_empty());
+    }
+
+    #[test]
+    fn only_wake_ups_inside_the_window_count() {
+        let ev = parse(WAKE).unwrap();
+        // The window's ends are inside it; a delay counts by its wake-up, whole.
+        let d = wakeup_delays(&ev, 7, 1_000_000_000, 1_000_100_000);
+        assert_eq!(d.len(), 2);
+        let d = wakeup_delays(&ev, 7, 1_000_000_001, 1_000_099_999);
+        assert!(d.is_empty(), "{d:?}");
+        let d = wakeup_delays(&ev, 7, 1_000_050_000, 1_000_100_000);
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].on_cpu_ns, 1_000_140_000);
     }
 }

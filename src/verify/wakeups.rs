@@ -1,0 +1,212 @@
+//! A watched thread's wake-up delays as jitterscope measured them (`jitterscope watch`)
+//! against perf's over the same window: count, total and longest by each, their ratios, and
+//! the total graded within a tolerance relative to perf's. Pure: the run file's figures and
+//! perf's events in, a graded table out.
+
+use std::fmt::Write as _;
+
+use super::compare::Tolerances;
+use super::measured::{WakeupTotals, WatchedThread};
+use super::perf::{names_thread, wakeup_delays, Event, WakeupDelay};
+use crate::model::Nanos;
+use crate::units::fmt_ns;
+
+impl WakeupTotals {
+    /// perf's delays folded as jitterscope folds its own.
+    pub fn of(delays: &[WakeupDelay]) -> WakeupTotals {
+        WakeupTotals {
+            count: delays.len() as u64,
+            total_ns: delays.iter().map(WakeupDelay::delay_ns).sum(),
+            max_ns: delays.iter().map(WakeupDelay::delay_ns).max().unwrap_or(0),
+        }
+    }
+}
+
+/// perf's side of one thread's wake-up delays over the window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PerfWakeups {
+    pub totals: WakeupTotals,
+    /// perf's events woke the thread or switched it in or out at all.
+    pub saw_thread: bool,
+    /// The first and last event perf recorded, on any CPU (0 when none).
+    pub first_event_ns: Nanos,
+    pub last_event_ns: Nanos,
+}
+
+impl PerfWakeups {
+    /// Thread `tid`'s delays whose wake-up lies in `[from_ns, to_ns]`.
+    pub fn from_events(events: &[Event], tid: u32, from_ns: Nanos, to_ns: Nanos) -> PerfWakeups {
+        PerfWakeups {
+            totals: WakeupTotals::of(&wakeup_delays(events, tid, from_ns, to_ns)),
+            saw_thread: names_thread(events, tid),
+            first_event_ns: events.iter().map(|e| e.ns).min().unwrap_or(0),
+            last_event_ns: events.iter().map(|e| e.ns).max().unwrap_or(0),
+        }
+    }
+}
+
+/// The comparison of one watched thread.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WakeupComparison {
+    pub thread: WatchedThread,
+    pub perf: PerfWakeups,
+    /// How far jitterscope's total may lie from perf's, relative to perf's.
+    pub tolerance: f64,
+    /// How far perf's first and last events may lie inside the window.
+    pub coverage_slack_ns: Nanos,
+}
+
+/// Joins the thread's figures and perf's.
+pub fn compare_wakeups(
+    thread: &WatchedThread,
+    perf: &PerfWakeups,
+    tol: &Tolerances,
+) -> WakeupComparison {
+    WakeupComparison {
+        thread: thread.clone(),
+        perf: perf.clone(),
+        tolerance: tol.wakeup_total,
+        coverage_slack_ns: tol.coverage_slack_ns,
+    }
+}
+
+fn ms(ns: Nanos) -> String {
+    format!("{:.3}", ns as f64 / 1e6)
+}
+
+fn us(ns: Nanos) -> String {
+    format!("{:.1}", ns as f64 / 1e3)
+}
+
+fn ratio(js: u64, perf: u64) -> Option<f64> {
+    (perf > 0).then(|| js as f64 / perf as f64)
+}
+
+fn ratio_text(js: u64, perf: u64) -> String {
+    ratio(js, perf).map_or("–".to_string(), |q| format!("{q:.3}"))
+}
+
+impl WakeupComparison {
+    fn to_ns(&self) -> Nanos {
+        self.thread
+            .record_from_ns
+            .saturating_add(self.thread.duration_ns)
+    }
+
+    /// perf's events run over the whole recorded window, give or take the slack.
+    pub fn covered(&self) -> bool {
+        let p = &self.perf;
+        p.first_event_ns != 0
+            && p.first_event_ns <= self.thread.record_from_ns + self.coverage_slack_ns
+            && p.last_event_ns + self.coverage_slack_ns >= self.to_ns()
+    }
+
+    /// The totals agree within the tolerance (both none is agreement).
+    pub fn total_within(&self) -> bool {
+        let (js, perf) = (self.thread.wakeups.total_ns, self.perf.totals.total_ns);
+        js.abs_diff(perf) as f64 <= self.tolerance * perf as f64
+    }
+
+    /// Why the check fails; empty when it passes.
+    pub fn failures(&self) -> Vec<String> {
+        let mut f = Vec::new();
+        if !self.covered() {
+            f.push(format!(
+                "perf's events run from {} to {} ns, not over the whole recorded window {} to {} ns: start perf before jitterscope watch and stop it after",
+                self.perf.first_event_ns,
+                self.perf.last_event_ns,
+                self.thread.record_from_ns,
+                self.to_ns()
+            ));
+        }
+        if !self.total_within() {
+            let (js, perf) = (self.thread.wakeups.total_ns, self.perf.totals.total_ns);
+            let mut why = format!(
+                "total wake-up delay: jitterscope {} ms, perf {} ms ({}), outside ±{:.0}%",
+                ms(js),
+                ms(perf),
+                ratio(js, perf).map_or("perf saw none".to_string(), |q| format!("{q:.2}×")),
+                self.tolerance * 100.0
+            );
+            if !self.perf.saw_thread {
+                let _ = write!(
+                    why,
+                    "; perf's events never name thread {}: record every CPU (-a) with the tracepoints `jitterscope verify --print-perf-events` lists, in the thread's pid namespace",
+                    self.thread.tid
+                );
+            }
+            f.push(why);
+        }
+        f
+    }
+
+    pub fn passed(&self) -> bool {
+        self.failures().is_empty()
+    }
+
+    /// The thread as the messages name it: `4121 (sleeper)`.
+    pub fn thread_name(&self) -> String {
+        format!("{} ({})", self.thread.tid, self.thread.name)
+    }
+
+    /// A header, the table (count, total, longest), a note on how perf's delays are
+    /// counted, and the verdict.
+    pub fn to_markdown(&self) -> String {
+        let t = &self.thread;
+        let (js, perf) = (&t.wakeups, &self.perf.totals);
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "### Thread {} `{}` (pid {}): wake-up delays, jitterscope against perf (run `{}`, {}, {} recorded from {} ns)\n",
+            t.tid,
+            t.name.replace('`', "'"),
+            t.pid,
+            t.label,
+            t.schema,
+            fmt_ns(t.duration_ns),
+            t.record_from_ns
+        );
+        s.push_str("| wake-up delays | jitterscope | perf | ratio | tolerance | within |\n");
+        s.push_str("|---|---:|---:|---:|---:|---|\n");
+        let _ = writeln!(
+            s,
+            "| count | {} | {} | {} | | not graded |",
+            js.count,
+            perf.count,
+            ratio_text(js.count, perf.count)
+        );
+        let _ = writeln!(
+            s,
+            "| total ms | {} | {} | {} | ±{:.0}% | {} |",
+            ms(js.total_ns),
+            ms(perf.total_ns),
+            ratio_text(js.total_ns, perf.total_ns),
+            self.tolerance * 100.0,
+            if self.total_within() { "✓" } else { "✗" }
+        );
+        let _ = writeln!(
+            s,
+            "| max µs | {} | {} | {} | | not graded |",
+            us(js.max_ns),
+            us(perf.max_ns),
+            ratio_text(js.max_ns, perf.max_ns)
+        );
+        s.push_str("\n- perf's delay: a `sched_wakeup` of the thread to the `sched_switch` that put it on a CPU (any CPU), counted when the wake-up lies in the recorded window; a wake-up while the thread was on a CPU is none\n");
+        self.write_verdict(&mut s);
+        s
+    }
+
+    fn write_verdict(&self, s: &mut String) {
+        let failures = self.failures();
+        if failures.is_empty() {
+            let _ = writeln!(
+                s,
+                "\n**verdict: PASS** — the total wake-up delay of thread {} within ±{:.0}%",
+                self.thread_name(),
+                self.tolerance * 100.0
+            );
+        } else {
+            let _ = writeln!(s, "\n**verdict: FAIL** — {}", failures.join("; "));
+        }
+    }
+}
