@@ -218,7 +218,7 @@ static __always_inline __u16 innermost(struct cpu_state *st)
 static __always_inline void count_event(__u32 cpu)
 {
 	if (cpu < JS_MAX_CPUS)
-		counters[cpu].events++;
+		counters[cpu & (JS_MAX_CPUS - 1)].events++;
 }
 
 /* A drop without usable per-CPU state (NMI, another CPU): noted in the CPU's lock-free slot.
@@ -229,7 +229,7 @@ static __always_inline void note_lost_atomic(__u32 cpu, __u64 now)
 
 	if (!is_target(cpu) || cpu >= JS_MAX_CPUS)
 		return;
-	slot = &lost_pending[cpu];
+	slot = &lost_pending[cpu & (JS_MAX_CPUS - 1)];
 	/* Time first, then count: whoever takes the count over finds a time with it (or, if it
 	 * raced between the two, the time of the previous take-over, see take_over_lost). */
 	__sync_val_compare_and_swap(&slot->since, 0, now);
@@ -244,7 +244,7 @@ static __always_inline void take_over_lost(__u32 cpu, struct cpu_state *st, __u6
 
 	if (cpu >= JS_MAX_CPUS)
 		return;
-	slot = &lost_pending[cpu];
+	slot = &lost_pending[cpu & (JS_MAX_CPUS - 1)];
 	if (!slot->count)
 		return;
 	count = __sync_lock_test_and_set(&slot->count, 0);
@@ -285,8 +285,12 @@ static __always_inline bool watch_keeps(__u32 cpu, __u32 victim, __u64 start)
 {
 	if (!watch_mode || victim)
 		return true;
+	/* Check the register used as the index (see is_target). */
+	barrier_var(cpu);
 	if (cpu >= JS_MAX_CPUS)
 		return false;
+	/* The mask keeps the verifier sure of the bound whatever register it indexes with. */
+	cpu &= JS_MAX_CPUS - 1;
 	return interest[cpu] || interest_end[cpu] >= start;
 }
 
@@ -320,7 +324,7 @@ static __always_inline struct js_record *reserve(__u32 cpu, struct cpu_state *st
 	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 	if (!r) {
 		if (cpu < JS_MAX_CPUS)
-			__sync_fetch_and_add(&counters[cpu].rb_drops, 1);
+			__sync_fetch_and_add(&counters[cpu & (JS_MAX_CPUS - 1)].rb_drops, 1);
 		if (st) {
 			if (!st->lost_count)
 				st->lost_since = now;
@@ -408,7 +412,7 @@ static __always_inline void sample_steal(__u32 cpu, struct cpu_state *st, __u64 
 	if (at && value == last)
 		return;
 	if (cpu < JS_MAX_CPUS)
-		steal_read[cpu] = value;
+		steal_read[cpu & (JS_MAX_CPUS - 1)] = value;
 	if (!at || value < last)
 		return;
 	r = reserve_here(cpu, st, at, now);
@@ -581,13 +585,14 @@ static __always_inline bool counted(struct js_watched *w)
 static __always_inline void count_in(__u32 cpu)
 {
 	if (cpu < JS_MAX_CPUS)
-		__sync_fetch_and_add(&interest[cpu], 1);
+		__sync_fetch_and_add(&interest[cpu & (JS_MAX_CPUS - 1)], 1);
 }
 
 static __always_inline void count_out(__u32 cpu, __u64 now)
 {
 	if (cpu >= JS_MAX_CPUS)
 		return;
+	cpu &= JS_MAX_CPUS - 1;
 	if (__sync_fetch_and_add(&interest[cpu], -1) == 1)
 		interest_end[cpu] = now;
 }
@@ -1118,9 +1123,13 @@ int BPF_PROG(js_workqueue_queue_work, int req_cpu, struct pool_workqueue *pwq,
 SEC("tp_btf/ipi_send_cpu")
 int BPF_PROG(js_ipi_send_cpu, const unsigned int cpu, unsigned long callsite, void *callback)
 {
-	if (!is_target(cpu))
+	/* One 32-bit copy for every check and index (the argument arrives as a u64). */
+	__u32 target = cpu;
+
+	barrier_var(target);
+	if (!is_target(target))
 		return 0;
-	emit_cause(cpu, JS_CAUSE_IPI, (__u64)callback, callsite);
+	emit_cause(target, JS_CAUSE_IPI, (__u64)callback, callsite);
 	return 0;
 }
 
@@ -1331,11 +1340,14 @@ int js_tasks(struct bpf_iter__task *ctx)
 
 /* ---- frequency changes: kept for every CPU (they are rare) ------------------------------- */
 
-static __always_inline int handle_cpu_frequency(unsigned int khz, unsigned int cpu_id)
+static __always_inline int handle_cpu_frequency(unsigned int khz, unsigned int cpu_arg)
 {
 	struct js_record *r;
 	__u64 now = bpf_ktime_get_ns();
-	__u32 old = 0;
+	__u32 old = 0, cpu_id = cpu_arg;
+
+	/* One 32-bit copy for every check and index (the argument arrives as a u64). */
+	barrier_var(cpu_id);
 
 	if (cpu_id < JS_MAX_CPUS) {
 		old = cpu_khz[cpu_id];

@@ -50,6 +50,10 @@ pub enum Command {
     Report(ReportArgs),
     /// Compare runs side by side: percentiles with ratios to the first, culprits that came or went
     Compare(CompareArgs),
+    /// Explain the stalls of your own threads: every interruption of a running process's
+    /// threads (or of a command started here), by culprit (needs root)
+    #[command(after_help = WATCH_EXAMPLES)]
+    Watch(WatchArgs),
     /// Trace what interrupts the given CPUs, without the workload (needs root)
     #[command(
         after_help = "Examples:\n  sudo jitterscope probe --cpus 1,3 --duration 10s\n  sudo jitterscope probe --cpus 1 --no-log"
@@ -165,6 +169,51 @@ pub struct RunArgs {
     /// How many of the worst stalls the run file keeps
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub keep_stalls: u32,
+}
+
+const WATCH_EXAMPLES: &str = "\
+Examples:
+  sudo jitterscope watch --pid $(pidof myapp)            every thread of myapp, until Ctrl-C or its exit
+  sudo jitterscope watch --tid 4122,4123 --duration 1m  two threads, one minute
+  sudo jitterscope watch --comm 'md-*' --cpus 2,3       threads named md-…, interruptions on CPUs 2 and 3
+  sudo jitterscope watch -- ./engine --config prod.toml start it, watch it; its exit ends the watch";
+
+#[derive(Debug, Clone, Args)]
+#[command(group(clap::ArgGroup::new("target").args(["pid", "tid", "comm", "command"]).required(true)))]
+pub struct WatchArgs {
+    /// Every thread of this process (and the threads it creates while watched)
+    #[arg(long, value_name = "PID")]
+    pub pid: Option<u32>,
+    /// These threads only (ids as `ps -L` shows them)
+    #[arg(long, value_name = "TID[,TID…]", value_delimiter = ',')]
+    pub tid: Vec<u32>,
+    /// Threads whose name is NAME (or starts with it when NAME ends in *)
+    #[arg(long, value_name = "NAME")]
+    pub comm: Option<String>,
+    /// Only interruptions on these CPUs count (default: every online CPU)
+    #[arg(long, allow_hyphen_values = true)]
+    pub cpus: Option<String>,
+    /// How long to watch (default: until Ctrl-C or the target exits)
+    #[arg(long, allow_hyphen_values = true, value_parser = parse_run_duration)]
+    pub duration: Option<Nanos>,
+    /// A name for this watch (used in file names and reports)
+    #[arg(long, default_value = "watch")]
+    pub label: String,
+    /// Directory for the run file, .hgrm and .hlog files
+    #[arg(long, default_value = "jitterscope-runs")]
+    pub output: PathBuf,
+    /// Plain text output even on a terminal (always so when stdout is not a terminal)
+    #[arg(long)]
+    pub no_tui: bool,
+    /// BPF ring-buffer size (power of two, e.g. 8M); raise it if records are lost
+    #[arg(long, default_value = "8M", allow_hyphen_values = true, value_parser = parse_size)]
+    pub ringbuf_size: u64,
+    /// How many of the worst interruptions the run file keeps
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub keep_stalls: u32,
+    /// The command to start and watch (after --)
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -29,7 +29,10 @@ fn main() -> ExitCode {
     if ends_on_signal
         || matches!(
             cli.command,
-            Some(Command::Probe(_)) | Some(Command::Noise(_)) | Some(Command::Tune(_))
+            Some(Command::Probe(_))
+                | Some(Command::Noise(_))
+                | Some(Command::Tune(_))
+                | Some(Command::Watch(_))
         )
     {
         jitterscope::signals::install();
@@ -62,6 +65,7 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         None => commands::run(&cli.run, out),
         Some(Command::Run(args)) => commands::run(&args, out),
+        Some(Command::Watch(args)) => commands::watch(&args, out),
         Some(Command::Report(args)) => commands::report(&args, out),
         Some(Command::Floor(args)) => commands::floor(&args, out),
         Some(Command::Compare(args)) => commands::compare(&args, out),

@@ -79,6 +79,9 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
         };
     RunFile {
         schema: SCHEMA.into(),
+        mode: jitterscope::report::runfile::Mode::Run,
+        watch: None,
+        threads: Vec::new(),
         run: RunInfo {
             label: "golden".into(),
             cpus: vec![1, 3],

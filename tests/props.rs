@@ -615,6 +615,9 @@ prop_compose! {
     ) -> RunFile {
         RunFile {
             schema: SCHEMA.to_string(), run, histograms, stall_summary, stalls, culprits,
+            mode: jitterscope::report::runfile::Mode::Run,
+            watch: None,
+            threads: Vec::new(),
             spike_count, spikes, lost, probes, overhead,
         }
     }
@@ -646,6 +649,9 @@ fn sample_json() -> String {
     };
     RunFile {
         schema: SCHEMA.into(),
+        mode: jitterscope::report::runfile::Mode::Run,
+        watch: None,
+        threads: Vec::new(),
         run: RunInfo {
             label: "x".into(),
             cpus: vec![1, 3],

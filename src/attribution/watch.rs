@@ -74,6 +74,8 @@ pub struct ThreadAccount {
     /// The same since the last interval was taken (the .hlog and the live view).
     pub interval_interruptions: Histogram<u64>,
     pub interval_wakeups: Histogram<u64>,
+    /// The longest interruption of each past interval, oldest first (the live view's chart).
+    pub interval_max: std::collections::VecDeque<Nanos>,
     /// Total time per kind.
     pub by_kind: BTreeMap<InterruptionKind, (u64, Nanos)>,
     pub ranking: Ranking,
@@ -93,6 +95,7 @@ impl ThreadAccount {
             wakeups: new_histogram(),
             interval_interruptions: new_histogram(),
             interval_wakeups: new_histogram(),
+            interval_max: Default::default(),
             by_kind: BTreeMap::new(),
             ranking: Ranking::default(),
         }

@@ -9,7 +9,7 @@ use anyhow::Result;
 use clap::CommandFactory;
 
 use super::plan::{colour_on_stdout, floor_config, run_plan};
-use super::{Cli, CompareArgs, FloorArgs, ReportArgs, RunArgs, UsageError};
+use super::{Cli, CompareArgs, FloorArgs, ReportArgs, RunArgs, UsageError, WatchArgs};
 use crate::model::Cpu;
 use crate::report::files::write_file;
 use crate::report::runfile::RunFile;
@@ -67,6 +67,31 @@ fn start_noise(specs: &[(NoiseKind, Cpu, u32)], plan: &RunPlan) -> NoiseSet {
 }
 
 /// `jitterscope floor`: the cross-core transfer floor, as the seed's block or as JSON.
+/// `jitterscope watch`: the target checked first (a usage error when it is not there), then
+/// the watch; the run file says how it ended.
+pub fn watch(args: &WatchArgs, out: &mut dyn Write) -> Result<()> {
+    let plan = super::plan::watch_plan(args)?;
+    let found =
+        crate::session::watch::check_target(&plan).map_err(|e| UsageError(e.to_string()))?;
+    if let crate::session::watch::target::Target::Comm(pattern) = &plan.target {
+        let names: Vec<String> = found
+            .iter()
+            .map(|f| format!("{}[{}] of process {}", f.comm, f.tid, f.pid))
+            .collect();
+        writeln!(out, "--comm {pattern} matched: {}", names.join(", "))?;
+    }
+    let outcome = crate::session::watch::watch(plan, found, out).map_err(|e| {
+        match e.downcast::<crate::session::watch::target::TargetError>() {
+            Ok(t) => UsageError(t.0).into(),
+            Err(e) if e.is::<Interrupted>() => e,
+            Err(e) => e.context("the watch failed"),
+        }
+    })?;
+    let _ = out.flush();
+    let _ = outcome.json_path;
+    Ok(())
+}
+
 pub fn floor(args: &FloorArgs, out: &mut dyn Write) -> Result<()> {
     let cfg = floor_config(args)?;
     let s = pingpong::floor(&cfg)?;

@@ -7,10 +7,12 @@ use std::io::IsTerminal;
 
 use super::{
     parse_cpu_list, parse_cpus, FloorArgs, NoiseArgs, ProbeArgs, RunArgs, Threshold, TuneArgs,
-    UsageError, VerifyArgs, WorkshopArgs,
+    UsageError, VerifyArgs, WatchArgs, WorkshopArgs,
 };
 use crate::probe::census::CensusConfig;
 use crate::report::files::OutputDir;
+use crate::session::watch::target::Target;
+use crate::session::watch::{default_proc, WatchPlan};
 use crate::session::RunPlan;
 use crate::system::cpus::Topology;
 use crate::system::hold::TuneRequest;
@@ -27,6 +29,44 @@ pub fn colour_on_stdout() -> bool {
 }
 
 /// `--ringbuf-size` as the kernel takes it (a power of two), saying so when it was rounded.
+/// `watch`'s flags: the target (one of --pid, --tid, --comm, -- COMMAND; clap refuses two),
+/// the CPUs that count, the output directory.
+pub fn watch_plan(args: &WatchArgs) -> Result<WatchPlan, UsageError> {
+    let topo = Topology::read();
+    let target = if let Some(pid) = args.pid {
+        Target::Pid(pid)
+    } else if !args.tid.is_empty() {
+        Target::Tids(args.tid.clone())
+    } else if let Some(comm) = &args.comm {
+        Target::Comm(comm.clone())
+    } else if !args.command.is_empty() {
+        Target::Command(args.command.clone())
+    } else {
+        return Err(UsageError(
+            "watch: say what to watch: --pid PID, --tid TID[,TID…], --comm NAME or -- COMMAND"
+                .into(),
+        ));
+    };
+    let cpus = match &args.cpus {
+        Some(text) => parse_cpu_list(text, &topo, 1)?,
+        None => topo.online.clone(),
+    };
+    let output = OutputDir::prepare(&args.output).map_err(|e| UsageError(e.to_string()))?;
+    Ok(WatchPlan {
+        target,
+        cpus,
+        duration_ns: args.duration,
+        label: args.label.clone(),
+        output,
+        keep_stalls: args.keep_stalls as usize,
+        progress: true,
+        tui: !args.no_tui && std::io::stdout().is_terminal(),
+        colour: colour_on_stdout(),
+        ringbuf_bytes: ringbuf_bytes(args.ringbuf_size),
+        proc_root: default_proc().to_path_buf(),
+    })
+}
+
 pub fn ringbuf_bytes(requested: u64) -> u32 {
     let (bytes, rounded) = crate::probe::ringbuf_size(requested);
     if rounded {

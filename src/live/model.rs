@@ -88,6 +88,8 @@ pub struct LiveModel {
     pub help: bool,
     /// A line the header always shows (e.g. every CPU measured, slow refresh).
     pub note: Option<String>,
+    /// Watch mode: `consumers` are the watched threads, their `total` the interruptions.
+    pub watch: bool,
 }
 
 impl LiveModel {
@@ -107,6 +109,38 @@ impl LiveModel {
         }
     }
 
+    /// Watch mode's line: time, each thread's interruptions so far, the top culprit.
+    fn plain_watch_line(&self) -> String {
+        let mut line = format!("[{:6.1}s]", self.elapsed_ns as f64 / 1e9);
+        for c in self.consumers.iter().take(6) {
+            if let Some(s) = &c.total {
+                line.push_str(&format!(
+                    " | {}: {} interruptions p99 {} max {}",
+                    c.name,
+                    s.count,
+                    fmt_ns(s.percentile("99").unwrap_or(0)),
+                    fmt_ns(s.max)
+                ));
+            }
+        }
+        if self.consumers.len() > 6 {
+            line.push_str(&format!(" | +{} threads", self.consumers.len() - 6));
+        }
+        line.push_str(&format!(" | interruptions {}", self.stalls));
+        if self.lost > 0 {
+            line.push_str(&format!(" | LOST {}", self.lost));
+        }
+        if let Some(top) = self.sorted_culprits().first() {
+            line.push_str(&format!(
+                " | top culprit: {} {} {}",
+                top.class,
+                top.name,
+                fmt_ns(top.total_ns)
+            ));
+        }
+        line
+    }
+
     /// Culprits in the chosen order.
     pub fn sorted_culprits(&self) -> Vec<&CulpritRow> {
         let mut v: Vec<&CulpritRow> = self.culprits.iter().collect();
@@ -121,6 +155,9 @@ impl LiveModel {
 
     /// The plain-text line printed once per second when there is no terminal UI.
     pub fn plain_line(&self) -> String {
+        if self.watch {
+            return self.plain_watch_line();
+        }
         let mut line = format!(
             "[{:6.1}s/{:.0}s] {:.1}k msg/s",
             self.elapsed_ns as f64 / 1e9,

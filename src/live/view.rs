@@ -62,15 +62,25 @@ fn header(m: &LiveModel) -> Paragraph<'static> {
             format!("jitterscope '{}'", m.label),
             Style::default().add_modifier(Modifier::BOLD),
         ),
-        Span::raw(format!(
-            "  producer CPU {} → consumer CPU {}  {:.1}s / {:.0}s  {:.1}k msg/s  stalls {}  ",
-            m.producer_cpu,
-            format_list(&m.consumer_cpus),
-            m.elapsed_ns as f64 / 1e9,
-            m.planned_ns as f64 / 1e9,
-            m.messages_per_s / 1e3,
-            m.stalls
-        )),
+        Span::raw(if m.watch {
+            format!(
+                "  watching {} thread{}  {:.1}s  interruptions {}  ",
+                m.consumers.len(),
+                if m.consumers.len() == 1 { "" } else { "s" },
+                m.elapsed_ns as f64 / 1e9,
+                m.stalls
+            )
+        } else {
+            format!(
+                "  producer CPU {} → consumer CPU {}  {:.1}s / {:.0}s  {:.1}k msg/s  stalls {}  ",
+                m.producer_cpu,
+                format_list(&m.consumer_cpus),
+                m.elapsed_ns as f64 / 1e9,
+                m.planned_ns as f64 / 1e9,
+                m.messages_per_s / 1e3,
+                m.stalls
+            )
+        }),
         Span::styled(format!("lost {}", m.lost), lost_style),
     ];
     if m.paused {
@@ -103,24 +113,23 @@ fn draw_consumers(f: &mut Frame, m: &LiveModel, area: Rect) {
     if m.consumers.is_empty() {
         return;
     }
+    // A watch may have many threads: the first four fit.
+    let shown = m.consumers.len().min(4);
     let cols = Layout::default()
         .direction(Direction::Horizontal)
-        .constraints(vec![
-            Constraint::Ratio(1, m.consumers.len() as u32);
-            m.consumers.len()
-        ])
+        .constraints(vec![Constraint::Ratio(1, shown as u32); shown])
         .split(area);
     for (c, &col) in m.consumers.iter().zip(cols.iter()) {
         let halves = Layout::default()
             .direction(Direction::Horizontal)
             .constraints([Constraint::Length(36), Constraint::Min(10)])
             .split(col);
-        f.render_widget(percentiles(c), halves[0]);
-        f.render_widget(chart(c, halves[1].width), halves[1]);
+        f.render_widget(percentiles(c, m.watch), halves[0]);
+        f.render_widget(chart(c, halves[1].width, m.watch), halves[1]);
     }
 }
 
-fn percentiles(c: &ConsumerView) -> Table<'static> {
+fn percentiles(c: &ConsumerView, watch: bool) -> Table<'static> {
     let keys = ["50", "90", "99", "99.9", "99.99"];
     let mut rows: Vec<Row> = keys
         .iter()
@@ -158,8 +167,12 @@ fn percentiles(c: &ConsumerView) -> Table<'static> {
         ],
     )
     .header(
-        Row::new(vec!["transit", "last 1s", "since start"])
-            .style(Style::default().add_modifier(Modifier::BOLD)),
+        Row::new(vec![
+            if watch { "interrupt" } else { "transit" },
+            "last 1s",
+            "since start",
+        ])
+        .style(Style::default().add_modifier(Modifier::BOLD)),
     )
     .block(
         Block::default()
@@ -169,7 +182,7 @@ fn percentiles(c: &ConsumerView) -> Table<'static> {
 }
 
 /// Maximum transit per interval on a log scale: 1 ns → 0, 10 s → 1000.
-fn chart(c: &ConsumerView, width: u16) -> Sparkline<'static> {
+fn chart(c: &ConsumerView, width: u16, watch: bool) -> Sparkline<'static> {
     let n = width.saturating_sub(2) as usize;
     let data: Vec<u64> = c
         .max_history
@@ -182,7 +195,8 @@ fn chart(c: &ConsumerView, width: u16) -> Sparkline<'static> {
     let worst = c.max_history.iter().copied().max().unwrap_or(0);
     Sparkline::default()
         .block(Block::default().borders(Borders::ALL).title(format!(
-            "max transit per second, log scale (worst {})",
+            "max {} per second, log scale (worst {})",
+            if watch { "interruption" } else { "transit" },
             fmt_ns(worst)
         )))
         .data(data)

@@ -5,8 +5,7 @@ use super::abi::{self, CauseCode, Kind, F_WORK_UNREAD, HRT_SELF, HRT_SLEEPER, HR
 use super::kallsyms::Kallsyms;
 use super::skel::types::js_record;
 use crate::model::{
-    vector, Cause, CauseKind, CulpritClass, Interruption, StealSample, ThreadEvent, Wait,
-    WaitKind,
+    vector, Cause, CauseKind, CulpritClass, Interruption, StealSample, ThreadEvent, Wait, WaitKind,
 };
 
 const _: () = assert!(std::mem::size_of::<js_record>() == 96);
@@ -284,7 +283,10 @@ fn name_and_detail(
         ),
         CulpritClass::Fault => (
             "page fault".to_string(),
-            match (r.flags & abi::FAULT_MAJOR != 0, r.flags & abi::FAULT_ERROR != 0) {
+            match (
+                r.flags & abi::FAULT_MAJOR != 0,
+                r.flags & abi::FAULT_ERROR != 0,
+            ) {
                 (_, true) => "failed fault".to_string(),
                 (true, false) => "major fault (waited for I/O)".to_string(),
                 (false, false) => "minor fault".to_string(),

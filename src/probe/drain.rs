@@ -47,7 +47,35 @@ pub(super) fn run(
     let syms = Kallsyms::load();
     let symbols = !syms.is_empty();
     let mut storage = MaybeUninit::uninit();
-    let (mut skel, links, loaded) = match load::load_and_attach(&cfg, &syms, &mut storage) {
+    let mut second = MaybeUninit::uninit();
+    let first = load::load_and_attach(&cfg, &syms, &mut storage);
+    let attempt = match first {
+        // Some kernels refuse fentry/fexit (no ftrace of kernel functions): a watch goes on
+        // without page-fault times, and says so.
+        Err(e) if cfg.watch && cfg.faults => {
+            let without = ProbeConfig {
+                faults: false,
+                ..cfg.clone()
+            };
+            load::load_and_attach(&without, &syms, &mut second).map(|(s, l, mut loaded)| {
+                loaded.attach.push(super::AttachStatus {
+                    tracepoint: "handle_mm_fault (page faults)".into(),
+                    state: super::AttachState::Unavailable(format!(
+                        "the kernel refused fentry/fexit programs on it ({}): page faults are not timed",
+                        match &e {
+                            ProbeError::Permission { errno } => format!(
+                                "{errno}: this kernel does not allow tracing kernel functions"
+                            ),
+                            other => other.to_string().lines().next().unwrap_or_default().to_string(),
+                        }
+                    )),
+                });
+                (s, l, loaded)
+            })
+        }
+        other => other,
+    };
+    let (mut skel, links, loaded) = match attempt {
         Ok(x) => x,
         Err(e) => {
             // The error goes to `start`, which is waiting for it; nothing else to report.

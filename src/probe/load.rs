@@ -141,7 +141,7 @@ pub(super) fn load_and_attach<'obj>(
         .events
         .set_max_entries(cfg.ringbuf_bytes)
         .map_err(other("size the ring buffer"))?;
-    let mut attach = choose_programs(&mut open, &btf, cfg.test_seams, cfg.watch)?;
+    let mut attach = choose_programs(&mut open, &btf, cfg)?;
     let mut skel = open.load().map_err(|e| classify_load_error(&e))?;
     let identity = threads::learn_identity(&mut skel)?;
     if cfg.watch {
@@ -189,6 +189,11 @@ fn set_rodata(
     Ok(steal)
 }
 
+/// The page-fault timing programs (fentry/fexit), which some kernels refuse.
+pub(super) fn is_fault_program(section: &str) -> bool {
+    section.starts_with("fentry/") || section.starts_with("fexit/")
+}
+
 /// Whether a program serves watch mode only (`js_w_*`, the task iterator): left out of runs.
 fn watch_only(name: &str, section: &str) -> bool {
     name.starts_with("js_w_") || section.starts_with("iter/")
@@ -200,9 +205,9 @@ fn watch_only(name: &str, section: &str) -> bool {
 fn choose_programs(
     open: &mut OpenJitterscopeSkel,
     btf: &Btf,
-    test_seams: bool,
-    watch: bool,
+    cfg: &ProbeConfig,
 ) -> Result<Vec<AttachStatus>, ProbeError> {
+    let (test_seams, watch) = (cfg.test_seams, cfg.watch);
     let mut left_out = Vec::new();
     for mut prog in open.open_object_mut().progs_mut() {
         let section = prog.section().to_string_lossy().into_owned();
@@ -220,6 +225,10 @@ fn choose_programs(
             continue;
         }
         if section.starts_with("iter/") {
+            continue;
+        }
+        if is_fault_program(&section) && !cfg.faults {
+            prog.set_autoload(false);
             continue;
         }
         let present = if section.starts_with("fentry/") || section.starts_with("fexit/") {

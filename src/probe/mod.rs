@@ -69,6 +69,9 @@ pub struct ProbeConfig {
     /// Watch mode: interruptions of the threads given to `watch_threads` (and, on the CPUs
     /// in `cpus`, only what can matter to them), not of a workload.
     pub watch: bool,
+    /// Watch mode: time the watched threads' page faults (fentry/fexit; left out, and said,
+    /// where the kernel refuses them).
+    pub faults: bool,
 }
 
 impl ProbeConfig {
@@ -80,6 +83,7 @@ impl ProbeConfig {
             drain_cpus: Vec::new(),
             test_seams: false,
             watch: false,
+            faults: true,
         }
     }
 }

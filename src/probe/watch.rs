@@ -118,7 +118,6 @@ pub(super) fn watch_threads(
     Ok(())
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,7 +125,10 @@ mod tests {
     #[test]
     fn iterator_rows_parse_whole_and_stop_at_a_short_tail() {
         let mut bytes = Vec::new();
-        for (k, kg, t, p, comm) in [(1001u32, 1000u32, 11u32, 10u32, "mdp-consumer"), (7, 7, 7, 7, "")] {
+        for (k, kg, t, p, comm) in [
+            (1001u32, 1000u32, 11u32, 10u32, "mdp-consumer"),
+            (7, 7, 7, 7, ""),
+        ] {
             for w in [k, kg, t, p] {
                 bytes.extend_from_slice(&w.to_ne_bytes());
             }

@@ -17,7 +17,8 @@ pub struct HlogWriter {
 
 impl HlogWriter {
     /// Writes the log header. `start_unix_ns` is the base time interval stamps count from.
-    pub fn new(file: File, start_unix_ns: u64, comment: &str) -> std::io::Result<Self> {
+    /// `tags` says what the tags name (a second comment line).
+    pub fn new(file: File, start_unix_ns: u64, comment: &str, tags: &str) -> std::io::Result<Self> {
         let mut w = HlogWriter {
             out: BufWriter::new(file),
             serializer: V2DeflateSerializer::new(),
@@ -25,7 +26,7 @@ impl HlogWriter {
         let start = UNIX_EPOCH + Duration::from_nanos(start_unix_ns);
         IntervalLogWriterBuilder::new()
             .add_comment(comment)
-            .add_comment("values in nanoseconds; tags name <consumer>.<transit|inter_message>")
+            .add_comment(tags)
             .with_start_time(start)
             .with_base_time(start)
             .begin_log_with(&mut w.out, &mut w.serializer)?;

@@ -19,10 +19,29 @@ pub const SCHEMA_V1: &str = "jitterscope.run/1";
 /// bounded lists, so a real one is far smaller).
 pub const MAX_RUN_FILE_BYTES: u64 = 256 * 1024 * 1024;
 
+/// What produced a run file: jitterscope's own workload, or a watch of the user's threads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    #[default]
+    Run,
+    Watch,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunFile {
     pub schema: String,
+    /// `run` (the workload; files without the key) or `watch`.
+    #[serde(default)]
+    pub mode: Mode,
     pub run: RunInfo,
+    /// Watch mode: what was watched; absent in runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watch: Option<WatchInfo>,
+    /// Watch mode: every watched thread (exited ones too), in place of the workload's
+    /// histograms; empty in runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub threads: Vec<ThreadEntry>,
     pub histograms: Vec<ConsumerHistograms>,
     pub stall_summary: StallSummary,
     /// The worst stalls (bounded list), longest first.
@@ -43,6 +62,75 @@ pub struct RunFile {
     /// What jitterscope itself cost while it recorded; absent in files of older versions.
     #[serde(default)]
     pub overhead: Option<Overhead>,
+}
+
+/// Watch mode: what was asked for.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WatchInfo {
+    /// `--pid 4121`, `--tid 4122,4123`, `--comm md-*`, `-- ./engine --fast`.
+    pub target: String,
+    /// The process followed for new threads (its id as the user sees it), if any.
+    #[serde(default)]
+    pub pid: Option<u32>,
+    /// Records of a thread's run closer than this were joined into one interruption.
+    pub join_ns: Nanos,
+}
+
+/// Watch mode: one watched thread.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ThreadEntry {
+    /// Thread and process id as the user sees them (this PID namespace's).
+    pub tid: u32,
+    pub pid: u32,
+    /// The kernel's thread id (differs inside a container).
+    pub kernel_tid: u32,
+    pub name: String,
+    /// CPUs where it was interrupted or ran after waiting.
+    pub cpus: Vec<Cpu>,
+    /// Seen created after the watch began / exited before it ended (CLOCK_MONOTONIC).
+    #[serde(default)]
+    pub created_ns: Option<Nanos>,
+    #[serde(default)]
+    pub exited_ns: Option<Nanos>,
+    /// Time it ran plus time it waited runnable over the watch (the kernel's schedstat);
+    /// absent where the kernel does not keep it.
+    #[serde(default)]
+    pub wanted_ns: Option<Nanos>,
+    #[serde(default)]
+    pub on_cpu_ns: Option<Nanos>,
+    /// Interrupted time of every kind, wake-up delays included.
+    pub taken_ns: Nanos,
+    /// `taken_ns / wanted_ns`.
+    #[serde(default)]
+    pub share: Option<f64>,
+    /// Interruptions while it wanted its CPU: on-CPU, preempted, host preemption.
+    pub interruptions: DelayStats,
+    /// Woken (or created) until on a CPU.
+    pub wakeups: DelayStats,
+    /// Per kind: `on_cpu`, `preempted`, `wakeup_delay`, `hypervisor`.
+    pub kinds: Vec<KindTotal>,
+    /// Its own culprit ranking (the top ones).
+    pub culprits: Vec<CulpritEntry>,
+    /// Its .hgrm files.
+    #[serde(default)]
+    pub files: Vec<String>,
+}
+
+/// Counts and a distribution of durations.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DelayStats {
+    pub count: u64,
+    pub total_ns: Nanos,
+    pub max_ns: Nanos,
+    #[serde(default)]
+    pub summary: Option<Summary>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct KindTotal {
+    pub kind: String,
+    pub count: u64,
+    pub total_ns: Nanos,
 }
 
 /// The tracer's own cost over the recorded window, beside the workload it measures.
@@ -482,6 +570,9 @@ pub(crate) mod tests {
         };
         RunFile {
             schema: SCHEMA.into(),
+            mode: crate::report::runfile::Mode::Run,
+            watch: None,
+            threads: Vec::new(),
             run: RunInfo {
                 label: "x".into(),
                 cpus: vec![1, 3],

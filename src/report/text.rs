@@ -262,6 +262,100 @@ fn culprit_name(c: &CulpritEntry) -> String {
 }
 
 /// The terminal report.
+/// Watch mode: one block per watched thread — its share of wanted CPU time taken, its
+/// interruptions and wake-up delays, its top culprits.
+fn threads_block(run: &RunFile, p: &Paint) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{}",
+        p.bold(&format!(
+            "== Watched threads ({}) ==",
+            run.watch.as_ref().map_or("", |w| w.target.as_str())
+        ))
+    );
+    for t in &run.threads {
+        let share = match (t.share, t.wanted_ns) {
+            (Some(sh), Some(w)) => format!(
+                "{} of the {} it wanted a CPU taken ({})",
+                fmt_ns(t.taken_ns),
+                fmt_ns(w),
+                pct(sh)
+            ),
+            _ => format!("{} taken", fmt_ns(t.taken_ns)),
+        };
+        let exited = if t.exited_ns.is_some() {
+            ", exited"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            s,
+            "{}[{}] (process {}, CPUs {}{exited}): {share}",
+            t.name,
+            t.tid,
+            t.pid,
+            crate::units::format_list(&t.cpus)
+        );
+        for (label, d) in [
+            ("interruptions", &t.interruptions),
+            ("wake-up delays", &t.wakeups),
+        ] {
+            if d.count == 0 {
+                continue;
+            }
+            let pcts = d.summary.as_ref().map_or(String::new(), |su| {
+                format!(
+                    " p50 {} p99 {} p99.9 {}",
+                    fmt_ns(su.percentile("50").unwrap_or(0)),
+                    fmt_ns(su.percentile("99").unwrap_or(0)),
+                    fmt_ns(su.percentile("99.9").unwrap_or(0))
+                )
+            });
+            let _ = writeln!(
+                s,
+                "  {label:<15} {:>7} total {:>9}{pcts} max {}",
+                d.count,
+                fmt_ns(d.total_ns),
+                fmt_ns(d.max_ns)
+            );
+        }
+        let kinds: Vec<String> = t
+            .kinds
+            .iter()
+            .filter(|k| k.count > 0)
+            .map(|k| {
+                format!(
+                    "{} {} ({})",
+                    k.kind.replace('_', " "),
+                    fmt_ns(k.total_ns),
+                    k.count
+                )
+            })
+            .collect();
+        if !kinds.is_empty() {
+            let _ = writeln!(s, "  by kind: {}", kinds.join(", "));
+        }
+        for c in t.culprits.iter().take(5) {
+            let what = if c.detail.is_empty() {
+                c.name.clone()
+            } else {
+                format!("{} {}", c.name, c.detail)
+            };
+            let _ = writeln!(
+                s,
+                "  {:<11} {:<48} {:>9} {:>6}",
+                c.class.as_str(),
+                truncate(&what, 48),
+                fmt_ns(c.total_ns()),
+                pct(c.share)
+            );
+        }
+    }
+    s.push('\n');
+    s
+}
+
 pub fn render(run: &RunFile, colour: bool) -> String {
     let p = Paint(colour);
     let mut s = String::new();
@@ -281,11 +375,22 @@ pub fn render(run: &RunFile, colour: bool) -> String {
     if let Some(line) = floor_line(run) {
         let _ = writeln!(s, "{line}\n");
     }
-    s.push_str(&render_summary(
-        &run.stall_summary,
-        run.run.settings.stall_threshold_ns,
-        run.run.duration_ns,
-    ));
+    if run.mode == super::runfile::Mode::Watch {
+        s.push_str(&threads_block(run, &p));
+        s.push_str(
+            &render_summary(&run.stall_summary, 0, run.run.duration_ns).replacen(
+                "== Stalls (loop gaps over 0ns) ==",
+                "== Interruptions of the watched threads (per CPU) ==",
+                1,
+            ),
+        );
+    } else {
+        s.push_str(&render_summary(
+            &run.stall_summary,
+            run.run.settings.stall_threshold_ns,
+            run.run.duration_ns,
+        ));
+    }
     if !run.run.settings.probes {
         if run.stall_summary.count > 0 {
             s.push_str("(stalls are not attributed: this run had no kernel probes)\n");

@@ -68,6 +68,9 @@ fn run_file(plan: &RunPlan, p: &Prepared, r: &Recorded) -> RunFile {
     };
     RunFile {
         schema: SCHEMA.to_string(),
+        mode: crate::report::runfile::Mode::Run,
+        watch: None,
+        threads: Vec::new(),
         run: run_info(plan, p, r),
         histograms: r
             .totals

@@ -8,6 +8,7 @@ mod finish;
 mod prepare;
 mod record;
 mod source;
+pub mod watch;
 
 use std::io::Write;
 

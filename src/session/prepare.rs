@@ -157,6 +157,7 @@ fn open_interval_log(
             plan.label,
             format_list(measured)
         ),
+        "values in nanoseconds; tags name <consumer>.<transit|inter_message>",
     )
     .with_context(|| format!("cannot write {}", hlog_path.display()))?;
     Ok((hlog, hlog_path))

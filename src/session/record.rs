@@ -364,7 +364,7 @@ impl Recorder {
 
 /// The ranking as the live view lists it: inferred time is a row of its own, never added to
 /// a culprit's measured time.
-fn culprit_rows(attr: &RunAttribution, record_from: Nanos) -> Vec<CulpritRow> {
+pub(super) fn culprit_rows(attr: &RunAttribution, record_from: Nanos) -> Vec<CulpritRow> {
     let mut rows: Vec<CulpritRow> = Vec::new();
     for c in attr.ranking.brief().into_iter().take(50) {
         let all = c.total_ns().max(1) as f64;

@@ -1,0 +1,366 @@
+//! The end of a watch: the probes' last records, every open interruption decided, each
+//! thread's .hgrm files, the run file (mode `watch`, a `threads` list), then the report.
+
+use std::io::Write;
+
+use anyhow::Result;
+
+use super::{Session, ThreadIds, WatchOutcome, WatchPlan};
+use crate::attribution::advice::Machine;
+use crate::attribution::watch::{InterruptionKind, ThreadAccount, JOIN_NS};
+use crate::model::{Ended, Nanos, ThreadRole};
+use crate::probe::{AttachState, ProbeSummary};
+use crate::report::build::{culprit_entry, stall_entry};
+use crate::report::files::OutputError;
+use crate::report::runfile::{
+    CpuCount, CpuSteal, DelayStats, KindTotal, Lost, Mode, Overhead, ProbeInfo, ProgramCostEntry,
+    RunFile, RunInfo, Settings, ThreadEntry, WatchInfo, SCHEMA,
+};
+use crate::report::{export, hgrm, text};
+use crate::summary::Summary;
+
+/// Culprits listed per thread.
+const THREAD_CULPRITS: usize = 10;
+
+pub(super) fn finish(
+    plan: &WatchPlan,
+    mut s: Session,
+    (ended, reason): (Ended, String),
+    out: &mut super::Console,
+) -> Result<WatchOutcome> {
+    let stop_ns = crate::platform::clock::monotonic_ns();
+    s.stop_ns = stop_ns;
+    let summary = stop_probes(plan, &mut s, out);
+    s.book.close_all(&mut s.attr);
+    let book = &mut s.book;
+    s.attr.finish_with(&mut |v| book.decided(v));
+    if let Some(child) = &mut s.watched.child {
+        // The command is the user's: it keeps running if the watch ended first; a finished
+        // one is reaped.
+        let _ = child.try_wait();
+    }
+    let mut error: Option<OutputError> = None;
+    let files = write_hgrms(plan, &s, &mut error);
+    let run = run_file(plan, &s, &summary, (ended, reason), stop_ns, &files);
+    let mut written = Vec::new();
+    for e in export::run_files() {
+        match plan.output.write(
+            &format!("{}{}", s.stem, e.suffix()),
+            e.render(&run).as_bytes(),
+        ) {
+            Ok(p) => written.push(p),
+            Err(e) => {
+                error.get_or_insert(e);
+            }
+        }
+    }
+    write!(out, "\n{}", text::render(&run, plan.colour))?;
+    if let Some(e) = &s.hlog_error {
+        writeln!(
+            out,
+            "WARNING: the interval log {} is incomplete: {e}",
+            s.hlog_path.display()
+        )?;
+    }
+    if let Some(e) = error {
+        return Err(anyhow::Error::new(e)
+            .context("the watch's files are incomplete (the report above is what was seen)"));
+    }
+    let json_path = written.last().cloned().unwrap_or_default();
+    writeln!(out, "\nrun file:     {}", json_path.display())?;
+    for f in &written[..written.len().saturating_sub(1)] {
+        writeln!(out, "              {}", f.display())?;
+    }
+    for f in files.values().flatten() {
+        writeln!(out, "              {f} (HdrHistogram, µs)")?;
+    }
+    writeln!(
+        out,
+        "              {} (interval log)",
+        s.hlog_path.display()
+    )?;
+    Ok(WatchOutcome { json_path, ended })
+}
+
+fn stop_probes(plan: &WatchPlan, s: &mut Session, out: &mut super::Console) -> ProbeSummary {
+    let Some((session, rx)) = s.probe.take() else {
+        return ProbeSummary::default();
+    };
+    let summary = session.stop().unwrap_or_else(|e| {
+        let _ = writeln!(
+            out,
+            "WARNING: the kernel probes did not stop cleanly ({e}); their counters are missing from the report"
+        );
+        ProbeSummary::default()
+    });
+    let batches: Vec<_> = rx.try_iter().collect();
+    for b in batches {
+        super::take(plan, s, b);
+    }
+    summary
+}
+
+/// Each thread's two .hgrm files (interruptions, wake-up delays), by kernel tid.
+fn write_hgrms(
+    plan: &WatchPlan,
+    s: &Session,
+    error: &mut Option<OutputError>,
+) -> std::collections::BTreeMap<u32, Vec<String>> {
+    let mut out = std::collections::BTreeMap::new();
+    for t in s.book.threads.values() {
+        let mut names = Vec::new();
+        for (kind, h) in [("interruptions", &t.interruptions), ("wakeups", &t.wakeups)] {
+            if h.is_empty() {
+                continue;
+            }
+            let name = format!("{}.{}-{}.{kind}.hgrm", s.stem, safe(&t.name), t.ns_tid);
+            match plan
+                .output
+                .write(&name, hgrm::percentile_distribution(h, 1000.0).as_bytes())
+            {
+                Ok(p) => names.push(p.display().to_string()),
+                Err(e) => {
+                    error.get_or_insert(e);
+                }
+            }
+        }
+        out.insert(t.tid, names);
+    }
+    out
+}
+
+/// A thread name as a file name part.
+fn safe(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.is_empty() {
+        "thread".into()
+    } else {
+        s
+    }
+}
+
+fn delay_stats(h: &hdrhistogram::Histogram<u64>, count: u64, total: Nanos) -> DelayStats {
+    DelayStats {
+        count,
+        total_ns: total,
+        max_ns: if h.is_empty() { 0 } else { h.max() },
+        summary: (!h.is_empty()).then(|| Summary::of(h)),
+    }
+}
+
+fn thread_entry(
+    t: &ThreadAccount,
+    ids: Option<&ThreadIds>,
+    machine: &Machine,
+    record_from: Nanos,
+    files: Vec<String>,
+) -> ThreadEntry {
+    let kinds = [
+        (InterruptionKind::OnCpu, "on_cpu"),
+        (InterruptionKind::Preempted, "preempted"),
+        (InterruptionKind::WakeupDelay, "wakeup_delay"),
+        (InterruptionKind::Hypervisor, "hypervisor"),
+    ];
+    let (wake_n, wake_ns) = t.kind(InterruptionKind::WakeupDelay);
+    let (int_n, int_ns) = kinds
+        .iter()
+        .filter(|(k, _)| *k != InterruptionKind::WakeupDelay)
+        .map(|(k, _)| t.kind(*k))
+        .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+    let sched = ids.and_then(|i| Some((i.first?, i.last?)));
+    let wanted = sched.map(|(a, b)| (b.0 + b.1).saturating_sub(a.0 + a.1));
+    let taken = t.taken_ns();
+    ThreadEntry {
+        tid: ids.map_or(t.ns_tid, |i| i.tid),
+        pid: ids.map_or(t.ns_pid, |i| i.pid),
+        kernel_tid: t.tid,
+        name: t.name.clone(),
+        cpus: t.cpus.clone(),
+        created_ns: (t.first_seen_ns > record_from).then_some(t.first_seen_ns),
+        exited_ns: t.exited_ns,
+        wanted_ns: wanted,
+        on_cpu_ns: sched.map(|(a, b)| b.0.saturating_sub(a.0)),
+        taken_ns: taken,
+        share: wanted
+            .filter(|&w| w > 0)
+            .map(|w| (taken as f64 / w as f64).min(1.0)),
+        interruptions: delay_stats(&t.interruptions, int_n, int_ns),
+        wakeups: delay_stats(&t.wakeups, wake_n, wake_ns),
+        kinds: kinds
+            .iter()
+            .map(|&(k, name)| {
+                let (count, total_ns) = t.kind(k);
+                KindTotal {
+                    kind: name.into(),
+                    count,
+                    total_ns,
+                }
+            })
+            .collect(),
+        culprits: t
+            .ranking
+            .ranked(machine)
+            .into_iter()
+            .take(THREAD_CULPRITS)
+            .map(culprit_entry)
+            .collect(),
+        files,
+    }
+}
+
+fn run_file(
+    plan: &WatchPlan,
+    s: &Session,
+    p: &ProbeSummary,
+    (ended, reason): (Ended, String),
+    stop_ns: Nanos,
+    files: &std::collections::BTreeMap<u32, Vec<String>>,
+) -> RunFile {
+    let online = crate::system::cpus::Topology::read().online;
+    let machine = Machine {
+        online,
+        measured: plan.cpus.clone(),
+        virtual_machine: crate::system::is_virtual_machine(),
+    };
+    RunFile {
+        schema: SCHEMA.into(),
+        mode: Mode::Watch,
+        run: RunInfo {
+            label: plan.label.clone(),
+            cpus: plan.cpus.clone(),
+            producer_cpu: 0,
+            consumer_cpus: Vec::new(),
+            start_unix_ns: s.start_unix,
+            record_from_ns: s.record_from,
+            duration_ns: stop_ns.saturating_sub(s.record_from),
+            kernel: crate::system::kernel_release(),
+            host: crate::system::host_name(),
+            ended,
+            end_reason: reason,
+            settings: Settings {
+                pinned: false,
+                interval_ns: 0,
+                warmup_ns: 0,
+                planned_duration_ns: plan.duration_ns.unwrap_or(0),
+                stall_threshold_ns: JOIN_NS,
+                spike_threshold_ns: 0,
+                stall_threshold_auto: false,
+                probes: true,
+            },
+            floor: None,
+        },
+        watch: Some(WatchInfo {
+            target: plan.target.describe(),
+            pid: s.watched.follow.map(|f| f.1),
+            join_ns: JOIN_NS,
+        }),
+        threads: s
+            .book
+            .threads
+            .values()
+            .map(|t| {
+                let f = files.get(&t.tid).cloned().unwrap_or_default();
+                thread_entry(t, s.watched.ids.get(&t.tid), &machine, s.record_from, f)
+            })
+            .collect(),
+        histograms: Vec::new(),
+        stall_summary: s.attr.book.totals().into(),
+        stalls: s
+            .attr
+            .book
+            .worst()
+            .into_iter()
+            .map(|v| {
+                let mut e = stall_entry(v, true);
+                if let ThreadRole::Watched(ktid) = v.stall.thread {
+                    let t = s.book.threads.get(&ktid);
+                    let kind = s.book.kind_of(&v.stall).map_or("", |k| k.as_str());
+                    e.thread = format!(
+                        "{}[{}]{}",
+                        t.map_or("thread", |t| t.name.as_str()),
+                        t.map_or(ktid, |t| t.ns_tid),
+                        if kind.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" ({kind})")
+                        }
+                    );
+                }
+                e
+            })
+            .collect(),
+        culprits: s
+            .attr
+            .ranking
+            .ranked(&machine)
+            .into_iter()
+            .map(culprit_entry)
+            .collect(),
+        spike_count: 0,
+        spikes: Vec::new(),
+        lost: Lost {
+            ring_buffer_drops: p.total_drops(),
+            workload_queue_drops: 0,
+            sequence_errors: 0,
+        },
+        probes: Some(probe_info(s, p)),
+        overhead: overhead(s, p),
+    }
+}
+
+fn probe_info(s: &Session, p: &ProbeSummary) -> ProbeInfo {
+    let counts = |v: &[(u32, u64)]| -> Vec<CpuCount> {
+        v.iter()
+            .map(|&(cpu, count)| CpuCount { cpu, count })
+            .collect()
+    };
+    ProbeInfo {
+        unavailable: s
+            .attach
+            .iter()
+            .filter(|a| a.state != AttachState::Attached)
+            .map(|a| a.tracepoint.clone())
+            .collect(),
+        events: counts(&p.events),
+        drops: counts(&p.drops),
+        costs: p
+            .costs
+            .iter()
+            .map(|c| ProgramCostEntry {
+                program: c.program.clone(),
+                run_count: c.run_count,
+                run_time_ns: c.run_time_ns,
+            })
+            .collect(),
+        incomplete_stalls: s.attr.ranking.incomplete(),
+        stats_enabled: p.stats_enabled,
+        symbols: p.symbols,
+        steal_clock: p.steal_clock,
+        steal_note: p.steal_clock_note.clone().unwrap_or_default(),
+        steal: s
+            .attr
+            .steal_seen
+            .iter()
+            .map(|(&cpu, &steal_ns)| CpuSteal { cpu, steal_ns })
+            .collect(),
+    }
+}
+
+fn overhead(s: &Session, p: &ProbeSummary) -> Option<Overhead> {
+    let (a, b) = (s.cpu_first?, s.cpu_last?);
+    (b.0 > a.0).then(|| Overhead {
+        window_ns: b.0 - a.0,
+        tracer_cpu_ns: b.1.saturating_sub(a.1),
+        bpf_run_ns: p.costs.iter().map(|c| c.run_time_ns).sum(),
+        bpf_events: p.costs.iter().map(|c| c.run_count).sum(),
+    })
+}
