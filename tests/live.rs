@@ -74,6 +74,7 @@ fn model() -> LiveModel {
         paused: false,
         help: false,
         note: None,
+        watch: false,
     }
 }
 

@@ -2,6 +2,8 @@
 //! sources the tests start themselves (and end by pid), and restore guards.
 #![allow(dead_code)]
 
+pub mod perf;
+
 use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -158,16 +160,21 @@ impl Drop for SleepLoop {
 pub struct Sleeper {
     stop: Arc<AtomicBool>,
     handle: Option<std::thread::JoinHandle<u64>>,
+    /// Its thread id.
+    pub tid: u32,
 }
 
 impl Sleeper {
     pub fn start(name: &str, cpu: usize, period_ns: u64, fifo: bool) -> Sleeper {
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
         let handle = std::thread::Builder::new()
             .name(name.to_string())
             .spawn(move || {
                 pin(0, cpu);
+                // SAFETY: gettid has no preconditions.
+                let _ = tx.send(unsafe { libc::gettid() } as u32);
                 if fifo {
                     let p = libc::sched_param { sched_priority: 1 };
                     // SAFETY: sets this thread's own policy; 0 means the calling thread.
@@ -192,6 +199,7 @@ impl Sleeper {
         Sleeper {
             stop,
             handle: Some(handle),
+            tid: rx.recv().expect("the sleeper's tid"),
         }
     }
 

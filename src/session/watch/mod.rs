@@ -145,7 +145,15 @@ fn frontend_for(plan: &WatchPlan, from: Nanos, out: &mut Console) -> Box<dyn Fro
 /// Starts the probes in watch mode, the command if there is one, and watches the target's
 /// threads in the kernel's numbering.
 fn start(plan: &WatchPlan, found: Vec<Found>, out: &mut Console) -> Result<Session> {
+    // jitterscope's own threads (this one, and the probe drain it starts) keep off the
+    // CPUs that count, when there are others.
+    let housekeeping = crate::system::cpus::Topology::read().housekeeping(&plan.cpus);
+    if !housekeeping.is_empty() {
+        crate::platform::affinity::set_current_thread_cpus(&housekeeping)
+            .context("cannot move jitterscope's watch thread off the watched CPUs")?;
+    }
     let mut pc = ProbeConfig::new(plan.cpus.clone());
+    pc.drain_cpus = housekeeping;
     pc.ringbuf_bytes = plan.ringbuf_bytes;
     pc.watch = true;
     let (session, rx) = ProbeSession::start(pc).context("cannot start the kernel probes")?;

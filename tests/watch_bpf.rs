@@ -1,0 +1,314 @@
+//! `jitterscope watch` with real BPF: the interruptions of another process's threads checked
+//! against perf of the same CPUs, wake-up delays against perf's sched_wakeup → sched_switch,
+//! threads created and exiting under a watched command, and bad input. Needs root and perf;
+//! outside CI, JITTERSCOPE_SKIP_BPF=1 skips each test by name.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use common::perf::{self, Noise, PerfRecord, Tracefs};
+use common::*;
+use jitterscope::report::runfile::{Mode, RunFile};
+use jitterscope::verify::{self, Grade, Tolerances};
+
+const PRODUCER: usize = 0;
+const CONSUMER: usize = 1;
+
+fn js() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_jitterscope"))
+}
+
+fn read(dir: &Path) -> (String, RunFile) {
+    let text = std::fs::read_to_string(run_file_in(dir)).unwrap();
+    let run: RunFile = serde_json::from_str(&text).unwrap();
+    (text, run)
+}
+
+fn show(o: &Output) -> String {
+    format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// A process's threads named `comm` (from /proc).
+fn thread_named(pid: u32, comm: &str) -> Option<u32> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .find(|tid| {
+            std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+                .is_ok_and(|c| c.trim_end() == comm)
+        })
+}
+
+/// `jitterscope run --no-probes --cpus 0,1` as the watched program, ended by its pid.
+struct Target(Child);
+
+impl Target {
+    fn start(seconds: u32) -> Target {
+        let dir = std::env::temp_dir().join(format!("js-watch-target-{}", std::process::id()));
+        let child = js()
+            .args([
+                "run",
+                "--no-probes",
+                "--cpus",
+                "0,1",
+                "--warmup",
+                "1s",
+                "--no-tui",
+            ])
+            .args(["--duration", &format!("{seconds}s"), "--output"])
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the target run");
+        let t = Target(child);
+        for _ in 0..200 {
+            if thread_named(t.0.id(), "js-consumer-1").is_some() {
+                return t;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("the target run never started its consumer");
+    }
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        // SAFETY: a signal to the child we started, by its pid.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_watched_process_interruptions_agree_with_perf_per_cause() {
+    if skip_bpf("a_watched_process_interruptions_agree_with_perf_per_cause") || nproc() < 2 {
+        return;
+    }
+    assert!(
+        perf::found(),
+        "perf is not installed (scripts/deps.sh installs linux-perf)"
+    );
+    let _cpus = exclusive();
+    let _tracefs = Tracefs::ensure();
+    let tracepoints = verify::available_tracepoints().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let target = Target::start(20);
+    let perf_data = dir.path().join("perf.data");
+    let perf_rec = PerfRecord::start(&perf_data, &tracepoints, Some("0,1"), PRODUCER);
+    let noise = Noise::start(PRODUCER, CONSUMER);
+    let irq = js()
+        .args([
+            "noise",
+            "--cpu",
+            "1",
+            "--kind",
+            "irq",
+            "--rate",
+            "200",
+            "--duration",
+            "9s",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start irq noise");
+    let out = js()
+        .args(["watch", "--pid", &target.0.id().to_string(), "--cpus", "1"])
+        .args(["--duration", "8s", "--no-tui", "--output"])
+        .arg(dir.path().join("w"))
+        .output()
+        .unwrap();
+    let hog = format!("verify-hog[{}]", noise.hog_tid);
+    drop(noise);
+    let irq_out = irq.wait_with_output().unwrap();
+    let perf_log = perf_rec.stop();
+    assert!(out.status.success(), "{}", show(&out));
+    let (text, run) = read(&dir.path().join("w"));
+    assert_eq!(run.mode, Mode::Watch);
+    let consumer = run
+        .threads
+        .iter()
+        .find(|t| t.name == "js-consumer-1")
+        .unwrap_or_else(|| panic!("no consumer among {:?}", run.threads));
+    assert!(
+        consumer.culprits.iter().any(|c| c.name == hog),
+        "{:?}",
+        consumer.culprits
+    );
+    let perf_text = perf::script(&perf_data).unwrap();
+    let c = verify::check(
+        &text,
+        &perf_text,
+        Some(CONSUMER as u32),
+        &Tolerances::default(),
+    )
+    .unwrap_or_else(|e| panic!("{e}\nperf: {perf_log}"));
+    eprintln!("{}", c.to_markdown());
+    // Task- and kworker-level causes within tolerance. The IRQ's episodes are ~1 µs: the
+    // tracer attached second (here jitterscope) sees each ~0.15 µs shorter, a bias of the
+    // method itself (see scripts/verify.sh), so the IRQ is asserted named, not graded.
+    for cause in [hog.as_str(), "kworker/1:"] {
+        let row = c.rows.iter().find(|r| r.name.starts_with(cause));
+        assert!(
+            row.is_some_and(|r| r.grade == Grade::Within),
+            "{cause} not within tolerance:\n{}",
+            c.to_markdown_all()
+        );
+    }
+    assert!(
+        c.rows
+            .iter()
+            .any(|r| r.class == jitterscope::model::CulpritClass::Irq),
+        "no IRQ row (irq noise said: {})\n{}",
+        String::from_utf8_lossy(&irq_out.stderr),
+        c.to_markdown_all()
+    );
+    drop(target);
+}
+
+#[test]
+fn wake_up_delays_of_a_sleeping_thread_agree_with_perf() {
+    if skip_bpf("wake_up_delays_of_a_sleeping_thread_agree_with_perf") || nproc() < 2 {
+        return;
+    }
+    assert!(
+        perf::found(),
+        "perf is not installed (scripts/deps.sh installs linux-perf)"
+    );
+    let _cpus = exclusive();
+    let _tracefs = Tracefs::ensure();
+    let dir = tempfile::tempdir().unwrap();
+    let sleeper = Sleeper::start("js-sleeper", CONSUMER, 1_000_000, false);
+    let hog = Competitor::start(CONSUMER);
+    let perf_data = dir.path().join("perf.data");
+    let tps = [
+        "sched:sched_switch".to_string(),
+        "sched:sched_wakeup".to_string(),
+    ];
+    let perf_rec = PerfRecord::start(&perf_data, &tps, None, PRODUCER);
+    let out = js()
+        .args([
+            "watch",
+            "--tid",
+            &sleeper.tid.to_string(),
+            "--duration",
+            "5s",
+        ])
+        .args(["--no-tui", "--output"])
+        .arg(dir.path().join("w"))
+        .output()
+        .unwrap();
+    let perf_log = perf_rec.stop();
+    drop(hog);
+    let slept = sleeper.finish();
+    assert!(out.status.success(), "{}", show(&out));
+    let (text, run) = read(&dir.path().join("w"));
+    let t = &run.threads[0];
+    assert!(t.wakeups.count > 100, "{t:?} (slept {slept} times)");
+    assert!(
+        t.culprits.iter().any(|c| c.name.starts_with("sh[")),
+        "the competing task is not named: {:?}",
+        t.culprits
+    );
+    let perf_text = perf::script(&perf_data).unwrap();
+    let c = verify::check_wakeups(&text, &perf_text, sleeper_tid(&run), &Tolerances::default())
+        .unwrap_or_else(|e| panic!("{e}\nperf: {perf_log}"));
+    eprintln!("{}", c.to_markdown());
+    assert!(c.failures().is_empty(), "{}", c.to_markdown());
+}
+
+fn sleeper_tid(run: &RunFile) -> u32 {
+    run.threads[0].tid
+}
+
+#[test]
+fn a_watched_command_gains_threads_and_its_exit_ends_the_watch() {
+    if skip_bpf("a_watched_command_gains_threads_and_its_exit_ends_the_watch") || nproc() < 2 {
+        return;
+    }
+    let _cpus = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let target_out = dir.path().join("target");
+    let out = js()
+        .args(["watch", "--no-tui", "--output"])
+        .arg(dir.path().join("w"))
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_jitterscope"))
+        .args([
+            "run",
+            "--no-probes",
+            "--cpus",
+            "0,1",
+            "--warmup",
+            "1s",
+            "--duration",
+            "2s",
+        ])
+        .args(["--no-tui", "--output"])
+        .arg(&target_out)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", show(&out));
+    let (_, run) = read(&dir.path().join("w"));
+    assert_eq!(run.run.ended, jitterscope::model::Ended::TargetExited);
+    let names: Vec<&str> = run.threads.iter().map(|t| t.name.as_str()).collect();
+    for name in ["js-producer", "js-consumer-1"] {
+        let t = run.threads.iter().find(|t| t.name == name);
+        let t = t.unwrap_or_else(|| panic!("{name} not watched: {names:?}"));
+        assert!(t.created_ns.is_some(), "{name} was not seen created: {t:?}");
+        assert!(t.exited_ns.is_some(), "{name} was not seen exiting: {t:?}");
+        assert!(t.interruptions.count > 0, "{name}: {t:?}");
+    }
+    // Its files are complete: a histogram file per thread that was interrupted.
+    let consumer = run
+        .threads
+        .iter()
+        .find(|t| t.name == "js-consumer-1")
+        .unwrap();
+    assert!(
+        consumer.files.iter().all(|f| Path::new(f).is_file()),
+        "{consumer:?}"
+    );
+}
+
+#[test]
+fn bad_watch_targets_are_one_line_and_exit_2() {
+    if skip_bpf("bad_watch_targets_are_one_line_and_exit_2") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&[&str], &str); 5] = [
+        (&["--pid", "999999"], "--pid 999999: no such process"),
+        (&["--tid", "999999"], "--tid 999999: no such thread"),
+        (
+            &["--comm", "no-such-thread"],
+            "--comm no-such-thread: no thread has that name",
+        ),
+        (&["--pid", "1", "--tid", "1"], "cannot be used with"),
+        (
+            &["--", "/nonexistent/cmd"],
+            "-- /nonexistent/cmd: cannot start it",
+        ),
+    ];
+    for (args, says) in cases {
+        let out = js()
+            .arg("watch")
+            .args(["--duration", "1s", "--no-tui", "--output"])
+            .arg(dir.path())
+            .args(args)
+            .output()
+            .unwrap();
+        let text = show(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {text}");
+        assert!(text.contains(says), "{args:?}: {text}");
+    }
+}
