@@ -1193,6 +1193,26 @@ int BPF_PROG(js_w_sched_migrate_task, struct task_struct *p, int dest_cpu)
 	return 0;
 }
 
+/* A watched thread created (`kind` JS_REC_THREAD_NEW, by `parent`) or exiting. */
+static __always_inline void emit_thread_event(__u32 kind, __u32 cpu, struct task_struct *t,
+					      __u32 parent, __u64 now)
+{
+	__u32 tid = t->pid;
+	struct js_record *r = reserve(cpu, NULL, now, now, tid);
+
+	if (!r)
+		return;
+	r->kind = kind;
+	r->start_ns = now;
+	r->end_ns = now;
+	r->pid = tid;
+	r->detail = parent;
+	r->aux = ns_id(t);
+	__builtin_memcpy(r->name, t->comm, JS_COMM_LEN);
+	__builtin_memset(r->name + JS_COMM_LEN, 0, JS_NAME_LEN - JS_COMM_LEN);
+	submit(r);
+}
+
 /* A new thread of the watched process is watched from its creation (and told to user space,
  * with its id as the user sees it). */
 SEC("tp_btf/sched_process_fork")
@@ -1200,26 +1220,12 @@ int BPF_PROG(js_w_sched_process_fork, struct task_struct *parent, struct task_st
 {
 	struct js_watched fresh = { .state = JS_T_BLOCKED };
 	__u32 tid = child->pid, cpu = bpf_get_smp_processor_id();
-	struct js_record *r;
-	__u64 now;
 
 	if (!watch_tgid || child->tgid != watch_tgid)
 		return 0;
 	if (bpf_map_update_elem(&watched, &tid, &fresh, BPF_NOEXIST))
 		return 0;
-	now = bpf_ktime_get_ns();
-	r = reserve(cpu, NULL, now, now, tid);
-	if (!r)
-		return 0;
-	r->kind = JS_REC_THREAD_NEW;
-	r->start_ns = now;
-	r->end_ns = now;
-	r->pid = tid;
-	r->detail = parent->pid;
-	r->aux = ns_id(child);
-	__builtin_memcpy(r->name, child->comm, JS_COMM_LEN);
-	__builtin_memset(r->name + JS_COMM_LEN, 0, JS_NAME_LEN - JS_COMM_LEN);
-	submit(r);
+	emit_thread_event(JS_REC_THREAD_NEW, cpu, child, parent->pid, bpf_ktime_get_ns());
 	return 0;
 }
 
@@ -1229,7 +1235,6 @@ int BPF_PROG(js_w_sched_process_exit, struct task_struct *p, bool group_dead)
 {
 	__u32 tid = p->pid, cpu = bpf_get_smp_processor_id();
 	struct js_watched *w = bpf_map_lookup_elem(&watched, &tid);
-	struct js_record *r;
 	__u64 now;
 
 	if (!w)
@@ -1238,17 +1243,7 @@ int BPF_PROG(js_w_sched_process_exit, struct task_struct *p, bool group_dead)
 	if (counted(w))
 		count_out(w->cpu, now);
 	bpf_map_delete_elem(&watched, &tid);
-	r = reserve(cpu, NULL, now, now, tid);
-	if (!r)
-		return 0;
-	r->kind = JS_REC_THREAD_EXIT;
-	r->start_ns = now;
-	r->end_ns = now;
-	r->pid = tid;
-	r->aux = ns_id(p);
-	__builtin_memcpy(r->name, p->comm, JS_COMM_LEN);
-	__builtin_memset(r->name + JS_COMM_LEN, 0, JS_NAME_LEN - JS_COMM_LEN);
-	submit(r);
+	emit_thread_event(JS_REC_THREAD_EXIT, cpu, p, 0, now);
 	return 0;
 }
 

@@ -1,9 +1,14 @@
 //! The run file's entries from the attribution's verdicts and ranking: the one place that
 //! turns attribution types into the stable JSON structs.
 
-use super::runfile::{CpuTheftEntry, CulpritEntry, SpikeEntry, StallCulprit, StallEntry};
+use super::runfile::{
+    CpuCount, CpuSteal, CpuTheftEntry, CulpritEntry, ProbeInfo, ProgramCostEntry, SpikeEntry,
+    StallCulprit, StallEntry,
+};
+use crate::attribution::run::RunAttribution;
 use crate::attribution::{RankedCulprit, Share, SpikeVerdict, Verdict};
 use crate::model::ThreadRole;
+use crate::probe::{AttachState, AttachStatus, ProbeSummary};
 
 /// `accumulator`, `journaller`, `consumer-3` … by consumer index.
 pub fn consumer_key(index: usize) -> String {
@@ -84,6 +89,43 @@ pub fn culprit_entry(c: RankedCulprit) -> CulpritEntry {
                 measured_ns: t.measured_ns,
                 inferred_ns: t.inferred_ns,
             })
+            .collect(),
+    }
+}
+
+/// What the probes attached, recorded and cost, and the steal seen (a run's or a watch's).
+pub fn probe_info(attach: &[AttachStatus], p: &ProbeSummary, attr: &RunAttribution) -> ProbeInfo {
+    let counts = |v: &[(u32, u64)]| -> Vec<CpuCount> {
+        v.iter()
+            .map(|&(cpu, count)| CpuCount { cpu, count })
+            .collect()
+    };
+    ProbeInfo {
+        unavailable: attach
+            .iter()
+            .filter(|a| a.state != AttachState::Attached)
+            .map(|a| a.tracepoint.clone())
+            .collect(),
+        events: counts(&p.events),
+        drops: counts(&p.drops),
+        costs: p
+            .costs
+            .iter()
+            .map(|c| ProgramCostEntry {
+                program: c.program.clone(),
+                run_count: c.run_count,
+                run_time_ns: c.run_time_ns,
+            })
+            .collect(),
+        incomplete_stalls: attr.ranking.incomplete(),
+        stats_enabled: p.stats_enabled,
+        symbols: p.symbols,
+        steal_clock: p.steal_clock,
+        steal_note: p.steal_clock_note.clone().unwrap_or_default(),
+        steal: attr
+            .steal_seen
+            .iter()
+            .map(|(&cpu, &steal_ns)| CpuSteal { cpu, steal_ns })
             .collect(),
     }
 }

@@ -27,14 +27,10 @@ impl From<StallTotals> for StallSummary {
     }
 }
 
-/// The stall summary block of the text report.
-pub fn render_summary(s: &StallSummary, threshold_ns: u64, duration_ns: u64) -> String {
+/// The stall summary block of the text report, under `title`.
+pub fn render_summary(title: &str, s: &StallSummary, duration_ns: u64) -> String {
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "== Stalls (loop gaps over {}) ==",
-        fmt_ns(threshold_ns)
-    );
+    let _ = writeln!(out, "== {title} ==");
     let share = |t: u64| {
         if duration_ns == 0 {
             0.0

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::runfile::{CulpritEntry, RunFile, StallCulprit, StallEntry};
+use super::runfile::{CulpritEntry, Mode, RunFile, StallCulprit, StallEntry};
 use super::seed;
 use super::stalls::render_summary;
 use crate::model::{CulpritClass, Ended};
@@ -358,6 +358,38 @@ fn threads_block(run: &RunFile, p: &Paint) -> String {
 
 pub fn render(run: &RunFile, colour: bool) -> String {
     let p = Paint(colour);
+    let mut s = histogram_blocks(run);
+    if let Some(line) = floor_line(run) {
+        let _ = writeln!(s, "{line}\n");
+    }
+    if run.mode == Mode::Watch {
+        s.push_str(&threads_block(run, &p));
+        s.push_str(&render_summary(
+            "Interruptions of the watched threads (per CPU)",
+            &run.stall_summary,
+            run.run.duration_ns,
+        ));
+    } else {
+        s.push_str(&render_summary(
+            &format!(
+                "Stalls (loop gaps over {})",
+                fmt_ns(run.run.settings.stall_threshold_ns)
+            ),
+            &run.stall_summary,
+            run.run.duration_ns,
+        ));
+    }
+    if run.run.settings.probes {
+        s.push_str(&attribution_blocks(run, &p));
+    } else if run.stall_summary.count > 0 {
+        s.push_str("(stalls are not attributed: this run had no kernel probes)\n");
+    }
+    s.push_str(&closing_lines(run, &p));
+    s
+}
+
+/// The seed's histogram blocks, two per consumer.
+fn histogram_blocks(run: &RunFile) -> String {
     let mut s = String::new();
     for (i, h) in run.histograms.iter().enumerate() {
         let title = consumer_title(i);
@@ -372,92 +404,80 @@ pub fn render(run: &RunFile, colour: bool) -> String {
         ));
         s.push('\n');
     }
-    if let Some(line) = floor_line(run) {
-        let _ = writeln!(s, "{line}\n");
+    s
+}
+
+/// The ranking, the worst stalls and spikes, and what to do.
+fn attribution_blocks(run: &RunFile, p: &Paint) -> String {
+    let mut s = String::from("\n");
+    let _ = writeln!(
+        s,
+        "{}",
+        p.bold("== Top culprits (share of all stall time) ==")
+    );
+    if let Some(line) = explained_line(run) {
+        let _ = writeln!(s, "{line}");
     }
-    if run.mode == super::runfile::Mode::Watch {
-        s.push_str(&threads_block(run, &p));
-        s.push_str(
-            &render_summary(&run.stall_summary, 0, run.run.duration_ns).replacen(
-                "== Stalls (loop gaps over 0ns) ==",
-                "== Interruptions of the watched threads (per CPU) ==",
-                1,
-            ),
-        );
+    if run.culprits.is_empty() {
+        s.push_str("no stalls, nothing to attribute\n");
     } else {
-        s.push_str(&render_summary(
-            &run.stall_summary,
-            run.run.settings.stall_threshold_ns,
-            run.run.duration_ns,
-        ));
-    }
-    if !run.run.settings.probes {
-        if run.stall_summary.count > 0 {
-            s.push_str("(stalls are not attributed: this run had no kernel probes)\n");
-        }
-    } else {
-        s.push('\n');
         let _ = writeln!(
             s,
-            "{}",
-            p.bold("== Top culprits (share of all stall time) ==")
+            "{:<12} {:<40} {:>8} {:>10} {:>10} {:>6}",
+            "class", "culprit", "episodes", "time", "longest", "share"
         );
-        if let Some(line) = explained_line(run) {
-            let _ = writeln!(s, "{line}");
-        }
-        if run.culprits.is_empty() {
-            s.push_str("no stalls, nothing to attribute\n");
-        } else {
+        for r in culprit_rows(run).iter().take(15) {
+            let class = format!("{:<12}", r.entry.class);
             let _ = writeln!(
                 s,
-                "{:<12} {:<40} {:>8} {:>10} {:>10} {:>6}",
-                "class", "culprit", "episodes", "time", "longest", "share"
+                "{} {:<40} {:>8} {:>10} {:>10} {:>6}",
+                p.class(r.entry.class, &class),
+                truncate(&r.name(), 40),
+                r.episodes(),
+                fmt_ns(r.ns),
+                r.longest(),
+                pct(r.share)
             );
-            for r in culprit_rows(run).iter().take(15) {
-                let class = format!("{:<12}", r.entry.class);
-                let _ = writeln!(
-                    s,
-                    "{} {:<40} {:>8} {:>10} {:>10} {:>6}",
-                    p.class(r.entry.class, &class),
-                    truncate(&r.name(), 40),
-                    r.episodes(),
-                    fmt_ns(r.ns),
-                    r.longest(),
-                    pct(r.share)
-                );
-            }
-        }
-        if !run.stalls.is_empty() {
-            s.push('\n');
-            let _ = writeln!(s, "{}", p.bold("== Worst stalls =="));
-            for st in run.stalls.iter().take(WORST_SHOWN) {
-                let _ = writeln!(s, "{}", stall_line(run, st));
-            }
-        }
-        if !run.spikes.is_empty() {
-            s.push('\n');
-            let _ = writeln!(
-                s,
-                "{}",
-                p.bold(&format!(
-                    "== Worst transit spikes ({} over {}) ==",
-                    run.spike_count,
-                    fmt_ns(run.run.settings.spike_threshold_ns)
-                ))
-            );
-            for sp in run.spikes.iter().take(WORST_SHOWN) {
-                let _ = writeln!(s, "{}", spike_line(run.run.record_from_ns, sp));
-            }
-        }
-        let advice = advice_list(run);
-        if !advice.is_empty() {
-            s.push('\n');
-            let _ = writeln!(s, "{}", p.bold("== What to do =="));
-            for (who, a) in advice {
-                let _ = writeln!(s, "{}: {a}", p.bold(&who));
-            }
         }
     }
+    if !run.stalls.is_empty() {
+        let title = if run.mode == Mode::Watch {
+            "== Worst interruptions =="
+        } else {
+            "== Worst stalls =="
+        };
+        let _ = writeln!(s, "\n{}", p.bold(title));
+        for st in run.stalls.iter().take(WORST_SHOWN) {
+            let _ = writeln!(s, "{}", stall_line(run, st));
+        }
+    }
+    if !run.spikes.is_empty() {
+        let _ = writeln!(
+            s,
+            "\n{}",
+            p.bold(&format!(
+                "== Worst transit spikes ({} over {}) ==",
+                run.spike_count,
+                fmt_ns(run.run.settings.spike_threshold_ns)
+            ))
+        );
+        for sp in run.spikes.iter().take(WORST_SHOWN) {
+            let _ = writeln!(s, "{}", spike_line(run.run.record_from_ns, sp));
+        }
+    }
+    let advice = advice_list(run);
+    if !advice.is_empty() {
+        let _ = writeln!(s, "\n{}", p.bold("== What to do =="));
+        for (who, a) in advice {
+            let _ = writeln!(s, "{}: {a}", p.bold(&who));
+        }
+    }
+    s
+}
+
+/// Costs, warnings, and how the run (or watch) ended when that was early.
+fn closing_lines(run: &RunFile, p: &Paint) -> String {
+    let mut s = String::new();
     if let Some(pr) = &run.probes {
         let _ = writeln!(s, "{}", probe_cost_line(pr, run.run.duration_ns));
     }
@@ -467,19 +487,29 @@ pub fn render(run: &RunFile, colour: bool) -> String {
     for w in warnings(run) {
         let _ = writeln!(s, "{}", p.warn(&format!("WARNING: {w}")));
     }
-    if run.run.ended != Ended::Completed {
-        let _ = writeln!(
-            s,
-            "note: the run ended early ({}{}) after {} of its planned {}; these figures are partial",
-            run.run.ended,
-            if run.run.end_reason.is_empty() {
-                String::new()
-            } else {
-                format!(": {}", run.run.end_reason)
-            },
-            fmt_ns(run.run.duration_ns),
-            fmt_ns(run.run.settings.planned_duration_ns)
-        );
+    let why = if run.run.end_reason.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", run.run.end_reason)
+    };
+    match (run.mode, run.run.ended) {
+        (_, Ended::Completed) => {}
+        // A watch runs until it is stopped or its target ends: nothing is partial.
+        (Mode::Watch, ended) => {
+            let _ = writeln!(
+                s,
+                "note: the watch ended ({ended}{why}) after {}",
+                fmt_ns(run.run.duration_ns)
+            );
+        }
+        (Mode::Run, ended) => {
+            let _ = writeln!(
+                s,
+                "note: the run ended early ({ended}{why}) after {} of its planned {}; these figures are partial",
+                fmt_ns(run.run.duration_ns),
+                fmt_ns(run.run.settings.planned_duration_ns)
+            );
+        }
     }
     s
 }

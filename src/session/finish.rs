@@ -10,12 +10,10 @@ use super::prepare::Prepared;
 use super::record::Recorded;
 use super::{Console, RunOutcome, RunPlan};
 use crate::attribution::advice::Machine;
-use crate::probe::{AttachState, AttachStatus, ProbeSummary};
-use crate::report::build::{consumer_key, culprit_entry, spike_entry, stall_entry};
+use crate::report::build::{consumer_key, culprit_entry, probe_info, spike_entry, stall_entry};
 use crate::report::files::OutputError;
 use crate::report::runfile::{
-    ConsumerHistograms, CpuCount, CpuSteal, Lost, Overhead, ProbeInfo, ProgramCostEntry, RunFile,
-    RunInfo, Settings, SCHEMA,
+    ConsumerHistograms, Lost, Overhead, RunFile, RunInfo, Settings, SCHEMA,
 };
 use crate::report::{export, hgrm, text};
 use crate::summary::Summary;
@@ -110,7 +108,7 @@ fn run_file(plan: &RunPlan, p: &Prepared, r: &Recorded) -> RunFile {
             workload_queue_drops: r.counters.queue_drops,
             sequence_errors: r.counters.sequence_errors,
         },
-        probes: r.probes.as_ref().map(|(a, s)| probe_info(a, s, r)),
+        probes: r.probes.as_ref().map(|(a, s)| probe_info(a, s, &r.attr)),
         overhead: overhead(r),
     }
 }
@@ -140,43 +138,6 @@ fn run_info(plan: &RunPlan, p: &Prepared, r: &Recorded) -> RunInfo {
             stall_threshold_auto: plan.stall_threshold_auto,
             probes: r.probes.is_some(),
         },
-    }
-}
-
-fn probe_info(attach: &[AttachStatus], p: &ProbeSummary, r: &Recorded) -> ProbeInfo {
-    let counts = |v: &[(u32, u64)]| -> Vec<CpuCount> {
-        v.iter()
-            .map(|&(cpu, count)| CpuCount { cpu, count })
-            .collect()
-    };
-    ProbeInfo {
-        unavailable: attach
-            .iter()
-            .filter(|a| a.state != AttachState::Attached)
-            .map(|a| a.tracepoint.clone())
-            .collect(),
-        events: counts(&p.events),
-        drops: counts(&p.drops),
-        costs: p
-            .costs
-            .iter()
-            .map(|c| ProgramCostEntry {
-                program: c.program.clone(),
-                run_count: c.run_count,
-                run_time_ns: c.run_time_ns,
-            })
-            .collect(),
-        incomplete_stalls: r.attr.ranking.incomplete(),
-        stats_enabled: p.stats_enabled,
-        symbols: p.symbols,
-        steal_clock: p.steal_clock,
-        steal_note: p.steal_clock_note.clone().unwrap_or_default(),
-        steal: r
-            .attr
-            .steal_seen
-            .iter()
-            .map(|(&cpu, &steal_ns)| CpuSteal { cpu, steal_ns })
-            .collect(),
     }
 }
 

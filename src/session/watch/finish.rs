@@ -9,12 +9,12 @@ use super::{Session, ThreadIds, WatchOutcome, WatchPlan};
 use crate::attribution::advice::Machine;
 use crate::attribution::watch::{InterruptionKind, ThreadAccount, JOIN_NS};
 use crate::model::{Ended, Nanos, ThreadRole};
-use crate::probe::{AttachState, ProbeSummary};
-use crate::report::build::{culprit_entry, stall_entry};
+use crate::probe::ProbeSummary;
+use crate::report::build::{culprit_entry, probe_info, stall_entry};
 use crate::report::files::OutputError;
 use crate::report::runfile::{
-    CpuCount, CpuSteal, DelayStats, KindTotal, Lost, Mode, Overhead, ProbeInfo, ProgramCostEntry,
-    RunFile, RunInfo, Settings, ThreadEntry, WatchInfo, SCHEMA,
+    DelayStats, KindTotal, Lost, Mode, Overhead, RunFile, RunInfo, Settings, ThreadEntry,
+    WatchInfo, SCHEMA,
 };
 use crate::report::{export, hgrm, text};
 use crate::summary::Summary;
@@ -312,46 +312,8 @@ fn run_file(
             workload_queue_drops: 0,
             sequence_errors: 0,
         },
-        probes: Some(probe_info(s, p)),
+        probes: Some(probe_info(&s.attach, p, &s.attr)),
         overhead: overhead(s, p),
-    }
-}
-
-fn probe_info(s: &Session, p: &ProbeSummary) -> ProbeInfo {
-    let counts = |v: &[(u32, u64)]| -> Vec<CpuCount> {
-        v.iter()
-            .map(|&(cpu, count)| CpuCount { cpu, count })
-            .collect()
-    };
-    ProbeInfo {
-        unavailable: s
-            .attach
-            .iter()
-            .filter(|a| a.state != AttachState::Attached)
-            .map(|a| a.tracepoint.clone())
-            .collect(),
-        events: counts(&p.events),
-        drops: counts(&p.drops),
-        costs: p
-            .costs
-            .iter()
-            .map(|c| ProgramCostEntry {
-                program: c.program.clone(),
-                run_count: c.run_count,
-                run_time_ns: c.run_time_ns,
-            })
-            .collect(),
-        incomplete_stalls: s.attr.ranking.incomplete(),
-        stats_enabled: p.stats_enabled,
-        symbols: p.symbols,
-        steal_clock: p.steal_clock,
-        steal_note: p.steal_clock_note.clone().unwrap_or_default(),
-        steal: s
-            .attr
-            .steal_seen
-            .iter()
-            .map(|(&cpu, &steal_ns)| CpuSteal { cpu, steal_ns })
-            .collect(),
     }
 }
 
