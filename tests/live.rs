@@ -208,6 +208,63 @@ fn under_tmux_the_live_view_names_the_injected_kworker_and_restores_the_terminal
     );
 }
 
+#[test]
+fn under_tmux_a_watch_shows_its_threads_and_names_the_injected_kworker() {
+    if skip_bpf("under_tmux_a_watch_shows_its_threads_and_names_the_injected_kworker")
+        || nproc() < 2
+    {
+        return;
+    }
+    if Command::new("tmux").arg("-V").output().is_err() {
+        panic!("tmux is needed for this test (scripts/deps.sh installs it)");
+    }
+    let _cpus = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let spinner = Spinner::start(1);
+    let tmux = Tmux::session(
+        dir.path(),
+        &format!(
+            "{} watch --tid {} --cpus 1 --duration 6s --output {}; echo EXITED $?; sleep 60",
+            env!("CARGO_BIN_EXE_jitterscope"),
+            spinner.tid(),
+            dir.path().display()
+        ),
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    pin(0, 0);
+    let mut seen = String::new();
+    for _ in 0..40 {
+        for _ in 0..20 {
+            std::fs::write("/proc/sys/vm/stat_refresh", "1").unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        let pane = tmux.screen();
+        if pane.contains("refresh_vm_stats") && pane.contains("watching 1 thread") {
+            seen = pane;
+            break;
+        }
+    }
+    assert!(
+        seen.contains("interrupt") && seen.contains("refresh_vm_stats"),
+        "the watch's live view never showed the thread and refresh_vm_stats:\n{seen}"
+    );
+    let end = tmux.wait_for("EXITED");
+    drop(spinner);
+    assert!(
+        end.contains("EXITED 0"),
+        "the watch did not end cleanly:\n{end}"
+    );
+    assert!(
+        end.contains("== Watched threads (--tid"),
+        "no report:\n{end}"
+    );
+    assert_eq!(
+        tmux.var("alternate_on"),
+        "0",
+        "the terminal was left in the alternate screen"
+    );
+}
+
 /// SIGTERM while the live view is up: the terminal comes back (no alternate screen, cooked
 /// mode), the report is printed, the files are written, and the exit code is 128 + 15.
 #[test]

@@ -278,6 +278,19 @@ fn a_watched_command_gains_threads_and_its_exit_ends_the_watch() {
         consumer.files.iter().all(|f| Path::new(f).is_file()),
         "{consumer:?}"
     );
+    // `report` and `compare` read watch files: threads by name.
+    let file = run_file_in(&dir.path().join("w"));
+    let report = js().arg("report").arg(&file).output().unwrap();
+    assert!(report.status.success(), "{}", show(&report));
+    let text = String::from_utf8_lossy(&report.stdout);
+    assert!(
+        text.contains("== Watched threads (-- ") && text.contains("js-consumer-1["),
+        "{text}"
+    );
+    let compare = js().arg("compare").arg(&file).arg(&file).output().unwrap();
+    assert!(compare.status.success(), "{}", show(&compare));
+    let text = String::from_utf8_lossy(&compare.stdout);
+    assert!(text.contains("## js-consumer-1 interruptions"), "{text}");
 }
 
 #[test]

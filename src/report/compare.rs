@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use super::chart::{percentile_chart, Series};
 use super::runfile::RunFile;
-use super::seed::PERCENTILES;
+use super::seed::{Summary, PERCENTILES};
 use crate::units::fmt_ns;
 
 /// A culprit's identity across runs: pids differ from run to run, so `comm[pid]` compares as
@@ -109,10 +109,10 @@ pub fn render(runs: &[(String, RunFile)]) -> String {
             "- {}: {path} — CPUs {:?}, {}, {}{}",
             label(r, i),
             r.run.cpus,
-            if r.run.settings.pinned {
-                "pinned"
-            } else {
-                "unpinned"
+            match (&r.watch, r.run.settings.pinned) {
+                (Some(w), _) => format!("watch {}", w.target),
+                (None, true) => "pinned".to_string(),
+                (None, false) => "unpinned".to_string(),
             },
             fmt_ns(r.run.duration_ns),
             if r.run.settings.probes {
@@ -132,35 +132,18 @@ pub fn render(runs: &[(String, RunFile)]) -> String {
         .map(|h| h.consumer.as_str())
         .collect();
     for consumer in consumers {
-        let _ = writeln!(s, "\n## {consumer} transit latency (ns; ratio to #1)\n");
-        s.push_str("| run |");
-        for (_, l, _) in PERCENTILES.iter() {
-            let _ = write!(s, " {l} |");
-        }
-        s.push_str(" max | count |\n|---|");
-        for _ in PERCENTILES.iter() {
-            s.push_str("---:|");
-        }
-        s.push_str("---:|---:|\n");
-        let base = first.histograms.iter().find(|h| h.consumer == consumer);
-        for (i, (_, r)) in runs.iter().enumerate() {
-            let Some(h) = r.histograms.iter().find(|h| h.consumer == consumer) else {
-                let _ = writeln!(s, "| {} | (no {consumer} in this run) |", label(r, i));
-                continue;
-            };
-            let _ = write!(s, "| {} |", label(r, i));
-            let cell = |v: u64, b: Option<u64>| match (i, b) {
-                (0, _) | (_, None) => format!(" {v} |"),
-                (_, Some(b)) => format!(" {v} ({:.2}×) |", v as f64 / b.max(1) as f64),
-            };
-            for (key, _, _) in PERCENTILES.iter() {
-                let v = h.transit.percentile(key).unwrap_or(0);
-                s.push_str(&cell(v, base.and_then(|b| b.transit.percentile(key))));
-            }
-            s.push_str(&cell(h.transit.max, base.map(|b| b.transit.max)));
-            let _ = writeln!(s, " {} |", h.transit.count);
-        }
+        s.push_str(&percentile_table(
+            &format!("{consumer} transit latency"),
+            runs,
+            &|r| {
+                r.histograms
+                    .iter()
+                    .find(|h| h.consumer == consumer)
+                    .map(|h| &h.transit)
+            },
+        ));
     }
+    s.push_str(&thread_tables(runs));
     let _ = writeln!(
         s,
         "\n## Culprits between runs (those with at least {:.0}% of a run's stall time)\n",
@@ -208,7 +191,105 @@ pub fn render(runs: &[(String, RunFile)]) -> String {
     s
 }
 
-/// One chart, one curve per run: the first consumer's transit latency.
+/// A percentile table across runs, ratios to the first run; `of` picks the distribution
+/// (None: the run has none of it).
+fn percentile_table(
+    title: &str,
+    runs: &[(String, RunFile)],
+    of: &dyn Fn(&RunFile) -> Option<&Summary>,
+) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "\n## {title} (ns; ratio to #1)\n");
+    s.push_str("| run |");
+    for (_, l, _) in PERCENTILES.iter() {
+        let _ = write!(s, " {l} |");
+    }
+    s.push_str(" max | count |\n|---|");
+    for _ in PERCENTILES.iter() {
+        s.push_str("---:|");
+    }
+    s.push_str("---:|---:|\n");
+    let base = runs.first().and_then(|(_, r)| of(r));
+    for (i, (_, r)) in runs.iter().enumerate() {
+        let Some(h) = of(r) else {
+            let _ = writeln!(s, "| {} | (not in this run) |", label(r, i));
+            continue;
+        };
+        let _ = write!(s, "| {} |", label(r, i));
+        let cell = |v: u64, b: Option<u64>| match (i, b) {
+            (0, _) | (_, None) => format!(" {v} |"),
+            (_, Some(b)) => format!(" {v} ({:.2}×) |", v as f64 / b.max(1) as f64),
+        };
+        for (key, _, _) in PERCENTILES.iter() {
+            let v = h.percentile(key).unwrap_or(0);
+            s.push_str(&cell(v, base.and_then(|b| b.percentile(key))));
+        }
+        s.push_str(&cell(h.max, base.map(|b| b.max)));
+        let _ = writeln!(s, " {} |", h.count);
+    }
+    s
+}
+
+/// Watch files: each watched thread, matched by name across runs (tids differ from run to
+/// run) — the share of its wanted CPU time taken, then its interruptions and wake-up delays.
+fn thread_tables(runs: &[(String, RunFile)]) -> String {
+    let mut names: Vec<&str> = Vec::new();
+    for (_, r) in runs {
+        for t in &r.threads {
+            if !names.contains(&t.name.as_str()) {
+                names.push(&t.name);
+            }
+        }
+    }
+    let mut s = String::new();
+    if names.is_empty() {
+        return s;
+    }
+    s.push_str("\n## Watched threads: time taken of the time they wanted a CPU\n\n| thread |");
+    for (i, (_, r)) in runs.iter().enumerate() {
+        let _ = write!(s, " {} |", label(r, i));
+    }
+    s.push_str("\n|---|");
+    s.push_str(&"---:|".repeat(runs.len()));
+    s.push('\n');
+    for name in &names {
+        let _ = write!(s, "| {name} |");
+        for (_, r) in runs {
+            let cell = match r.threads.iter().find(|t| t.name == *name) {
+                Some(t) => match t.share {
+                    Some(sh) => format!(" {} ({:.3}%) |", fmt_ns(t.taken_ns), sh * 100.0),
+                    None => format!(" {} |", fmt_ns(t.taken_ns)),
+                },
+                None => " – |".to_string(),
+            };
+            s.push_str(&cell);
+        }
+        s.push('\n');
+    }
+    for name in &names {
+        fn pick<'r>(r: &'r RunFile, name: &str, wake: bool) -> Option<&'r Summary> {
+            let t = r.threads.iter().find(|t| t.name == name)?;
+            let d = if wake { &t.wakeups } else { &t.interruptions };
+            d.summary.as_ref()
+        }
+        s.push_str(&percentile_table(
+            &format!("{name} interruptions"),
+            runs,
+            &|r| pick(r, name, false),
+        ));
+        if runs.iter().any(|(_, r)| pick(r, name, true).is_some()) {
+            s.push_str(&percentile_table(
+                &format!("{name} wake-up delays"),
+                runs,
+                &|r| pick(r, name, true),
+            ));
+        }
+    }
+    s
+}
+
+/// One chart, one curve per run: the first consumer's transit latency, or in watch files the
+/// first watched thread's interruptions.
 pub fn chart(runs: &[(String, RunFile)]) -> String {
     let names: Vec<String> = runs
         .iter()
@@ -219,18 +300,73 @@ pub fn chart(runs: &[(String, RunFile)]) -> String {
         .iter()
         .zip(&names)
         .filter_map(|((_, r), n)| {
-            r.histograms.first().map(|h| Series {
+            let curve = match r.histograms.first() {
+                Some(h) => &h.transit.curve,
+                None => &r.threads.first()?.interruptions.summary.as_ref()?.curve,
+            };
+            Some(Series {
                 name: n,
-                points: &h.transit.curve,
+                points: curve,
             })
         })
         .collect();
-    percentile_chart("transit latency by percentile", &series)
+    let watch = runs.first().is_some_and(|(_, r)| r.histograms.is_empty());
+    percentile_chart(
+        if watch {
+            "interruptions by percentile (first watched thread)"
+        } else {
+            "transit latency by percentile"
+        },
+        &series,
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn watch_files_compare_thread_by_thread_by_name() {
+        use crate::report::runfile::{DelayStats, Mode, ThreadEntry};
+        let watch = |tid: u32, p99: u64, taken: u64| {
+            let mut r = crate::report::runfile::tests::sample();
+            r.mode = Mode::Watch;
+            r.histograms.clear();
+            let mut summary = crate::report::runfile::tests::sample().histograms[0]
+                .transit
+                .clone();
+            summary.percentiles.insert("99".into(), p99);
+            summary.max = p99;
+            r.threads = vec![ThreadEntry {
+                tid,
+                name: "md-spin".into(),
+                taken_ns: taken,
+                wanted_ns: Some(1_000_000),
+                share: Some(taken as f64 / 1e6),
+                interruptions: DelayStats {
+                    count: 3,
+                    total_ns: taken,
+                    max_ns: p99,
+                    summary: Some(summary),
+                },
+                ..Default::default()
+            }];
+            r
+        };
+        let runs = vec![
+            ("a.json".to_string(), watch(41, 1_000, 5_000)),
+            ("b.json".to_string(), watch(97, 3_000, 10_000)),
+        ];
+        let text = render(&runs);
+        assert!(
+            text.contains("| md-spin | 5.0µs (0.500%) | 10.0µs (1.000%) |"),
+            "{text}"
+        );
+        assert!(text.contains("## md-spin interruptions"), "{text}");
+        assert!(text.contains("3000 (3.00×)"), "{text}");
+        assert!(!text.contains("wake-up delays"), "{text}");
+        assert!(chart(&runs).contains("first watched thread"));
+    }
     fn culprit(name: &str, total_ns: u64) -> crate::report::runfile::CulpritEntry {
         crate::report::runfile::tests::culprit(crate::model::CulpritClass::Task, name, total_ns)
     }
