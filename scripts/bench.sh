@@ -4,7 +4,8 @@
 #   1. the cross-core transfer floor (cache-line ping-pong between the two CPUs);
 #   2. the tracers side by side on the same workload (`jitterscope --no-probes`): no tracing,
 #      jitterscope's own probes, `perf record` of the same tracepoints on the same CPUs (the
-#      seed's method) and bpftrace with equivalent probes. Per row: transit percentiles with
+#      seed's method), bpftrace with equivalent probes, and `jitterscope watch` of the
+#      measuring-only workload (a watch of another process, as a user runs it). Per row: transit percentiles with
 #      ratios to the no-tracing row of the same round, the floor measured just before, the
 #      tracer's CPU time, its BPF time and its output size. Two rounds, in opposite orders;
 #   3. the BPF cost per event of each program, at the machine's idle rate and under a
@@ -242,6 +243,21 @@ traced_row() {
   } >"$dir/meta"
 }
 
+# The watch row: `jitterscope watch -- <the workload, --no-probes>`; the watch starts it and
+# ends with it. The workload's run file goes to $dir/files, the watch's to $dir/watch.
+watch_row() {
+  local dir=$1 rc=0
+  js_run "$js" watch --cpus "$cpus" --no-tui --label watch --output "$dir/watch" -- \
+    "$js" --cpus "$cpus" --duration "$duration" --warmup "$warmup" --label "$(basename "$dir")" \
+    --no-tui --no-probes --output "$dir/files" >"$dir/workload.log" 2>&1 || rc=$?
+  [ $rc -gt 128 ] && exit $rc
+  if [ $rc != 0 ]; then
+    { echo "jitterscope watch exited with status $rc:"; tail -n 3 "$dir/workload.log"; } >>"$dir/error.txt"
+    echo "bench: $(basename "$dir"): the watch failed (status $rc), see $dir/workload.log:" >&2
+    tail -n 3 "$dir/workload.log" >&2
+  fi
+}
+
 # One row: the floor just before, then the workload under the row's tracer. On this shared
 # machine another jitterscope may hold the CPUs (one run per CPU): the row waits and starts over.
 row() {
@@ -257,6 +273,7 @@ row() {
     case $name in
       none) workload "$dir" --no-probes ;;
       jitterscope) workload "$dir" ;;
+      watch) watch_row "$dir" ;;
       perf | bpftrace) traced_row "$name" "$dir" ;;
     esac
     grep -qs 'already measured by another jitterscope' "$dir/error.txt" "$dir/floor.log" || return 0
@@ -271,8 +288,8 @@ js_run "$js" floor --cpus "$cpus" --rounds 2000000 --json >"$out/floor.json"
 # Two rounds in opposite orders, so that drifts of the host hit every row alike; the floor is
 # measured right before each row (a VM's vCPUs can land on other host cores between runs,
 # which moves it).
-order1=(none jitterscope perf bpftrace)
-order2=(bpftrace perf jitterscope none)
+order1=(none jitterscope watch perf bpftrace)
+order2=(bpftrace perf watch jitterscope none)
 for name in "${order1[@]}"; do row "$name" 1; done
 for name in "${order2[@]}"; do row "$name" 2; done
 
@@ -322,6 +339,10 @@ def run_file(d):
     files = [p for p in glob.glob(f"{d}/files/*.json") if not p.endswith(".trace.json")]
     return json.load(open(files[0])) if files else None
 
+def watch_file(d):
+    files = [p for p in glob.glob(f"{d}/watch/*.json") if not p.endswith(".trace.json")]
+    return json.load(open(files[0])) if files else None
+
 def meta(d):
     try:
         return dict(l.rstrip("\n").split("=", 1) for l in open(f"{d}/meta"))
@@ -367,15 +388,18 @@ for rnd, order in enumerate(orders, 1):
             continue
         r["transit"] = transit(run)
         m = meta(d)
-        if name in ("jitterscope", "none"):
-            o = run.get("overhead")
+        if name in ("jitterscope", "none", "watch"):
+            # The watch's own cost is in its run file; the workload's is the run's.
+            own = watch_file(d) if name == "watch" else run
+            o = own.get("overhead") if own else None
             if o:
                 r["cpu_ms"] = o["tracer_cpu_ns"] / 1e6
                 r["window_s"] = o["window_ns"] / 1e9
                 r["bpf_ms"] = o["bpf_run_ns"] / 1e6
                 r["events"] = o["bpf_events"]
-            r["lost"] = run["lost"]["ring_buffer_drops"]
-            r["output"] = sum(os.path.getsize(p) for p in glob.glob(f"{d}/files/*"))
+            r["lost"] = (own or run)["lost"]["ring_buffer_drops"]
+            files = "watch" if name == "watch" else "files"
+            r["output"] = sum(os.path.getsize(p) for p in glob.glob(f"{d}/{files}/*"))
         elif m:
             tck = int(m["clk_tck"])
             w1, w2 = map(float, m["wall_during"].split())
@@ -405,7 +429,7 @@ for rnd, order in enumerate(orders, 1):
                     r["bpf_runs"] = sum(after[i].get("run_cnt", 0) - before.get(i, {}).get("run_cnt", 0) for i in mine)
         rows[rnd, name] = r
 
-tracers = ["jitterscope", "perf", "bpftrace"]
+tracers = ["jitterscope", "watch", "perf", "bpftrace"]
 print()
 print("Tracers on the same workload. Ratios are to the no-tracing row of the same round (1.00 = no visible cost).")
 print()
@@ -456,7 +480,7 @@ for rnd in (1, 2):
             continue
         pct = r["cpu_ms"] / 10 / r["window_s"] if r.get("cpu_ms") is not None and r.get("window_s") else None
         r["pct"] = pct
-        runs = r.get("events") if name == "jitterscope" else r.get("bpf_runs")
+        runs = r.get("events") if name in ("jitterscope", "watch") else r.get("bpf_runs")
         nsper = r["bpf_ms"] * 1e6 / runs if r.get("bpf_ms") is not None and runs else None
         r["ns_per_run"] = nsper
         print(f"| {rnd} | {name} | {f(r.get('events'), 'd')} | {f(r.get('lost'), 'd')} | {f(r.get('cpu_ms'), '.0f')} | "
@@ -479,6 +503,9 @@ print("- to text: CPU to turn the tracer's output into readable events — `perf
 print("- jitterscope: events = BPF program runs; lost = failed ring-buffer reserves; its BPF time covers the whole probe "
       "session (warm-up included), its tracer CPU only the recorded window; output = every file of the run "
       "(run file, .md, .svg, .trace.json, .hgrm, .hlog).")
+print("- watch: `jitterscope watch -- <the workload with --no-probes>`, every thread of the workload watched from its start; "
+      "its tracer CPU is the watch process's over its whole watch (warm-up included), from the watch's run file; "
+      "events, BPF time and output are the watch's (the workload's own files are not counted).")
 
 # Verdicts, computed: distance from 1 = mean |ln(ratio)| over p50, p99, p99.99 and max of both rounds.
 score = {}
@@ -526,7 +553,7 @@ if answer:
     low = min(answer, key=answer.get)
     print(f"**Lowest CPU to a readable answer** (tracer CPU while tracing + turning its output into text, mean ms per round): {low} ("
           + ", ".join(f"{n} {v:.0f} ms" for n, v in sorted(answer.items(), key=lambda x: x[1])) + ").")
-bpf = {n: [rows[rnd, n].get("ns_per_run") for rnd in (1, 2)] for n in ("jitterscope", "bpftrace")}
+bpf = {n: [rows[rnd, n].get("ns_per_run") for rnd in (1, 2)] for n in ("jitterscope", "watch", "bpftrace")}
 bpf = {n: sum(v) / 2 for n, v in bpf.items() if all(x is not None for x in v)}
 if bpf:
     print("**BPF ns per program run:** " + ", ".join(f"{n} {v:.0f}" for n, v in sorted(bpf.items(), key=lambda x: x[1])) + ".")

@@ -4,18 +4,23 @@
 # process every 100 ms), sampling jitterscope's resident memory every 10 s. Passes when, after
 # the first minute, every sample lies within ±5% of their median, and the run's files stay
 # bounded (worst-N stalls and spikes, aggregated culprits). Prints Markdown.
-# Usage: sudo scripts/soak.sh [--cpus 0,1] [--duration 30m]
+# With --watch the soaked jitterscope is a `watch --pid` of a measuring-only run
+# (`jitterscope run --no-probes`, the noise injected into it) for the same checks on the
+# watch's memory: a watch runs as long as its user wants, so its memory must stay flat.
+# Usage: sudo scripts/soak.sh [--cpus 0,1] [--duration 30m] [--watch]
 # Part of `scripts/test.sh --extended`; not run in CI (it takes the whole duration).
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 
 cpus=0,1
 duration=30m
+watch=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --cpus) cpus=$2; shift 2 ;;
     --duration) duration=$2; shift 2 ;;
-    *) echo "usage: $0 [--cpus A,B] [--duration 30m]" >&2; exit 2 ;;
+    --watch) watch=1; shift ;;
+    *) echo "usage: $0 [--cpus A,B] [--duration 30m] [--watch]" >&2; exit 2 ;;
   esac
 done
 consumer=${cpus##*,}
@@ -25,8 +30,11 @@ js="$root/target/release/jitterscope"
 out=$(mktemp -d)
 js_pid=
 fork_pid=
+target_pid=
 cleanup() {
   [ -n "$fork_pid" ] && kill "$fork_pid" 2>/dev/null || true
+  [ -n "$target_pid" ] && kill "$target_pid" 2>/dev/null || true
+  [ -n "$target_pid" ] && wait "$target_pid" 2>/dev/null || true
   [ -n "$js_pid" ] && kill "$js_pid" 2>/dev/null || true
   [ -n "$js_pid" ] && wait "$js_pid" 2>/dev/null || true
   rm -rf "$out"
@@ -37,14 +45,28 @@ inject=(--inject "kworker@$consumer:20" --inject "task@$consumer:5")
 if grep -q 'virtio.*input' /proc/interrupts 2>/dev/null; then
   inject+=(--inject "irq@$consumer:50")
 fi
-"$js" --cpus "$cpus" --duration "$duration" --warmup 1s --label soak --no-tui \
-  "${inject[@]}" --output "$out/runs" >"$out/run.txt" 2>&1 &
-js_pid=$!
+if [ "$watch" -eq 1 ]; then
+  # The watched program: measures its own stalls, no probes; ended by its pid at the end.
+  "$js" run --no-probes --cpus "$cpus" --duration 24h --warmup 1s --label soak-target \
+    --no-tui "${inject[@]}" --output "$out/target" >"$out/target.txt" 2>&1 &
+  target_pid=$!
+  sleep 3
+  kill -0 "$target_pid" 2>/dev/null || { echo "the watched run did not start:"; cat "$out/target.txt"; exit 1; }
+  "$js" watch --pid "$target_pid" --duration "$duration" --label soak-watch --no-tui \
+    --output "$out/runs" >"$out/run.txt" 2>&1 &
+  js_pid=$!
+else
+  "$js" --cpus "$cpus" --duration "$duration" --warmup 1s --label soak --no-tui \
+    "${inject[@]}" --output "$out/runs" >"$out/run.txt" 2>&1 &
+  js_pid=$!
+fi
 # New pids all the time: every `sleep` is a new task the ranking may meet.
 ( while :; do sleep 0.1; done ) &
 fork_pid=$!
 
-echo "### jitterscope soak — $(hostname), $(nproc) CPUs, kernel $(uname -r), CPUs $cpus, $duration, noise: ${inject[*]} + a forking shell loop"
+what=run
+[ "$watch" -eq 1 ] && what="watch --pid of a run"
+echo "### jitterscope soak ($what) — $(hostname), $(nproc) CPUs, kernel $(uname -r), CPUs $cpus, $duration, noise: ${inject[*]} + a forking shell loop"
 echo
 echo "| t (s) | RSS (KiB) |"
 echo "|---:|---:|"

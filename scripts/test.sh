@@ -35,6 +35,8 @@ if [ -n "$extended" ]; then
   bash "$root/scripts/fuzz.sh" "${FUZZ_SECONDS:-300}"
   step "soak for ${SOAK_DURATION:-30m}"
   bash "$root/scripts/soak.sh" --duration "${SOAK_DURATION:-30m}"
+  step "soak of a watch for ${SOAK_DURATION:-30m}"
+  bash "$root/scripts/soak.sh" --watch --duration "${SOAK_DURATION:-30m}"
 fi
 echo
 echo "test.sh: all checks passed"
