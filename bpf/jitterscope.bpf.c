@@ -45,6 +45,9 @@ const volatile bool watch_mode = false;
  * `watched`, so per-CPU caches of "is the current task watched" are redone. */
 __u32 watch_tgid = 0;
 __u32 watch_gen = 0;
+/* Watch mode, written by user space: when every watched thread belongs to this process
+ * (kernel tgid; `--pid`, a command), a task of another process is not looked up at all. */
+__u32 watch_only_tgid = 0;
 /* jitterscope's PID namespace (its level and address, from js_whoami): js_tasks and new
  * threads report ids in it, the ones the user sees. */
 __u32 watch_ns_level = 0;
@@ -261,20 +264,36 @@ static __always_inline void take_over_lost(__u32 cpu, struct cpu_state *st, __u6
 	st->lost_flushed_at = now;
 }
 
+/* Watch mode: `t`'s entry in `watched`, or NULL; no lookup for another process's task when all
+ * watched threads are one process's. */
+static __always_inline struct js_watched *watched_task(struct task_struct *t)
+{
+	__u32 tid = t->pid, only = watch_only_tgid;
+
+	if (!tid || (only && t->tgid != only))
+		return NULL;
+	return bpf_map_lookup_elem(&watched, &tid);
+}
+
 /* Watch mode: the watched thread current on this CPU (its tid), or 0. Cached per CPU: a
  * hash lookup only when the current task changed since the last look (or `watched` did). */
 static __always_inline __u32 current_victim(struct cpu_state *st)
 {
-	__u32 pid, gen;
+	__u32 pid, gen, only = watch_only_tgid;
+	__u64 id;
 
 	if (!watch_mode)
 		return 0;
-	pid = (__u32)bpf_get_current_pid_tgid();
+	id = bpf_get_current_pid_tgid();
+	pid = (__u32)id;
 	gen = watch_gen;
 	if (pid != st->cur_pid || gen != st->cur_gen) {
 		st->cur_pid = pid;
 		st->cur_gen = gen;
-		st->cur_victim = pid && bpf_map_lookup_elem(&watched, &pid) ? pid : 0;
+		st->cur_victim = pid && (!only || id >> 32 == only) &&
+						 bpf_map_lookup_elem(&watched, &pid) ?
+					 pid :
+					 0;
 	}
 	return st->cur_victim;
 }
@@ -655,10 +674,10 @@ static __always_inline void watch_switch(__u32 cpu, struct cpu_state *st, bool p
 					 struct task_struct *prev, struct task_struct *next,
 					 unsigned int prev_state, __u64 now)
 {
-	__u32 prev_pid = prev->pid, next_pid = next->pid;
+	__u32 next_pid = next->pid;
 	struct js_watched *w;
 
-	w = prev_pid ? bpf_map_lookup_elem(&watched, &prev_pid) : NULL;
+	w = watched_task(prev);
 	if (w) {
 		if (preempt || prev_state == 0) {
 			place(w, cpu, now);
@@ -674,7 +693,7 @@ static __always_inline void watch_switch(__u32 cpu, struct cpu_state *st, bool p
 			w->wait_start = 0;
 		}
 	}
-	w = next_pid ? bpf_map_lookup_elem(&watched, &next_pid) : NULL;
+	w = watched_task(next);
 	if (w) {
 		if (w->state == JS_T_WAITING && w->wait_start &&
 		    (is_target(cpu) || is_target(w->wait_cpu)))
@@ -1147,8 +1166,7 @@ int BPF_PROG(js_ipi_send_cpumask, const struct cpumask *mask, unsigned long call
  * a thread still on a runqueue (the kernel traces those too) changes nothing. */
 static __always_inline int watch_wakeup(struct task_struct *p, __u16 reason)
 {
-	__u32 tid = p->pid;
-	struct js_watched *w = bpf_map_lookup_elem(&watched, &tid);
+	struct js_watched *w = watched_task(p);
 	__u64 now;
 	__u32 cpu;
 
@@ -1181,8 +1199,7 @@ int BPF_PROG(js_w_sched_wakeup_new, struct task_struct *p)
 SEC("tp_btf/sched_migrate_task")
 int BPF_PROG(js_w_sched_migrate_task, struct task_struct *p, int dest_cpu)
 {
-	__u32 tid = p->pid;
-	struct js_watched *w = bpf_map_lookup_elem(&watched, &tid);
+	struct js_watched *w = watched_task(p);
 	__u64 now;
 
 	if (!w || w->state != JS_T_WAITING || w->cpu == (__u32)dest_cpu)
@@ -1234,7 +1251,7 @@ SEC("tp_btf/sched_process_exit")
 int BPF_PROG(js_w_sched_process_exit, struct task_struct *p, bool group_dead)
 {
 	__u32 tid = p->pid, cpu = bpf_get_smp_processor_id();
-	struct js_watched *w = bpf_map_lookup_elem(&watched, &tid);
+	struct js_watched *w = watched_task(p);
 	__u64 now;
 
 	if (!w)

@@ -176,3 +176,59 @@ fn a_run_in_a_pid_namespace_blames_neither_the_workload_nor_other_processes_as_s
     assert_eq!(shown, workload_tids, "{threads}");
     assert!(threads.contains("in this PID namespace"), "{threads}");
 }
+
+/// A watch from inside a PID namespace: it takes the pid as the namespace numbers it, finds
+/// the thread in the kernel's numbering, and reports both.
+#[test]
+fn a_watch_in_a_pid_namespace_takes_and_reports_the_ids_seen_there() {
+    if skip_bpf("a_watch_in_a_pid_namespace_takes_and_reports_the_ids_seen_there") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("watch");
+    // In the namespace: sh is pid 1, `yes` pid 2, and sh becomes the watch.
+    let script = format!(
+        "yes >/dev/null & echo $! > {ns}; exec {js} watch --pid $! --duration 2s --no-tui --output {out}",
+        ns = dir.path().join("ns-pid").display(),
+        js = env!("CARGO_BIN_EXE_jitterscope"),
+        out = out_dir.display()
+    );
+    let mut child = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "sh", "-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start unshare (util-linux)");
+    // `yes` in the kernel's numbering: the child of the watch (the child of unshare's child).
+    let mut yes_pid = None;
+    for _ in 0..100 {
+        yes_pid = child_of(child.id()).and_then(child_of);
+        if yes_pid.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    let ns_pid: u32 = std::fs::read_to_string(dir.path().join("ns-pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let yes_pid = yes_pid.expect("never saw `yes` from the init namespace");
+    assert_ne!(ns_pid, yes_pid, "the namespace numbers it like the kernel");
+    let run: RunFile =
+        serde_json::from_str(&std::fs::read_to_string(run_file_in(&out_dir)).unwrap()).unwrap();
+    let t = &run.threads[0];
+    assert_eq!(
+        (t.name.as_str(), t.tid, t.pid, t.kernel_tid),
+        ("yes", ns_pid, ns_pid, yes_pid),
+        "{t:?}"
+    );
+    assert!(t.interruptions.count > 0, "{t:?}");
+}

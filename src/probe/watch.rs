@@ -111,7 +111,10 @@ pub(super) fn watch_threads(
         .as_deref_mut()
         .ok_or_else(|| bss_error("watch the threads"))?;
     if let Some(tgid) = follow {
+        // Every watched thread is that process's: the programs skip other processes' tasks
+        // without a lookup.
         bss.watch_tgid = tgid;
+        bss.watch_only_tgid = tgid;
     }
     // Cached "is the current task watched" answers are redone.
     bss.watch_gen = bss.watch_gen.wrapping_add(1);
