@@ -613,4 +613,35 @@ fn bpf_perfmon_and_sys_nice_are_enough_without_root() {
     let probes = run.probes.unwrap();
     assert!(probes.events.iter().map(|e| e.count).sum::<u64>() > 0);
     assert!(!probes.stats_enabled);
+    // A watch needs no more (its task iterator included).
+    let mut target = Std::new("sleep").arg("30").spawn().unwrap();
+    let wdir = d.path().join("watch");
+    std::fs::create_dir(&wdir).unwrap();
+    std::os::unix::fs::chown(&wdir, Some(65534), Some(65534)).unwrap();
+    let out = Std::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(format!("--inh-caps=-all,{caps}"))
+        .arg(format!("--ambient-caps=-all,{caps}"))
+        .arg("--bounding-set=-all,+bpf,+perfmon,+sys_nice")
+        .arg(env!("CARGO_BIN_EXE_jitterscope"))
+        .args([
+            "watch",
+            "--pid",
+            &target.id().to_string(),
+            "--duration",
+            "1s",
+        ])
+        .args(["--no-tui", "--output"])
+        .arg(&wdir)
+        .output()
+        .unwrap();
+    let _ = target.kill();
+    let _ = target.wait();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let watch = RunFile::read(&common::run_file_in(&wdir)).unwrap();
+    assert_eq!(watch.threads.len(), 1, "{:?}", watch.threads);
 }
