@@ -66,9 +66,13 @@ pub struct Ranking {
 /// on a busy machine, after which memory stays flat — and the run file stays small.
 pub const MAX_CULPRITS: usize = 1024;
 
-/// `sleep[4121]` → `sleep[*]`.
-fn fold_pid(name: &str) -> String {
-    format!("{}[*]", crate::model::without_pid(name))
+/// `sleep[4121]` → `sleep[*]`, `hrtimer_wakeup of sleep[4121]` → `hrtimer_wakeup of
+/// sleep[*]`; None when the text does not end in a `[pid]`.
+fn fold_pid(text: &str) -> Option<String> {
+    let i = text.rfind('[')?;
+    let pid = text[i + 1..].strip_suffix(']')?;
+    (!pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| format!("{}[*]", &text[..i]))
 }
 
 impl Ranking {
@@ -80,11 +84,14 @@ impl Ranking {
         }
         for c in &v.culprits {
             let mut key = (c.class, c.name.clone(), c.detail_key());
-            if self.by.len() >= MAX_CULPRITS
-                && c.class.info().per_pid
-                && !self.by.contains_key(&key)
-            {
-                key.1 = fold_pid(&key.1);
+            // A task's name, or a detail that names one (a sleeper's hrtimer_wakeup).
+            if self.by.len() >= MAX_CULPRITS && !self.by.contains_key(&key) {
+                if let Some(name) = fold_pid(&key.1) {
+                    key.1 = name;
+                }
+                if let Some(detail) = fold_pid(&key.2) {
+                    key.2 = detail;
+                }
             }
             let t = self.by.entry(key).or_default();
             t.episodes += u64::from(c.episodes);
@@ -226,5 +233,23 @@ mod tests {
             "SCHED_OTHER".to_string(),
         )];
         assert_eq!(folded.episodes, 100);
+    }
+
+    #[test]
+    fn a_detail_naming_a_task_folds_too_and_other_text_stays() {
+        assert_eq!(
+            fold_pid("hrtimer_wakeup of sleep[4121]").as_deref(),
+            Some("hrtimer_wakeup of sleep[*]")
+        );
+        assert_eq!(fold_pid("sleep[4121]").as_deref(), Some("sleep[*]"));
+        for text in [
+            "kworker/1:0",
+            "SCHED_OTHER",
+            "x[ab]",
+            "x[]",
+            "36 virtio1-req.0",
+        ] {
+            assert_eq!(fold_pid(text), None, "{text}");
+        }
     }
 }

@@ -80,7 +80,7 @@ pub fn watch(args: &WatchArgs, out: &mut dyn Write) -> Result<()> {
             .collect();
         writeln!(out, "--comm {pattern} matched: {}", names.join(", "))?;
     }
-    let outcome = crate::session::watch::watch(plan, found, out).map_err(|e| {
+    crate::session::watch::watch(plan, found, out).map_err(|e| {
         match e.downcast::<crate::session::watch::target::TargetError>() {
             Ok(t) => UsageError(t.0).into(),
             Err(e) if e.is::<Interrupted>() => e,
@@ -88,7 +88,6 @@ pub fn watch(args: &WatchArgs, out: &mut dyn Write) -> Result<()> {
         }
     })?;
     let _ = out.flush();
-    let _ = outcome.json_path;
     Ok(())
 }
 
