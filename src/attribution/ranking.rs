@@ -53,12 +53,20 @@ struct Tally {
     per_cpu: HashMap<Cpu, (Nanos, Nanos)>,
 }
 
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub struct Ranking {
     by: HashMap<(CulpritClass, String, String), Tally>,
     stall_ns: Nanos,
     stalls: u64,
     incomplete: u64,
+    /// Distinct culprits kept before pids are folded (`MAX_CULPRITS` by default).
+    cap: usize,
+}
+
+impl Default for Ranking {
+    fn default() -> Self {
+        Ranking::with_cap(MAX_CULPRITS)
+    }
 }
 
 /// Distinct culprits kept before short-lived tasks are folded by command name, so a long run
@@ -76,6 +84,18 @@ fn fold_pid(text: &str) -> Option<String> {
 }
 
 impl Ranking {
+    /// A ranking that folds pids once it holds `cap` culprits (a watched thread's own ranking
+    /// keeps fewer than the run's: many threads may be watched at once).
+    pub fn with_cap(cap: usize) -> Self {
+        Ranking {
+            by: HashMap::new(),
+            stall_ns: 0,
+            stalls: 0,
+            incomplete: 0,
+            cap,
+        }
+    }
+
     pub fn add(&mut self, v: &Verdict) {
         self.stalls += 1;
         self.stall_ns += v.stall.duration_ns();
@@ -85,7 +105,7 @@ impl Ranking {
         for c in &v.culprits {
             let mut key = (c.class, c.name.clone(), c.detail_key());
             // A task's name, or a detail that names one (a sleeper's hrtimer_wakeup).
-            if self.by.len() >= MAX_CULPRITS && !self.by.contains_key(&key) {
+            if self.by.len() >= self.cap && !self.by.contains_key(&key) {
                 if let Some(name) = fold_pid(&key.1) {
                     key.1 = name;
                 }

@@ -26,6 +26,10 @@ use crate::model::{
 /// its own code for less than this in between: an IRQ, then the softirq run on its exit).
 pub const JOIN_NS: Nanos = 2_000;
 
+/// Distinct culprits a watched thread's own ranking keeps before it folds pids (the run-wide
+/// ranking keeps `ranking::MAX_CULPRITS`): memory stays flat with many threads watched.
+pub const THREAD_CULPRITS_KEPT: usize = 128;
+
 /// Histogram range: 1 ns to one hour, 3 significant digits.
 pub fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("constant bounds are valid")
@@ -97,7 +101,7 @@ impl ThreadAccount {
             interval_wakeups: new_histogram(),
             interval_max: Default::default(),
             by_kind: BTreeMap::new(),
-            ranking: Ranking::default(),
+            ranking: Ranking::with_cap(THREAD_CULPRITS_KEPT),
         }
     }
 
