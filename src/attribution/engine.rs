@@ -187,6 +187,29 @@ fn is_own_run(r: &Interruption, own: u32) -> bool {
     own != 0 && r.pid == own && r.class.level() == 1 && r.class != CulpritClass::Fault
 }
 
+/// Maps keyed by CPU: a CPU number hashed by one multiplication (Fibonacci hashing) instead of
+/// SipHash — the engine looks a CPU up for every record and every stall.
+type ByCpu<T> = HashMap<Cpu, T, std::hash::BuildHasherDefault<CpuHasher>>;
+
+#[derive(Default)]
+struct CpuHasher(u64);
+
+impl std::hash::Hasher for CpuHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.0 = u64::from(n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
 /// A steal-clock growth window and the part of its growth not yet given to a stall.
 #[derive(Debug, Clone, Copy)]
 struct StealWindow {
@@ -215,17 +238,17 @@ struct RecentStall {
 #[derive(Default)]
 pub struct Engine {
     cfg: EngineConfig,
-    cpus: HashMap<Cpu, CpuRecords>,
+    cpus: ByCpu<CpuRecords>,
     /// Steal windows per CPU, oldest first (apart from `cpus`: deciding a stall reads the
     /// records and spends steal at once).
-    steal: HashMap<Cpu, VecDeque<StealWindow>>,
+    steal: ByCpu<VecDeque<StealWindow>>,
     /// Set once a steal sample arrived or the probes said the clock exists.
     steal_clock: bool,
     /// Undecided stalls by end time.
     pending: BTreeMap<(Nanos, u64), Stall>,
     seq: u64,
     /// Decided stalls still inside the retention window, per CPU, in end order.
-    recent: HashMap<Cpu, VecDeque<RecentStall>>,
+    recent: ByCpu<VecDeque<RecentStall>>,
     /// Undecided spikes by receive time, with (producer CPU, consumer CPU).
     spikes: BTreeMap<(Nanos, u64), (Spike, Cpu, Cpu)>,
     decided_spikes: Vec<SpikeVerdict>,
@@ -244,8 +267,8 @@ struct Sweep<'a> {
     pieces: Vec<(Nanos, Nanos, Option<usize>)>,
     /// A record ending / starting exactly here (clamped to the window): where an uncovered
     /// piece's entry/exit path is inferred to belong.
-    ends_at: HashMap<Nanos, usize>,
-    starts_at: HashMap<Nanos, usize>,
+    ends_at: Vec<(Nanos, usize)>,
+    starts_at: Vec<(Nanos, usize)>,
 }
 
 impl<'a> Sweep<'a> {
@@ -283,14 +306,15 @@ impl<'a> Sweep<'a> {
             .collect();
 
         let mut cuts: Vec<Nanos> = vec![start, end];
-        let mut ends_at: HashMap<Nanos, usize> = HashMap::new();
-        let mut starts_at: HashMap<Nanos, usize> = HashMap::new();
+        // Few records per window: a list searched in order beats hashing (first one wins).
+        let mut ends_at: Vec<(Nanos, usize)> = Vec::with_capacity(records.len());
+        let mut starts_at: Vec<(Nanos, usize)> = Vec::with_capacity(records.len());
         for (i, r) in records.iter().enumerate() {
             let (rs, re) = (r.start_ns.clamp(start, end), r.end_ns.clamp(start, end));
             cuts.push(rs);
             cuts.push(re);
-            ends_at.entry(re).or_insert(i);
-            starts_at.entry(rs).or_insert(i);
+            ends_at.push((re, i));
+            starts_at.push((rs, i));
         }
         cuts.sort_unstable();
         cuts.dedup();
@@ -332,6 +356,16 @@ impl<'a> Sweep<'a> {
             ends_at,
             starts_at,
         }
+    }
+
+    /// The first record (in sort order) ending exactly at `t`, clamped to the window.
+    fn record_ending_at(&self, t: Nanos) -> Option<usize> {
+        self.ends_at.iter().find(|e| e.0 == t).map(|e| e.1)
+    }
+
+    /// The first record (in sort order) starting exactly at `t`, clamped to the window.
+    fn record_starting_at(&self, t: Nanos) -> Option<usize> {
+        self.starts_at.iter().find(|e| e.0 == t).map(|e| e.1)
     }
 
     fn uncovered(&self) -> Vec<(Nanos, Nanos)> {
@@ -419,8 +453,13 @@ impl Engine {
             c.freq.push_back(i);
         } else {
             c.longest_ns = c.longest_ns.max(i.duration_ns());
-            let at = c.records.partition_point(|r| r.start_ns <= i.start_ns);
-            c.records.insert(at, i);
+            // Records arrive nearly in start order: most go to the back without a search.
+            if c.records.back().is_none_or(|r| r.start_ns <= i.start_ns) {
+                c.records.push_back(i);
+            } else {
+                let at = c.records.partition_point(|r| r.start_ns <= i.start_ns);
+                c.records.insert(at, i);
+            }
         }
     }
 
@@ -548,10 +587,16 @@ impl Engine {
         for c in self.cpus.values_mut() {
             // Sorted by start: drop from the front; a long record there holds back shorter
             // ones behind it for at most its own length.
+            let mut dropped_longest = false;
             while c.records.front().is_some_and(|r| r.end_ns < keep_from) {
-                c.records.pop_front();
+                if let Some(r) = c.records.pop_front() {
+                    dropped_longest |= r.duration_ns() >= c.longest_ns;
+                }
             }
-            c.longest_ns = c.records.iter().map(|r| r.duration_ns()).max().unwrap_or(0);
+            // Only when the longest record went is the next longest looked for.
+            if dropped_longest {
+                c.longest_ns = c.records.iter().map(|r| r.duration_ns()).max().unwrap_or(0);
+            }
             c.freq
                 .retain(|r| r.start_ns >= keep_from.saturating_sub(self.cfg.freq_lookback_ns));
             c.causes
@@ -698,10 +743,14 @@ fn verdict_of(
     let mut unexplained = Vec::new();
     for (a, b) in rest {
         let next_to = (b - a <= cfg.edge_ns)
-            .then(|| sweep.ends_at.get(&a).or_else(|| sweep.starts_at.get(&b)))
+            .then(|| {
+                sweep
+                    .record_ending_at(a)
+                    .or_else(|| sweep.record_starting_at(b))
+            })
             .flatten();
         match next_to {
-            Some(&i) => per_record[i].1 += b - a,
+            Some(i) => per_record[i].1 += b - a,
             None => unexplained.push((a, b)),
         }
     }
@@ -770,19 +819,26 @@ fn record_shares(
     per_record: &RecordTime,
 ) -> Vec<Share> {
     let mut out: Vec<Share> = Vec::new();
-    let mut at: HashMap<(CulpritClass, String, String), usize> = HashMap::new();
     for (i, &(measured, inferred)) in per_record.iter().enumerate() {
         if measured + inferred == 0 {
             continue;
         }
         let r = sweep.records[i];
         let sent = sender(cfg, c, r);
-        let key = match sent {
-            Some(k) if k.sender_is_self && r.class == CulpritClass::Ipi => own_ipi(r, k),
-            _ => (r.class, r.name.clone(), r.detail.clone()),
+        let own = match sent {
+            Some(k) if k.sender_is_self && r.class == CulpritClass::Ipi => Some(own_ipi(r, k)),
+            _ => None,
         };
-        match at.get(&key) {
-            Some(&k) => {
+        let (class, name, detail) = match &own {
+            Some((class, name, detail)) => (*class, name.as_str(), detail.as_str()),
+            None => (r.class, r.name.as_str(), r.detail.as_str()),
+        };
+        // A stall has few culprits: a scan, and strings copied once per culprit only.
+        match out
+            .iter()
+            .position(|s| s.class == class && s.name == name && s.detail == detail)
+        {
+            Some(k) => {
                 let s = &mut out[k];
                 s.measured_ns += measured;
                 s.inferred_ns += inferred;
@@ -798,12 +854,10 @@ fn record_shares(
                     via.push_str("woke ");
                     via.push_str(&sweep.records[t].name);
                 }
-                let (class, name, detail) = key.clone();
-                at.insert(key, out.len());
                 out.push(Share {
                     class,
-                    name,
-                    detail,
+                    name: name.to_string(),
+                    detail: detail.to_string(),
                     via,
                     measured_ns: measured,
                     inferred_ns: inferred,
