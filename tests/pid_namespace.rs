@@ -193,7 +193,7 @@ fn a_watch_in_a_pid_namespace_takes_and_reports_the_ids_seen_there() {
         js = env!("CARGO_BIN_EXE_jitterscope"),
         out = out_dir.display()
     );
-    let mut child = Command::new("unshare")
+    let child = Command::new("unshare")
         .args(["--pid", "--fork", "--mount-proc", "sh", "-c", &script])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
