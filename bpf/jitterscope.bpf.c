@@ -1074,6 +1074,23 @@ int BPF_PROG(js_nmi_handler, void *handler, s64 delta_ns, int handled)
 
 /* ---- causes: who queued work or sent an IPI to a measured CPU ---------------------------- */
 
+/* Whether the send being traced is one of jitterscope's threads' own doing: one of them is
+ * current, and — where this CPU's nesting is known (a measured CPU) — not because an
+ * interrupt that hit it is sending (a tick queueing unbound work is the kernel's). */
+static __always_inline bool sent_by_self(void)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct cpu_state *st;
+
+	if (!is_self_tgid(bpf_get_current_pid_tgid() >> 32))
+		return false;
+	if (!is_target(cpu))
+		return true;
+	st = my_state();
+	return !st || !(st->irq_start || st->softirq_start || st->vec_start || st->hrt[0].start ||
+			st->hrt[1].start);
+}
+
 static __always_inline void emit_cause(__u32 target, __u16 cause, __u64 what, __u64 callsite)
 {
 	struct js_record *r;
@@ -1092,7 +1109,7 @@ static __always_inline void emit_cause(__u32 target, __u16 cause, __u64 what, __
 	r->pid = (__u32)bpf_get_current_pid_tgid();
 	r->aux = bpf_get_smp_processor_id();
 	/* jitterscope's own sends (a TLB shootdown from freeing memory) are its own noise. */
-	if (is_self_tgid(bpf_get_current_pid_tgid() >> 32))
+	if (sent_by_self())
 		r->flags = JS_F_SENDER_SELF;
 	bpf_get_current_comm(r->name, JS_COMM_LEN);
 	submit(r);

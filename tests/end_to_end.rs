@@ -261,3 +261,29 @@ fn a_steered_irq_is_found_by_its_name() {
         irq_row.advice
     );
 }
+
+/// jitterscope shares its address space with the workload it measures: while it records, no
+/// TLB shootdown may reach the workload's CPU (from a page first read then written, memory
+/// unmapped or trimmed). The probes mark every IPI whose sender is one of jitterscope's threads
+/// (class `self`); the consumer's CPU must have no call-function IPI among them.
+#[test]
+fn jitterscope_sends_no_tlb_shootdown_to_the_consumers_cpu_while_recording() {
+    if skip_bpf("jitterscope_sends_no_tlb_shootdown_to_the_consumers_cpu_while_recording")
+        || nproc() < 2
+    {
+        return;
+    }
+    let _cpus = exclusive();
+    let run = run_with("no-self-ipi", 8, || {});
+    let own_ipis: Vec<_> = run
+        .culprits
+        .iter()
+        .filter(|c| c.class == CulpritClass::SelfNoise && c.name.starts_with("call-function"))
+        .filter(|c| c.on_cpu(CONSUMER as u32) > 0)
+        .map(|c| format!("{} {} ({} episodes)", c.name, c.detail, c.episodes))
+        .collect();
+    assert!(
+        own_ipis.is_empty(),
+        "jitterscope interrupted the consumer's CPU: {own_ipis:?}"
+    );
+}

@@ -341,6 +341,10 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
             tracer_cpu_ns: 41_000_000,
             bpf_run_ns: 1_750_000,
             bpf_events: 10_000,
+            longest_self: vec![jitterscope::report::runfile::CpuLongest {
+                cpu: 1,
+                ns: 84_000,
+            }],
         }),
     }
 }

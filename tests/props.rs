@@ -609,7 +609,7 @@ prop_compose! {
         probes in prop::option::of(probe_info()),
         overhead in prop::option::of((ns(), ns(), ns(), ns()).prop_map(
             |(window_ns, tracer_cpu_ns, bpf_run_ns, bpf_events)| Overhead {
-                window_ns, tracer_cpu_ns, bpf_run_ns, bpf_events,
+                window_ns, tracer_cpu_ns, bpf_run_ns, bpf_events, longest_self: Vec::new(),
             },
         )),
     ) -> RunFile {
@@ -780,6 +780,7 @@ fn sample_json() -> String {
             tracer_cpu_ns: 40_000,
             bpf_run_ns: 1_750,
             bpf_events: 10,
+            longest_self: Vec::new(),
         }),
     }
     .to_json()

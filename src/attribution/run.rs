@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use super::book::StallBook;
 use super::engine::{Engine, EngineConfig, SpikeVerdict, Verdict};
 use super::ranking::Ranking;
-use crate::model::{Cause, Cpu, Interruption, Nanos, Spike, Stall, StealSample};
+use crate::model::{Cause, Cpu, CulpritClass, Interruption, Nanos, Spike, Stall, StealSample};
 
 /// Spikes the live feed keeps between two looks.
 const FRESH_SPIKES: usize = 40;
@@ -31,6 +31,8 @@ pub struct RunAttribution {
     /// Steal-clock growth per CPU seen since recording started.
     record_from: Nanos,
     pub steal_seen: BTreeMap<Cpu, Nanos>,
+    /// The longest single `self` theft per CPU (the run file's `overhead.longest_self`).
+    pub longest_self: BTreeMap<Cpu, Nanos>,
 }
 
 impl RunAttribution {
@@ -60,6 +62,7 @@ impl RunAttribution {
             fresh_spikes: Vec::new(),
             record_from,
             steal_seen: BTreeMap::new(),
+            longest_self: BTreeMap::new(),
         }
     }
 
@@ -143,6 +146,14 @@ impl RunAttribution {
     fn keep(&mut self, v: Verdict) {
         if self.probes_on {
             self.ranking.add(&v);
+        }
+        for c in v
+            .culprits
+            .iter()
+            .filter(|c| c.class == CulpritClass::SelfNoise)
+        {
+            let longest = self.longest_self.entry(v.stall.cpu).or_default();
+            *longest = (*longest).max(c.longest_ns);
         }
         self.book.add(v);
     }

@@ -93,6 +93,14 @@ pub fn culprit_entry(c: RankedCulprit) -> CulpritEntry {
     }
 }
 
+/// The longest `self` theft per CPU, as the run file lists it.
+pub fn longest_self(attr: &RunAttribution) -> Vec<super::runfile::CpuLongest> {
+    attr.longest_self
+        .iter()
+        .map(|(&cpu, &ns)| super::runfile::CpuLongest { cpu, ns })
+        .collect()
+}
+
 /// What the probes attached, recorded and cost, and the steal seen (a run's or a watch's).
 pub fn probe_info(attach: &[AttachStatus], p: &ProbeSummary, attr: &RunAttribution) -> ProbeInfo {
     let counts = |v: &[(u32, u64)]| -> Vec<CpuCount> {

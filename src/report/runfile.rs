@@ -146,6 +146,16 @@ pub struct Overhead {
     pub bpf_run_ns: u64,
     /// BPF program runs.
     pub bpf_events: u64,
+    /// The longest single theft by jitterscope's own threads (class `self`) per measured CPU
+    /// where there was one: what sharing a measured CPU cost the workload at worst.
+    #[serde(default)]
+    pub longest_self: Vec<CpuLongest>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuLongest {
+    pub cpu: Cpu,
+    pub ns: Nanos,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

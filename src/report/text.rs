@@ -702,8 +702,21 @@ pub fn overhead_line(run: &RunFile, o: &super::runfile::Overhead) -> String {
             pct(o.bpf_run_ns)
         ),
     };
+    let slices: Vec<String> = o
+        .longest_self
+        .iter()
+        .map(|l| format!("CPU {} {}", l.cpu, fmt_ns(l.ns)))
+        .collect();
+    let slices = if slices.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; its longest slice on a measured CPU: {}",
+            slices.join(", ")
+        )
+    };
     format!(
-        "jitterscope itself: {} CPU ({:.3}% of one CPU) in its own threads beside the workload, {bpf}",
+        "jitterscope itself: {} CPU ({:.3}% of one CPU) in its own threads beside the workload, {bpf}{slices}",
         fmt_ns(o.tracer_cpu_ns),
         pct(o.tracer_cpu_ns),
     )

@@ -162,6 +162,7 @@ fn overhead(r: &Recorded) -> Option<Overhead> {
             .saturating_sub(b.workload_ns.saturating_sub(a.workload_ns)),
         bpf_run_ns,
         bpf_events,
+        longest_self: crate::report::build::longest_self(&r.attr),
     })
 }
 

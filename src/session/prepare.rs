@@ -58,6 +58,14 @@ pub(super) fn prepare(plan: &RunPlan, out: &mut Console) -> Result<Prepared> {
     // load them (no root) fails before it leaves any file behind.
     let probe = start_probes(plan, &measured, housekeeping)?;
     check_startup()?;
+    // From here on, no page-table change of this address space may reach the workload's
+    // CPUs as a TLB-shootdown IPI: memory is populated when mapped and never given back.
+    if let Some(why) = crate::system::hold_memory_in_place() {
+        writeln!(
+            out,
+            "note: jitterscope's memory is not locked ({why}): its page faults and freed memory can interrupt the workload's CPUs with TLB-shootdown IPIs (they show as `self`)"
+        )?;
+    }
     // The floor right before the workload takes the CPUs: on a VM it moves within seconds,
     // so each run carries its own and `compare` can say when it moved.
     let floor = measure_floor(&cfg);

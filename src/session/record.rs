@@ -32,9 +32,6 @@ use crate::workload::Output;
 /// drain intervals.
 const DECISION_LAG_NS: Nanos = 500_000_000;
 
-/// How often the collector hands freed heap pages back (see `system::give_back_memory`).
-const TRIM_EVERY_NS: Nanos = 10_000_000_000;
-
 /// Why a run ended (the run file's `ended`, and `end_reason` in words).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EndReason {
@@ -105,7 +102,6 @@ struct Recorder {
     hlog_error: Option<std::io::Error>,
     cpu_first: Option<CpuSample>,
     cpu_last: Option<CpuSample>,
-    next_trim: Nanos,
 }
 
 pub(super) fn record(
@@ -147,6 +143,8 @@ pub(super) fn record(
     // Leave the alternate screen before the report is printed.
     frontend.close();
     StallSource::join(&mut p.workload);
+    // No workload thread runs in this address space any more: memory may go back now.
+    crate::system::give_back_memory();
     r.drain(p);
     let _ = p.hlog.flush();
     let stop_ns = monotonic_ns().min(p.end);
@@ -250,7 +248,6 @@ impl Recorder {
             hlog_error: None,
             cpu_first: None,
             cpu_last: None,
-            next_trim: p.record_from + TRIM_EVERY_NS,
         }
     }
 
@@ -264,10 +261,6 @@ impl Recorder {
         }
         let now = monotonic_ns();
         self.attr.decide(now.saturating_sub(DECISION_LAG_NS));
-        if now >= self.next_trim {
-            self.next_trim = now + TRIM_EVERY_NS;
-            crate::system::give_back_memory();
-        }
         if now >= p.record_from {
             let sample = p.workload.cpu_ns().map(|workload_ns| CpuSample {
                 at_ns: now,

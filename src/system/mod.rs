@@ -31,11 +31,56 @@ pub fn is_virtual_machine() -> bool {
         .unwrap_or(false)
 }
 
-/// After a burst of kernel records the collector's heap holds many freed small blocks (the
-/// records' names); glibc keeps their pages until `malloc_trim` releases the free ones. Doing
-/// it every few seconds, on the collector's housekeeping CPU, keeps a long run's resident
-/// memory at what it holds, not at its worst moment.
+/// Keeps this process's memory where it is while the workload records: every page it maps
+/// from now on is populated and locked when mapped (`mlockall(MCL_CURRENT|MCL_FUTURE)`), and
+/// the allocator never hands memory back (no `munmap`, no trim). The workload's spinning
+/// threads share this address space: a page first read and later written (a copy-on-write
+/// fault replacing the zero page), an unmap or a trim changes page tables of an address
+/// space that is live on the measured CPUs, and the kernel flushes their TLBs with an IPI —
+/// jitterscope interrupting what it measures. Returns why the memory could not be locked
+/// (RLIMIT_MEMLOCK without CAP_IPC_LOCK), None when it is.
+pub fn hold_memory_in_place() -> Option<String> {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: mallopt only sets allocator parameters; the values are within glibc's ranges
+    // (the mmap threshold at most 32 MiB on 64-bit).
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
+    }
+    // SAFETY: mlockall takes flags only.
+    let rc = unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) };
+    (rc != 0).then(|| {
+        let e = std::io::Error::last_os_error();
+        format!(
+            "mlockall: {e} (RLIMIT_MEMLOCK is {}; root or CAP_IPC_LOCK lifts it)",
+            memlock_limit()
+        )
+    })
+}
+
+fn memlock_limit() -> String {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut r) } != 0 {
+        return "unknown".into();
+    }
+    if r.rlim_cur == libc::RLIM_INFINITY {
+        "unlimited".into()
+    } else {
+        format!("{} KiB", r.rlim_cur / 1024)
+    }
+}
+
+/// Ends `hold_memory_in_place` once the workload's threads have stopped: the pages are
+/// unlocked and the allocator's free memory goes back to the kernel (`malloc_trim`).
 pub fn give_back_memory() {
+    // SAFETY: munlockall takes no arguments; it only unlocks this process's pages.
+    unsafe {
+        libc::munlockall();
+    }
     #[cfg(target_env = "gnu")]
     // SAFETY: malloc_trim only walks and releases the allocator's free memory.
     unsafe {

@@ -324,5 +324,6 @@ fn overhead(s: &Session, p: &ProbeSummary) -> Option<Overhead> {
         tracer_cpu_ns: b.1.saturating_sub(a.1),
         bpf_run_ns: p.costs.iter().map(|c| c.run_time_ns).sum(),
         bpf_events: p.costs.iter().map(|c| c.run_count).sum(),
+        longest_self: crate::report::build::longest_self(&s.attr),
     })
 }
