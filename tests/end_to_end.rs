@@ -200,9 +200,27 @@ fn a_competing_task_is_the_top_culprit_by_its_comm() {
         .iter()
         .filter(|s| has(s, |c| c.name == format!("sh[{pid}]")))
         .count();
+    let others: Vec<String> = long
+        .iter()
+        .filter(|s| !has(s, |c| c.name == format!("sh[{pid}]")))
+        .take(5)
+        .map(|s| {
+            let names: Vec<String> = s
+                .culprits
+                .iter()
+                .map(|c| format!("{} {} {}", c.class, c.name, c.ns()))
+                .collect();
+            format!(
+                "+{}ns {}ns: {}",
+                s.start_ns - run.run.record_from_ns,
+                s.duration_ns,
+                names.join(", ")
+            )
+        })
+        .collect();
     assert!(
         named * 100 >= long.len() * 95,
-        "{named} of {} long stalls name sh[{pid}]",
+        "{named} of {} long stalls name sh[{pid}]; others: {others:#?}",
         long.len()
     );
     // The hog delays messages by whole slices: those spikes too fit in their transit.
