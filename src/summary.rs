@@ -40,19 +40,25 @@ pub struct Summary {
 impl Summary {
     /// The figures without the percentile curve: cheap enough for once-a-second updates.
     pub fn brief(h: &Histogram<u64>) -> Summary {
+        Summary::brief_paced(h, &mut || {})
+    }
+
+    /// `brief` in steps, calling `pace` between them (each is a pass over the counts: the
+    /// collector may share a CPU with the workload, see `platform::pace`).
+    pub fn brief_paced(h: &Histogram<u64>, pace: &mut dyn FnMut()) -> Summary {
         let empty = h.is_empty();
+        let mean = if empty { 0.0 } else { h.mean() };
+        let mut percentiles = BTreeMap::new();
+        for &(key, _, q) in &PERCENTILES {
+            pace();
+            percentiles.insert(key.to_string(), if empty { 0 } else { h.value_at_quantile(q) });
+        }
         Summary {
             count: h.len(),
             min: if empty { 0 } else { h.min() },
-            mean: if empty { 0.0 } else { h.mean() },
+            mean,
             max: if empty { 0 } else { h.max() },
-            percentiles: PERCENTILES
-                .iter()
-                .map(|&(key, _, q)| {
-                    let v = if empty { 0 } else { h.value_at_quantile(q) };
-                    (key.to_string(), v)
-                })
-                .collect(),
+            percentiles,
             curve: Vec::new(),
         }
     }

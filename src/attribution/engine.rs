@@ -217,12 +217,18 @@ struct StealWindow {
     left_ns: Nanos,
 }
 
+/// Records longer than this are held apart (`CpuRecords::long`): a stall's sweep then looks
+/// this far back among the short ones, whatever the longest record held — under an interrupt
+/// storm tens of thousands of records a second, of which a few long task runs.
+const SHORT_NS: Nanos = 1_000_000;
+
 #[derive(Default)]
 struct CpuRecords {
-    /// Interval records sorted by start (they arrive nearly in order: inserts go near the back).
+    /// Interval records up to `SHORT_NS` long, sorted by start (they arrive nearly in order:
+    /// inserts go near the back).
     records: VecDeque<Interruption>,
-    /// The longest record held: how far before a stall a record can start and still reach it.
-    longest_ns: Nanos,
+    /// The longer ones, sorted by start: few, each looked at by every stall.
+    long: VecDeque<Interruption>,
     freq: VecDeque<Interruption>,
     causes: VecDeque<Cause>,
     lost: VecDeque<(Nanos, Nanos)>,
@@ -246,6 +252,9 @@ pub struct Engine {
     steal_clock: bool,
     /// Undecided stalls by end time.
     pending: BTreeMap<(Nanos, u64), Stall>,
+    /// Start times of the undecided stalls, with how many start there (the oldest bounds
+    /// what records must be kept).
+    pending_starts: BTreeMap<Nanos, u32>,
     seq: u64,
     /// Decided stalls still inside the retention window, per CPU, in end order.
     recent: ByCpu<VecDeque<RecentStall>>,
@@ -276,14 +285,17 @@ impl<'a> Sweep<'a> {
     /// interrupt itself; its runs are recorded when another watched thread waits for the
     /// CPU), 0 for none.
     fn over(c: &'a CpuRecords, start: Nanos, end: Nanos, edge_ns: Nanos, own: u32) -> Sweep<'a> {
-        // Records starting before the window ends, back to the longest record's reach.
+        // Short records starting before the window ends, back to the reach of the longest of
+        // them; long ones that reach into it.
         let upto = c.records.partition_point(|r| r.start_ns < end);
         let from = c
             .records
-            .partition_point(|r| r.start_ns < start.saturating_sub(c.longest_ns));
+            .partition_point(|r| r.start_ns < start.saturating_sub(SHORT_NS));
+        let long_upto = c.long.partition_point(|r| r.start_ns < end);
         let mut records: Vec<&Interruption> = c
             .records
             .range(from..upto)
+            .chain(c.long.range(..long_upto))
             .filter(|r| r.end_ns > start && !is_own_run(r, own))
             .collect();
         records.sort_by_key(|r| (r.start_ns, r.end_ns));
@@ -445,6 +457,7 @@ impl Engine {
     pub fn push_stall(&mut self, s: Stall) {
         self.seq += 1;
         self.pending.insert((s.end_ns, self.seq), s);
+        *self.pending_starts.entry(s.start_ns).or_default() += 1;
     }
 
     pub fn push_interruption(&mut self, i: Interruption) {
@@ -452,13 +465,17 @@ impl Engine {
         if i.class == CulpritClass::FreqChange {
             c.freq.push_back(i);
         } else {
-            c.longest_ns = c.longest_ns.max(i.duration_ns());
-            // Records arrive nearly in start order: most go to the back without a search.
-            if c.records.back().is_none_or(|r| r.start_ns <= i.start_ns) {
-                c.records.push_back(i);
+            let list = if i.duration_ns() > SHORT_NS {
+                &mut c.long
             } else {
-                let at = c.records.partition_point(|r| r.start_ns <= i.start_ns);
-                c.records.insert(at, i);
+                &mut c.records
+            };
+            // Records arrive nearly in start order: most go to the back without a search.
+            if list.back().is_none_or(|r| r.start_ns <= i.start_ns) {
+                list.push_back(i);
+            } else {
+                let at = list.partition_point(|r| r.start_ns <= i.start_ns);
+                list.insert(at, i);
             }
         }
     }
@@ -523,7 +540,7 @@ impl Engine {
     pub fn retained(&self) -> usize {
         self.cpus
             .values()
-            .map(|c| c.records.len() + c.freq.len() + c.causes.len() + c.lost.len())
+            .map(|c| c.records.len() + c.long.len() + c.freq.len() + c.causes.len() + c.lost.len())
             .sum::<usize>()
             + self.steal.values().map(|w| w.len()).sum::<usize>()
             + self.pending.len()
@@ -535,11 +552,31 @@ impl Engine {
     /// have arrived), then drops records too old to matter.
     pub fn advance(&mut self, watermark: Nanos) -> Vec<Verdict> {
         let mut out = Vec::new();
+        while self.advance_some(watermark, usize::MAX, &mut out) {}
+        out
+    }
+
+    /// Like `advance`, in steps of at most `limit` stalls and `limit` spikes: appends their
+    /// verdicts to `out` and says whether more remain below the watermark. Old records are
+    /// dropped once none remain, so a caller may stop between steps at no cost in memory
+    /// beyond what is pending.
+    pub fn advance_some(&mut self, watermark: Nanos, limit: usize, out: &mut Vec<Verdict>) -> bool {
+        let mut stalls = 0;
         while let Some((&(end, _), _)) = self.pending.first_key_value() {
             if end > watermark {
                 break;
             }
+            if stalls == limit {
+                return true;
+            }
+            stalls += 1;
             if let Some((_, s)) = self.pending.pop_first() {
+                if let Some(n) = self.pending_starts.get_mut(&s.start_ns) {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.pending_starts.remove(&s.start_ns);
+                    }
+                }
                 let v = self.decide(&s);
                 self.recent
                     .entry(s.cpu)
@@ -551,27 +588,32 @@ impl Engine {
                 out.push(v);
             }
         }
+        let mut spikes = 0;
         while let Some((&(receive, _), _)) = self.spikes.first_key_value() {
             if receive > watermark {
                 break;
             }
+            if spikes == limit {
+                return true;
+            }
+            spikes += 1;
             if let Some((_, (spike, p, c))) = self.spikes.pop_first() {
                 let v = self.spike_verdict(spike, p, c);
                 self.decided_spikes.push(v);
             }
         }
+        let t0 = crate::platform::pace::tcpu();
         self.forget_before(watermark.saturating_sub(self.cfg.retention_ns));
-        out
+        crate::platform::pace::sect(5, t0);
+        false
     }
 
     /// Drops what no undecided stall or spike can reach any more.
     fn forget_before(&mut self, horizon: Nanos) {
         let oldest_pending = self
-            .pending
-            .values()
-            .map(|s| s.start_ns)
-            .min()
-            .unwrap_or(u64::MAX);
+            .pending_starts
+            .first_key_value()
+            .map_or(u64::MAX, |(&start, _)| start);
         let keep_from = horizon.min(oldest_pending.saturating_sub(self.cfg.freq_lookback_ns));
         for r in self.recent.values_mut() {
             while r.front().is_some_and(|v| v.stall.end_ns < keep_from) {
@@ -585,18 +627,12 @@ impl Engine {
             }
         }
         for c in self.cpus.values_mut() {
-            // Sorted by start: drop from the front; a long record there holds back shorter
-            // ones behind it for at most its own length.
-            let mut dropped_longest = false;
+            // Sorted by start: drop from the front; a record there holds back shorter ones
+            // behind it for at most its own length (`SHORT_NS` among the short ones).
             while c.records.front().is_some_and(|r| r.end_ns < keep_from) {
-                if let Some(r) = c.records.pop_front() {
-                    dropped_longest |= r.duration_ns() >= c.longest_ns;
-                }
+                c.records.pop_front();
             }
-            // Only when the longest record went is the next longest looked for.
-            if dropped_longest {
-                c.longest_ns = c.records.iter().map(|r| r.duration_ns()).max().unwrap_or(0);
-            }
+            c.long.retain(|r| r.end_ns >= keep_from);
             c.freq
                 .retain(|r| r.start_ns >= keep_from.saturating_sub(self.cfg.freq_lookback_ns));
             c.causes

@@ -139,11 +139,28 @@ impl Ranking {
         v
     }
 
-    /// Culprits by stolen time without advice (cheap enough for the live view).
+    /// Culprits by stolen time without advice.
     pub fn brief(&self) -> Vec<RankedCulprit> {
-        let mut v: Vec<RankedCulprit> = self
-            .by
-            .iter()
+        self.top(usize::MAX)
+    }
+
+    /// The `n` culprits that stole the most, in ranking order, without advice: only those
+    /// are copied (the live view's once-a-second look, on a CPU it may share with the
+    /// workload).
+    pub fn top(&self, n: usize) -> Vec<RankedCulprit> {
+        let mut all: Vec<(&(CulpritClass, String, String), &Tally)> = self.by.iter().collect();
+        let order = |a: &(&(CulpritClass, String, String), &Tally),
+                     b: &(&(CulpritClass, String, String), &Tally)| {
+            (b.1.measured.saturating_add(b.1.inferred), b.1.episodes)
+                .cmp(&(a.1.measured.saturating_add(a.1.inferred), a.1.episodes))
+                .then_with(|| a.0.cmp(b.0))
+        };
+        if n < all.len() {
+            all.select_nth_unstable_by(n, order);
+            all.truncate(n);
+        }
+        all.sort_unstable_by(order);
+        all.into_iter()
             .map(|((class, name, detail), t)| {
                 let mut cpus: Vec<CpuTheft> = t
                     .per_cpu
@@ -173,13 +190,7 @@ impl Ranking {
                     last_ns: t.last,
                 }
             })
-            .collect();
-        v.sort_by(|a, b| {
-            (b.total_ns(), b.episodes)
-                .cmp(&(a.total_ns(), a.episodes))
-                .then_with(|| (a.class, &a.name, &a.detail).cmp(&(b.class, &b.name, &b.detail)))
-        });
-        v
+            .collect()
     }
 }
 

@@ -26,13 +26,16 @@ pub struct RunAttribution {
     keep: usize,
     /// Kernel records reported lost so far (from the probes' lost windows).
     pub lost_records: u64,
-    /// Spikes decided since the live view last looked.
+    /// Spikes decided since the live view last looked (the latest `FRESH_SPIKES`; the view
+    /// takes them).
     pub fresh_spikes: Vec<SpikeVerdict>,
     /// Steal-clock growth per CPU seen since recording started.
     record_from: Nanos,
     pub steal_seen: BTreeMap<Cpu, Nanos>,
     /// The longest single `self` theft per CPU (the run file's `overhead.longest_self`).
     pub longest_self: BTreeMap<Cpu, Nanos>,
+    /// Verdicts of the step under way (the buffer is kept between steps).
+    decided: Vec<Verdict>,
 }
 
 impl RunAttribution {
@@ -63,6 +66,7 @@ impl RunAttribution {
             record_from,
             steal_seen: BTreeMap::new(),
             longest_self: BTreeMap::new(),
+            decided: Vec::new(),
         }
     }
 
@@ -120,12 +124,30 @@ impl RunAttribution {
 
     /// Decides what the watermark has passed, showing each verdict to `also` first.
     pub fn decide_with(&mut self, watermark: Nanos, also: &mut dyn FnMut(&Verdict)) {
-        for v in self.engine.advance(watermark) {
+        while self.decide_some(watermark, usize::MAX, also) {}
+    }
+
+    /// Decides at most `limit` of the stalls (and spikes) the watermark has passed, showing
+    /// each verdict to `also` first; says whether more remain (the collector works in short
+    /// slices when it shares a measured CPU).
+    pub fn decide_some(
+        &mut self,
+        watermark: Nanos,
+        limit: usize,
+        also: &mut dyn FnMut(&Verdict),
+    ) -> bool {
+        let mut decided = std::mem::take(&mut self.decided);
+        let more = self.engine.advance_some(watermark, limit, &mut decided);
+        for v in decided.drain(..) {
             also(&v);
             self.keep(v);
         }
+        self.decided = decided;
+        let t0 = crate::platform::pace::tcpu();
         self.keep_spikes();
+        crate::platform::pace::sect(6, t0);
         self.engine.set_timeline_from(self.book.admission_ns());
+        more
     }
 
     /// Decides everything still pending (end of run).

@@ -3,3 +3,4 @@
 
 pub mod affinity;
 pub mod clock;
+pub mod pace;

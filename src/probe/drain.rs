@@ -20,6 +20,10 @@ use super::threads;
 use super::watch;
 use super::{JitterscopeSkel, ProbeBatch, ProbeConfig, ProbeError, ProbeSummary};
 use crate::model::Cpu;
+use crate::platform::pace::Pacer;
+
+/// Records decoded between two looks at the pacer (about a µs each).
+const CONSUME_STEP: usize = 16;
 
 /// What the session asks of the drain thread.
 pub(super) enum Command {
@@ -93,14 +97,28 @@ pub(super) fn run(
     });
     let ring = open_ring(&skel.maps.events, &decoded)?;
     prefault_ring(cfg.ringbuf_bytes);
-    let drain = || {
-        let _ = ring.consume();
-        let batch = std::mem::take(&mut decoded.borrow_mut().batch);
-        if !batch.is_empty() {
-            let _ = batches.send(batch);
+    // On a measured CPU (every CPU is measured, or the thread is unpinned), the ring is
+    // emptied a step at a time with pauses between short slices.
+    let shared = cfg.drain_cpus.is_empty() || cfg.drain_cpus.iter().any(|c| cfg.cpus.contains(c));
+    let mut pacer = Pacer::new(shared);
+    let mut drain = || {
+        pacer.begin();
+        loop {
+            let t0 = crate::platform::pace::tcpu();
+            let n = ring.consume_raw_n(CONSUME_STEP);
+            crate::platform::pace::sect(2, t0);
+            let batch = std::mem::take(&mut decoded.borrow_mut().batch);
+            if !batch.is_empty() {
+                let _ = batches.send(batch);
+            }
+            // Fewer than asked (or an error): the ring is empty for now.
+            if n < CONSUME_STEP as i32 {
+                break;
+            }
+            pacer.between();
         }
     };
-    serve(&cfg, &commands, &mut skel, stats.as_mut(), &live, &drain);
+    serve(&cfg, &commands, &mut skel, stats.as_mut(), &live, &mut drain);
     drop(links);
     drain();
 
@@ -154,7 +172,7 @@ fn serve(
     skel: &mut JitterscopeSkel,
     mut stats: Option<&mut RunTimeStats>,
     live: &Mutex<Option<LiveCost>>,
-    drain: &dyn Fn(),
+    drain: &mut dyn FnMut(),
 ) {
     let mut next = Instant::now() + cfg.drain_interval;
     loop {

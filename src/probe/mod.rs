@@ -56,6 +56,11 @@ pub const MANDATORY: [&str; 7] = [
     "workqueue_execute_end",
 ];
 
+/// How often the drain thread empties the ring buffer: each wake-up costs a switch and a
+/// cold cache on a CPU it may share with the workload, so it wakes as seldom as the ring
+/// (8 MiB by default, some 80,000 records) and the decision lag allow.
+pub const DRAIN_INTERVAL: Duration = Duration::from_millis(250);
+
 #[derive(Debug, Clone)]
 pub struct ProbeConfig {
     pub cpus: Vec<Cpu>,
@@ -79,7 +84,7 @@ impl ProbeConfig {
         ProbeConfig {
             cpus,
             ringbuf_bytes: 8 << 20,
-            drain_interval: Duration::from_millis(50),
+            drain_interval: DRAIN_INTERVAL,
             drain_cpus: Vec::new(),
             test_seams: false,
             watch: false,

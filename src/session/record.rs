@@ -17,6 +17,7 @@ use crate::live::model::ConsumerView;
 use crate::live::{CulpritRow, LiveModel};
 use crate::model::{Ended, Nanos};
 use crate::platform::clock::monotonic_ns;
+use crate::platform::pace::Pacer;
 use crate::probe::decode::Record;
 use crate::probe::{AttachStatus, ProbeBatch, ProbeSession, ProbeSummary};
 use crate::report::build::{consumer_key, spike_entry};
@@ -102,7 +103,19 @@ struct Recorder {
     hlog_error: Option<std::io::Error>,
     cpu_first: Option<CpuSample>,
     cpu_last: Option<CpuSample>,
+    /// Short slices when the collector shares the producer's CPU.
+    pacer: Pacer,
 }
+
+/// How often the collector wakes: each wake-up costs a switch and a cold cache on a CPU it
+/// may share with the workload (every CPU measured), so it wakes four times a second — the
+/// live view still refreshes every second, half a second behind (`DECISION_LAG_NS`).
+const TURN: Duration = Duration::from_millis(250);
+
+/// Stalls decided between two looks at the pacer (a few µs each).
+const DECIDE_STEP: usize = 4;
+/// Kernel records taken between two looks at the pacer (under a µs each).
+const TAKE_STEP: usize = 32;
 
 pub(super) fn record(
     plan: &RunPlan,
@@ -115,7 +128,8 @@ pub(super) fn record(
         if StallSource::finished(&p.workload) {
             break EndReason::Completed;
         }
-        std::thread::sleep(Duration::from_millis(100));
+        crate::platform::pace::sect(9, r.pacer.cpu0);
+        std::thread::sleep(TURN);
         r.turn(p);
         let now = monotonic_ns();
         if let Some((end, message)) = stop_asked(&p.workload) {
@@ -127,8 +141,12 @@ pub(super) fn record(
         if !frontend.due(now) {
             continue;
         }
+        r.pacer.between();
+        let t0 = crate::platform::pace::tcpu();
         r.update_live(p, now);
+        let t0 = crate::platform::pace::sect(0, t0);
         let asked = frontend.show(now, &r.live, out);
+        let _ = t0;
         if asked.reset {
             r.view_totals.iter_mut().for_each(|h| h.reset());
         }
@@ -145,6 +163,9 @@ pub(super) fn record(
     StallSource::join(&mut p.workload);
     // No workload thread runs in this address space any more: memory may go back now.
     crate::system::give_back_memory();
+    // Nothing measured shares a CPU with the collector any more.
+    r.pacer = Pacer::new(false);
+    crate::platform::pace::sect_dump();
     r.drain(p);
     let _ = p.hlog.flush();
     let stop_ns = monotonic_ns().min(p.end);
@@ -194,15 +215,19 @@ fn stop_probes(
         );
         ProbeSummary::default()
     });
+    let mut unpaced = Pacer::new(false);
     while let Ok(batch) = rx.try_recv() {
-        take_records(attr, batch);
+        take_records(attr, batch, &mut unpaced);
     }
     Some((attach, summary))
 }
 
-/// The probes' records into the attribution.
-fn take_records(attr: &mut RunAttribution, batch: Vec<Record>) {
-    for r in batch {
+/// The probes' records into the attribution, a step at a time.
+fn take_records(attr: &mut RunAttribution, batch: Vec<Record>, pacer: &mut Pacer) {
+    for (i, r) in batch.into_iter().enumerate() {
+        if i % TAKE_STEP == TAKE_STEP - 1 {
+            pacer.between();
+        }
         match r {
             Record::Interruption(i) => attr.interruption(i),
             Record::Cause(c) => attr.cause(c),
@@ -248,19 +273,31 @@ impl Recorder {
             hlog_error: None,
             cpu_first: None,
             cpu_last: None,
+            pacer: Pacer::new(p.every_cpu_measured),
         }
     }
 
     /// One turn of the loop: drain, attribute, trim, sample jitterscope's own CPU time.
+    /// When every CPU is measured, it works in short slices (see `Pacer`).
     fn turn(&mut self, p: &mut Prepared) {
+        self.pacer.begin();
         self.drain(p);
         if let Some((_, rx)) = &p.probe {
             while let Ok(batch) = rx.try_recv() {
-                take_records(&mut self.attr, batch);
+                let t0 = crate::platform::pace::tcpu();
+                take_records(&mut self.attr, batch, &mut self.pacer);
+                let _ = t0;
             }
         }
         let now = monotonic_ns();
-        self.attr.decide(now.saturating_sub(DECISION_LAG_NS));
+        let watermark = now.saturating_sub(DECISION_LAG_NS);
+        let mut t0 = crate::platform::pace::tcpu();
+        while self.attr.decide_some(watermark, DECIDE_STEP, &mut |_| {}) {
+            t0 = crate::platform::pace::sect(3, t0);
+            self.pacer.between();
+            t0 = crate::platform::pace::tcpu();
+        }
+        let _ = t0;
         if now >= p.record_from {
             let sample = p.workload.cpu_ns().map(|workload_ns| CpuSample {
                 at_ns: now,
@@ -276,16 +313,18 @@ impl Recorder {
 
     /// Everything the stall source produced since the last turn.
     fn drain(&mut self, p: &mut Prepared) {
-        let (totals, attr, live, view_totals, hlog_error) = (
+        let (totals, attr, live, view_totals, hlog_error, pacer) = (
             &mut self.totals,
             &mut self.attr,
             &mut self.live,
             &mut self.view_totals,
             &mut self.hlog_error,
+            &mut self.pacer,
         );
         let (hlog, base_mono) = (&mut p.hlog, p.base_mono);
         StallSource::drain(&mut p.workload, &mut |o| match o {
             Output::Stall(s) => {
+                pacer.between();
                 attr.stall(s);
                 None
             }
@@ -294,18 +333,26 @@ impl Recorder {
                 None
             }
             Output::Interval { consumer, hists } => {
+                pacer.between();
+                let t0 = crate::platform::pace::tcpu();
                 let t = &mut totals[consumer];
                 // Same bounds everywhere, so adding cannot fail.
                 let _ = t.transit.add(&hists.transit);
+                pacer.between();
                 let _ = t.inter_message.add(&hists.inter_message);
-                t.last_transit = Some(Summary::brief(&hists.transit));
+                pacer.between();
+                t.last_transit = Some(Summary::brief_paced(&hists.transit, &mut || {
+                    pacer.between();
+                }));
                 t.last_messages = hists.transit.len();
                 t.last_interval_ns = hists.end_ns.saturating_sub(hists.start_ns);
+                pacer.between();
                 let _ = view_totals[consumer].add(&hists.transit);
                 if !hists.transit.is_empty() {
                     live.push_max(consumer, hists.transit.max());
                 }
-                write_interval(hlog, consumer, &hists, base_mono, hlog_error);
+                let _ = t0;
+                write_interval(hlog, consumer, &hists, base_mono, hlog_error, pacer);
                 Some(hists)
             }
         });
@@ -314,6 +361,7 @@ impl Recorder {
     /// Brings the live model up to date.
     fn update_live(&mut self, p: &Prepared, now: Nanos) {
         let live = &mut self.live;
+        let pacer = &mut self.pacer;
         live.elapsed_ns = now.saturating_sub(p.record_from).min(live.planned_ns);
         live.messages_per_s = self
             .totals
@@ -336,30 +384,54 @@ impl Recorder {
                 )
             });
         for (i, c) in live.consumers.iter_mut().enumerate() {
+            pacer.between();
+            let t0 = crate::platform::pace::tcpu();
             c.interval = self.totals.get(i).and_then(|t| t.last_transit.clone());
             c.total = self
                 .view_totals
                 .get(i)
                 .filter(|h| !h.is_empty())
-                .map(Summary::brief);
+                .map(|h| Summary::brief_paced(h, &mut || {
+                    pacer.between();
+                }));
+            crate::platform::pace::sect(1, t0);
         }
         if self.attr.probes_on {
-            live.culprits = culprit_rows(&self.attr, p.record_from);
+            pacer.between();
+            let t0 = crate::platform::pace::tcpu();
+            live.culprits = culprit_rows(&self.attr, p.record_from, &mut || {
+                pacer.between();
+            });
+            crate::platform::pace::sect(4, t0);
         }
-        for v in &self.attr.fresh_spikes {
+        // Each spike once: those decided since the last look (the latest few).
+        for v in &std::mem::take(&mut self.attr.fresh_spikes) {
+            pacer.between();
+            let t0 = crate::platform::pace::tcpu();
             let line = text::spike_line(p.record_from, &spike_entry(v, self.attr.probes_on));
             if live.feed.back() != Some(&line) {
                 live.push_feed(line);
             }
+            crate::platform::pace::sect(7, t0);
         }
     }
 }
 
+/// Culprits the live view is given (more than a terminal shows: it sorts them its own ways).
+const LIVE_CULPRITS: usize = 50;
+
 /// The ranking as the live view lists it: inferred time is a row of its own, never added to
 /// a culprit's measured time.
-pub(super) fn culprit_rows(attr: &RunAttribution, record_from: Nanos) -> Vec<CulpritRow> {
+/// `pace` is called between rows (see `Pacer`).
+pub(super) fn culprit_rows(
+    attr: &RunAttribution,
+    record_from: Nanos,
+    pace: &mut dyn FnMut(),
+) -> Vec<CulpritRow> {
     let mut rows: Vec<CulpritRow> = Vec::new();
-    for c in attr.ranking.brief().into_iter().take(50) {
+    let top = attr.ranking.top(LIVE_CULPRITS);
+    for c in top {
+        pace();
         let all = c.total_ns().max(1) as f64;
         let row = |name: String, ns: Nanos| CulpritRow {
             class: c.class,
@@ -414,6 +486,7 @@ fn write_interval(
     h: &IntervalHistograms,
     base_mono: Nanos,
     error: &mut Option<std::io::Error>,
+    pacer: &mut Pacer,
 ) {
     if error.is_some() || h.transit.is_empty() {
         return;
@@ -422,7 +495,11 @@ fn write_interval(
     let length = h.end_ns.saturating_sub(h.start_ns);
     let key = consumer_key(consumer);
     for (kind, hist) in [("transit", &h.transit), ("inter_message", &h.inter_message)] {
-        if let Err(e) = hlog.write(&format!("{key}.{kind}"), hist, offset, length) {
+        pacer.between();
+        let t0 = crate::platform::pace::tcpu();
+        let w = hlog.write(&format!("{key}.{kind}"), hist, offset, length, pacer);
+        let _ = t0;
+        if let Err(e) = w {
             *error = Some(e);
             return;
         }

@@ -25,6 +25,7 @@ use crate::probe::decode::Record;
 use crate::probe::watch::TaskRow;
 use crate::probe::{ProbeBatch, ProbeConfig, ProbeSession};
 use crate::report::files::{file_stem, utc_stamp, OutputDir};
+use crate::platform::pace::Pacer;
 use crate::report::hlog::HlogWriter;
 use crate::signals;
 use crate::summary::Summary;
@@ -485,7 +486,7 @@ fn write_intervals(s: &mut Session, from: Nanos, now: Nanos) {
         ] {
             if !h.is_empty() && s.hlog_error.is_none() {
                 let tag = format!("{}[{}].{kind}", t.name.replace([' ', ','], "_"), t.ns_tid);
-                if let Err(e) = s.hlog.write(&tag, h, from.saturating_sub(base), now - from) {
+                if let Err(e) = s.hlog.write(&tag, h, from.saturating_sub(base), now - from, &mut Pacer::new(false)) {
                     s.hlog_error = Some(e);
                 }
             }
@@ -512,7 +513,7 @@ fn update_live(live: &mut LiveModel, s: &Session, now: Nanos) {
             max_history: t.interval_max.clone(),
         })
         .collect();
-    live.culprits = super::record::culprit_rows(&s.attr, s.record_from);
+    live.culprits = super::record::culprit_rows(&s.attr, s.record_from, &mut || {});
 }
 
 /// The path of /proc this process sees.
