@@ -242,6 +242,10 @@ impl fmt::Display for Ended {
 
 /// One completed episode during which something other than the workload held a CPU (or a
 /// frequency change on it), as the probes report it.
+/// A name or detail of a kernel record: shared, not copied — the decoder hands out one copy
+/// per distinct text and every record, sweep and verdict points at it.
+pub type Text = std::sync::Arc<str>;
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Interruption {
     pub cpu: Cpu,
@@ -252,9 +256,9 @@ pub struct Interruption {
     /// Class-specific number: IRQ number, softirq vector, pid, IPI vector, new frequency (kHz).
     pub id: u64,
     /// `kworker/3:1`, `36 virtio1-req.0`, `NET_RX`, `local timer`, `cpu 3` …
-    pub name: String,
+    pub name: Text,
     /// Work function, scheduling policy, `3000000→1200000 kHz`, sender …; empty when none.
-    pub detail: String,
+    pub detail: Text,
     /// The task involved (kworker, task, kthread), 0 when none.
     pub pid: u32,
     /// The enclosing episode's class when this one is nested (an IRQ inside a kworker run).

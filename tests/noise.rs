@@ -64,7 +64,7 @@ fn each_noise_kind_produces_its_interruption_on_the_chosen_cpu() {
 
     let (r, _) = census("kworker", &journal);
     let n = interruptions(&r)
-        .filter(|i| i.class == CulpritClass::Kworker && i.detail == "refresh_vm_stats")
+        .filter(|i| i.class == CulpritClass::Kworker && &*i.detail == "refresh_vm_stats")
         .count();
     assert!(
         n >= 100,

@@ -102,7 +102,7 @@ fn stat_refresh_shows_as_a_kworker_running_refresh_vm_stats_in_a_workload_gap() 
     let kworkers: Vec<_> = interruptions(&records)
         .into_iter()
         .filter(|i| {
-            i.cpu == CPU && i.class == CulpritClass::Kworker && i.detail == "refresh_vm_stats"
+            i.cpu == CPU && i.class == CulpritClass::Kworker && &*i.detail == "refresh_vm_stats"
         })
         .collect();
     assert!(
@@ -143,8 +143,8 @@ fn a_competing_task_is_named_with_its_comm_and_pid() {
         .filter(|i| i.class == CulpritClass::Task && i.pid == pid && i.cpu == CPU)
         .max_by_key(|i| i.duration_ns());
     let t = found.unwrap_or_else(|| panic!("no task record for sh[{pid}]"));
-    assert_eq!(t.name, format!("sh[{pid}]"));
-    assert_eq!(t.detail, "SCHED_OTHER", "{t:?}");
+    assert_eq!(&*t.name, format!("sh[{pid}]"));
+    assert_eq!(&*t.detail, "SCHED_OTHER", "{t:?}");
     assert!(t.duration_ns() >= 100_000, "CFS slices are long: {t:?}");
 }
 
@@ -187,7 +187,7 @@ fn a_steered_device_irq_is_recorded_with_its_number_and_name() {
         panic!("no IRQ {irq} record on CPU {CPU}; IRQ records: {irqs:?}")
     });
     assert_eq!(r.cpu, CPU);
-    assert_eq!(r.name, format!("{irq} {name}"));
+    assert_eq!(&*r.name, format!("{irq} {name}"));
 }
 
 #[test]
@@ -329,7 +329,7 @@ fn cpu_frequency_records_old_and_new_khz_through_the_raw_tp_seam() {
     let freq: Vec<(String, String)> = interruptions(&recs)
         .into_iter()
         .filter(|i| i.class == CulpritClass::FreqChange)
-        .map(|i| (i.name.clone(), i.detail.clone()))
+        .map(|i| (i.name.to_string(), i.detail.to_string()))
         .collect();
     assert_eq!(
         freq,
@@ -459,14 +459,14 @@ fn a_work_item_keeps_its_name_when_its_worker_is_preempted_inside_it() {
         .collect();
     let unnamed: Vec<_> = kworkers
         .iter()
-        .filter(|i| i.detail == jitterscope::probe::decode::WORK_UNREADABLE)
+        .filter(|i| &*i.detail == jitterscope::probe::decode::WORK_UNREADABLE)
         .collect();
     assert!(
         unnamed.is_empty(),
         "kworker runs without a name: {unnamed:#?}"
     );
     let item = |i: &&&Interruption| {
-        i.parent == Some(CulpritClass::Kworker) && i.detail == "refresh_vm_stats"
+        i.parent == Some(CulpritClass::Kworker) && &*i.detail == "refresh_vm_stats"
     };
     assert!(
         kworkers.iter().any(|i| item(&i)),
@@ -475,7 +475,7 @@ fn a_work_item_keeps_its_name_when_its_worker_is_preempted_inside_it() {
     // The case this is about happened: a run that began inside refresh_vm_stats, whose
     // continuation slice starts with the run and carries the item's name.
     let resumed = kworkers.iter().filter(|r| r.parent.is_none()).find(|run| {
-        run.detail == "refresh_vm_stats"
+        &*run.detail == "refresh_vm_stats"
             && kworkers
                 .iter()
                 .any(|i| item(&i) && i.pid == run.pid && i.start_ns == run.start_ns)
@@ -507,7 +507,7 @@ fn the_local_timer_is_split_into_the_scheduler_tick_and_sleepers_wakeups() {
     session.stop().unwrap();
     let timers: Vec<_> = interruptions(&records)
         .into_iter()
-        .filter(|i| i.cpu == CPU && i.name == "local timer")
+        .filter(|i| i.cpu == CPU && &*i.name == "local timer")
         .collect();
     let callbacks: Vec<_> = timers
         .iter()
@@ -520,7 +520,7 @@ fn the_local_timer_is_split_into_the_scheduler_tick_and_sleepers_wakeups() {
     assert!(
         callbacks
             .iter()
-            .any(|i| i.class == CulpritClass::TimerTick && i.detail == "scheduler tick"),
+            .any(|i| i.class == CulpritClass::TimerTick && &*i.detail == "scheduler tick"),
         "no scheduler tick under the local timer on a busy CPU: {timers:#?}"
     );
     let wake = callbacks
@@ -531,17 +531,17 @@ fn the_local_timer_is_split_into_the_scheduler_tick_and_sleepers_wakeups() {
         .unwrap_or_else(|| panic!("no hrtimer_wakeup of the sleep loop: {timers:#?}"));
     assert!(wake.pid > 0, "{wake:?}");
     assert_eq!(
-        wake.detail,
+        &*wake.detail,
         format!("hrtimer_wakeup of sleep[{}]", wake.pid)
     );
     assert!(
         callbacks.iter().any(|i| i.class == CulpritClass::SelfNoise
-            && i.detail == "hrtimer_wakeup of js-own-sleep (jitterscope's own sleep)"),
+            && &*i.detail == "hrtimer_wakeup of js-own-sleep (jitterscope's own sleep)"),
         "none of {slept} sleeps of jitterscope's own thread shows as its own: {timers:#?}"
     );
     assert!(vectors
         .iter()
-        .any(|v| v.detail == "timer interrupt outside callbacks"));
+        .any(|v| &*v.detail == "timer interrupt outside callbacks"));
     // Each callback lies inside a timer interrupt, where it takes its own time.
     for c in &callbacks {
         assert!(
@@ -782,7 +782,7 @@ fn records_dropped_where_no_state_is_kept_still_open_a_lost_window() {
     assert!(
         after
             .iter()
-            .any(|r| matches!(r, Record::Interruption(i) if i.name == "NET_RX")),
+            .any(|r| matches!(r, Record::Interruption(i) if &*i.name == "NET_RX")),
         "{after:#?}"
     );
 }

@@ -461,7 +461,7 @@ prop_compose! {
         pid in any::<u32>(),
         parent in prop::option::of(prop::sample::select(CulpritClass::ALL.to_vec())),
     ) -> Interruption {
-        Interruption { cpu, class, start_ns, end_ns, id, name, detail, pid, parent, victim: 0 }
+        Interruption { cpu, class, start_ns, end_ns, id, name: name.into(), detail: detail.into(), pid, parent, victim: 0 }
     }
 }
 

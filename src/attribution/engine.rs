@@ -867,7 +867,7 @@ fn record_shares(
         };
         let (class, name, detail) = match &own {
             Some((class, name, detail)) => (*class, name.as_str(), detail.as_str()),
-            None => (r.class, r.name.as_str(), r.detail.as_str()),
+            None => (r.class, &*r.name, &*r.detail),
         };
         // A stall has few culprits: a scan, and strings copied once per culprit only.
         match out
@@ -919,11 +919,11 @@ fn freq_shares(cfg: &EngineConfig, c: &CpuRecords, start: Nanos, end: Nanos, out
         let detail = if before > 0 {
             format!("{}, {} before the stall", f.detail, fmt_ns(before))
         } else {
-            f.detail.clone()
+            f.detail.to_string()
         };
         out.push(Share {
             class: CulpritClass::FreqChange,
-            name: f.name.clone(),
+            name: f.name.to_string(),
             detail,
             via: String::new(),
             measured_ns: 0,
@@ -1023,7 +1023,7 @@ fn sender<'c>(cfg: &EngineConfig, c: &'c CpuRecords, r: &Interruption) -> Option
             && k.at_ns + lookback >= r.start_ns
             && match callback {
                 // A kworker's queue_work names the same work function.
-                None => k.what == r.detail,
+                None => *k.what == *r.detail,
                 Some(with) => k.what.is_empty() != with,
             }
     })

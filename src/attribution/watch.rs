@@ -389,8 +389,8 @@ mod tests {
             start_ns: start,
             end_ns: end,
             id: 0,
-            name: String::new(),
-            detail: String::new(),
+            name: "".into(),
+            detail: "".into(),
             pid: 0,
             parent: None,
             victim,
@@ -433,7 +433,7 @@ mod tests {
         };
         b.wait(&mut a, &w);
         let t = &b.threads[&9];
-        assert_eq!(t.name, "sleeper");
+        assert_eq!(&*t.name, "sleeper");
         assert_eq!(t.kind(InterruptionKind::WakeupDelay), (1, 10_000));
         assert_eq!(t.wakeups.len(), 1);
         assert_eq!(t.interruptions.len(), 0);

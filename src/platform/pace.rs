@@ -21,15 +21,19 @@ pub struct Pacer {
     pause: Duration,
     began_ns: u64,
     pub cpu0: u64,
+    pub last_cpu: u64,
+    pub last_at: &'static std::panic::Location<'static>,
     /// Pauses taken so far.
     pub pauses: u64,
 }
 
 impl Pacer {
+    #[track_caller]
     pub fn new(enabled: bool) -> Pacer {
         Pacer::with(enabled, SLICE_NS, PAUSE)
     }
 
+    #[track_caller]
     pub fn with(enabled: bool, slice_ns: u64, pause: Duration) -> Pacer {
         Pacer {
             enabled,
@@ -37,6 +41,8 @@ impl Pacer {
             pause,
             began_ns: monotonic_ns(),
             cpu0: tcpu(),
+            last_cpu: tcpu(),
+            last_at: std::panic::Location::caller(),
             pauses: 0,
         }
     }
@@ -46,15 +52,29 @@ impl Pacer {
     }
 
     /// A slice begins (the thread just woke up).
+    #[track_caller]
     pub fn begin(&mut self) {
         if self.enabled {
+            self.last_cpu = tcpu();
+            self.last_at = std::panic::Location::caller();
             self.began_ns = monotonic_ns();
             self.cpu0 = tcpu();
         }
     }
 
     /// Between two pieces of work: pauses if the slice is used up. True if it paused.
+    #[track_caller]
     pub fn between(&mut self) -> bool {
+        if self.enabled {
+            let here = std::panic::Location::caller();
+            let now = tcpu();
+            let d = now - self.last_cpu;
+            if d > 100_000 {
+                eprintln!("PIECE {} µs {} -> {}", d / 1000, self.last_at, here);
+            }
+            self.last_cpu = if d > 100_000 { tcpu() } else { now };
+            self.last_at = here;
+        }
         if !self.enabled || monotonic_ns().saturating_sub(self.began_ns) < self.slice_ns {
             return false;
         }

@@ -239,7 +239,7 @@ pub fn summary(
                 // A task's detail is its policy: one row per task. Elsewhere a task named in
                 // the detail (a sleeper's hrtimer_wakeup) is one row per comm, not per pid.
                 let name = if i.detail.is_empty() || i.class == CulpritClass::Task {
-                    i.name.clone()
+                    i.name.to_string()
                 } else {
                     format!("{} {}", i.name, without_pid(&i.detail))
                 };

@@ -4,8 +4,11 @@
 use super::abi::{self, CauseCode, Kind, F_WORK_UNREAD, HRT_SELF, HRT_SLEEPER, HRT_SOFT};
 use super::kallsyms::Kallsyms;
 use super::skel::types::js_record;
+use std::collections::HashSet;
+
 use crate::model::{
-    vector, Cause, CauseKind, CulpritClass, Interruption, StealSample, ThreadEvent, Wait, WaitKind,
+    vector, Cause, CauseKind, CulpritClass, Interruption, StealSample, Text, ThreadEvent, Wait,
+    WaitKind,
 };
 
 const _: () = assert!(std::mem::size_of::<js_record>() == 96);
@@ -164,7 +167,38 @@ fn hrtimer(r: &js_record, syms: &mut Kallsyms) -> (CulpritClass, String, String)
     (CulpritClass::TimerTick, name, detail)
 }
 
+/// One shared copy of each distinct name and detail the decoder produced, so that a record
+/// costs no allocation that outlives its decoding (records of a storm are dropped by the
+/// thousand on the collector, on a CPU it may share with the workload).
+#[derive(Debug, Default)]
+pub struct Names {
+    known: HashSet<Text>,
+}
+
+/// Distinct texts kept before the set starts over (names carry pids: a long run of short
+/// tasks would grow it without end). Texts already handed out stay valid.
+const NAMES_KEPT: usize = 1 << 16;
+
+impl Names {
+    pub fn text(&mut self, s: &str) -> Text {
+        if let Some(t) = self.known.get(s) {
+            return t.clone();
+        }
+        if self.known.len() >= NAMES_KEPT {
+            self.known.clear();
+        }
+        let t: Text = s.into();
+        self.known.insert(t.clone());
+        t
+    }
+}
+
 pub fn decode(r: &js_record, syms: &mut Kallsyms) -> Option<Record> {
+    decode_with(r, syms, &mut Names::default())
+}
+
+/// `decode`, with names and details taken from `names`.
+pub fn decode_with(r: &js_record, syms: &mut Kallsyms, names: &mut Names) -> Option<Record> {
     match Kind::from_code(r.kind)? {
         Kind::Steal => Some(Record::Steal(StealSample {
             cpu: r.cpu,
@@ -193,7 +227,7 @@ pub fn decode(r: &js_record, syms: &mut Kallsyms) -> Option<Record> {
             what: syms.name(r.id),
             callsite: syms.name(r.detail),
         })),
-        Kind::Interruption => interruption(r, syms).map(Record::Interruption),
+        Kind::Interruption => interruption(r, syms, names).map(Record::Interruption),
         Kind::Wait => Some(Record::Wait(Wait {
             tid: r.pid,
             name: c_string(&r.name),
@@ -219,7 +253,7 @@ pub fn decode(r: &js_record, syms: &mut Kallsyms) -> Option<Record> {
     }
 }
 
-fn interruption(r: &js_record, syms: &mut Kallsyms) -> Option<Interruption> {
+fn interruption(r: &js_record, syms: &mut Kallsyms, names: &mut Names) -> Option<Interruption> {
     let (class, name, detail) = match abi::Class::from_code(r.class_)? {
         abi::Class::Hrtimer => hrtimer(r, syms),
         code => {
@@ -234,8 +268,8 @@ fn interruption(r: &js_record, syms: &mut Kallsyms) -> Option<Interruption> {
         start_ns: r.start_ns,
         end_ns: r.end_ns.max(r.start_ns),
         id: r.id,
-        name,
-        detail,
+        name: names.text(&name),
+        detail: names.text(&detail),
         pid: r.pid,
         parent: class_of(r.parent),
         victim: r.victim,
@@ -330,7 +364,7 @@ mod tests {
             panic!()
         };
         assert_eq!(
-            (i.class, i.name.as_str(), i.detail.as_str()),
+            (i.class, &*i.name, &*i.detail),
             (CulpritClass::Kworker, "kworker/3:1", "vmstat_update")
         );
 
@@ -341,7 +375,7 @@ mod tests {
         let Some(Record::Interruption(i)) = decode(&irq, &mut syms) else {
             panic!()
         };
-        assert_eq!(i.name, "36 virtio1-req.0");
+        assert_eq!(&*i.name, "36 virtio1-req.0");
         assert_eq!(i.parent, Some(CulpritClass::Kworker));
 
         let mut t = rec(Kind::Interruption, 1);
@@ -351,8 +385,8 @@ mod tests {
         let Some(Record::Interruption(i)) = decode(&t, &mut syms) else {
             panic!()
         };
-        assert_eq!(i.name, "stress[4121]");
-        assert_eq!(i.detail, "SCHED_OTHER");
+        assert_eq!(&*i.name, "stress[4121]");
+        assert_eq!(&*i.detail, "SCHED_OTHER");
 
         let mut f = rec(Kind::Interruption, 10);
         f.id = 1_200_000;
@@ -361,7 +395,7 @@ mod tests {
             panic!()
         };
         assert_eq!(
-            (i.name.as_str(), i.detail.as_str()),
+            (&*i.name, &*i.detail),
             ("cpu 3", "3000000→1200000 kHz")
         );
 
@@ -370,7 +404,7 @@ mod tests {
         let Some(Record::Interruption(i)) = decode(&s, &mut syms) else {
             panic!()
         };
-        assert_eq!(i.name, "NET_RX");
+        assert_eq!(&*i.name, "NET_RX");
 
         let mut v = rec(Kind::Interruption, 7);
         v.id = 1;
@@ -378,7 +412,7 @@ mod tests {
             panic!()
         };
         assert_eq!(
-            (i.class, i.name.as_str()),
+            (i.class, &*i.name),
             (CulpritClass::TimerTick, "local timer")
         );
 
@@ -431,9 +465,9 @@ mod tests {
         let mut syms = Kallsyms::parse("");
         let mut k = rec(Kind::Interruption, 2);
         k.name = name("kworker/3:1");
-        assert_eq!(interruption(&k, &mut syms).detail, RAN_NO_WORK);
+        assert_eq!(&*interruption(&k, &mut syms).detail, RAN_NO_WORK);
         k.flags = F_WORK_UNREAD;
-        assert_eq!(interruption(&k, &mut syms).detail, WORK_UNREADABLE);
+        assert_eq!(&*interruption(&k, &mut syms).detail, WORK_UNREADABLE);
     }
 
     #[test]
@@ -446,7 +480,7 @@ mod tests {
         h.id = 0xffffffff81000100;
         let i = interruption(&h, &mut syms);
         assert_eq!(
-            (i.class, i.name.as_str(), i.detail.as_str(), i.parent),
+            (i.class, &*i.name, &*i.detail, i.parent),
             (
                 CulpritClass::TimerTick,
                 "local timer",
@@ -461,7 +495,7 @@ mod tests {
         h.name = name("sleep");
         let i = interruption(&h, &mut syms);
         assert_eq!(
-            (i.class, i.name.as_str(), i.detail.as_str(), i.pid),
+            (i.class, &*i.name, &*i.detail, i.pid),
             (
                 CulpritClass::TimerTick,
                 "local timer",
@@ -474,7 +508,7 @@ mod tests {
         h.name = name("js-collector");
         let i = interruption(&h, &mut syms);
         assert_eq!(
-            (i.class, i.name.as_str(), i.detail.as_str()),
+            (i.class, &*i.name, &*i.detail),
             (
                 CulpritClass::SelfNoise,
                 "local timer",
@@ -487,7 +521,7 @@ mod tests {
         h.parent = 6;
         let i = interruption(&h, &mut syms);
         assert_eq!(
-            (i.name.as_str(), i.detail.as_str(), i.parent),
+            (&*i.name, &*i.detail, i.parent),
             (
                 "hrtimer (softirq)",
                 "it_real_fn",
@@ -511,18 +545,18 @@ mod tests {
         v.id = 1;
         v.flags = 2;
         assert_eq!(
-            interruption(&v, &mut syms).detail,
+            &*interruption(&v, &mut syms).detail,
             "timer interrupt outside callbacks"
         );
         v.flags = 0;
         assert_eq!(
-            interruption(&v, &mut syms).detail,
+            &*interruption(&v, &mut syms).detail,
             "timer interrupt, no hrtimer callback seen"
         );
         let mut ipi = rec(Kind::Interruption, 8);
         ipi.id = 2;
         ipi.flags = 0;
         let i = interruption(&ipi, &mut syms);
-        assert_eq!((i.name.as_str(), i.detail.as_str()), ("reschedule", ""));
+        assert_eq!((&*i.name, &*i.detail), ("reschedule", ""));
     }
 }

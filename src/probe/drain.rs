@@ -93,6 +93,7 @@ pub(super) fn run(
 
     let decoded = RefCell::new(Decoded {
         syms,
+        names: decode::Names::default(),
         batch: Vec::new(),
     });
     let ring = open_ring(&skel.maps.events, &decoded)?;
@@ -138,13 +139,16 @@ pub(super) fn run(
 /// callback and the batching both run on the drain thread).
 struct Decoded {
     syms: Kallsyms,
+    names: decode::Names,
     batch: ProbeBatch,
 }
 
 impl Decoded {
     /// Records too short or of an unknown kind or class are skipped, as the decoder says.
     fn push(&mut self, data: &[u8]) {
-        if let Some(r) = decode::parse(data).and_then(|r| decode::decode(&r, &mut self.syms)) {
+        if let Some(r) = decode::parse(data)
+            .and_then(|r| decode::decode_with(&r, &mut self.syms, &mut self.names))
+        {
             self.batch.push(r);
         }
     }

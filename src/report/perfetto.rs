@@ -63,7 +63,7 @@ pub fn render(run: &RunFile) -> String {
                 continue;
             }
             let name = if i.detail.is_empty() {
-                i.name.clone()
+                i.name.to_string()
             } else {
                 format!("{} {}", i.name, i.detail)
             };

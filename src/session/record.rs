@@ -129,6 +129,7 @@ pub(super) fn record(
             break EndReason::Completed;
         }
         crate::platform::pace::sect(9, r.pacer.cpu0);
+        r.pacer.between();
         std::thread::sleep(TURN);
         r.turn(p);
         let now = monotonic_ns();
@@ -225,7 +226,7 @@ fn stop_probes(
 /// The probes' records into the attribution, a step at a time.
 fn take_records(attr: &mut RunAttribution, batch: Vec<Record>, pacer: &mut Pacer) {
     for (i, r) in batch.into_iter().enumerate() {
-        if i % TAKE_STEP == TAKE_STEP - 1 {
+        if i % TAKE_STEP == 0 {
             pacer.between();
         }
         match r {
@@ -291,13 +292,11 @@ impl Recorder {
         }
         let now = monotonic_ns();
         let watermark = now.saturating_sub(DECISION_LAG_NS);
-        let mut t0 = crate::platform::pace::tcpu();
+        self.pacer.between();
         while self.attr.decide_some(watermark, DECIDE_STEP, &mut |_| {}) {
-            t0 = crate::platform::pace::sect(3, t0);
             self.pacer.between();
-            t0 = crate::platform::pace::tcpu();
         }
-        let _ = t0;
+        self.pacer.between();
         if now >= p.record_from {
             let sample = p.workload.cpu_ns().map(|workload_ns| CpuSample {
                 at_ns: now,
