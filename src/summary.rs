@@ -51,7 +51,10 @@ impl Summary {
         let mut percentiles = BTreeMap::new();
         for &(key, _, q) in &PERCENTILES {
             pace();
-            percentiles.insert(key.to_string(), if empty { 0 } else { h.value_at_quantile(q) });
+            percentiles.insert(
+                key.to_string(),
+                if empty { 0 } else { h.value_at_quantile(q) },
+            );
         }
         Summary {
             count: h.len(),

@@ -67,7 +67,7 @@ fn one(engine: &mut Engine, s: Stall) -> Verdict {
 fn parts(v: &Verdict) -> Vec<(C, String, u64)> {
     v.culprits
         .iter()
-        .map(|c| (c.class, c.name.clone(), c.ns()))
+        .map(|c| (c.class, c.name.to_string(), c.ns()))
         .collect()
 }
 
@@ -102,7 +102,7 @@ fn each_class_is_named_with_its_overlap() {
             ],
             "{class}"
         );
-        assert_eq!(v.culprits[0].detail, detail);
+        assert_eq!(&*v.culprits[0].detail, detail);
         assert_eq!(v.explained_share, 0.5);
         assert_eq!(v.culprits[0].share, 0.5);
     }
@@ -120,13 +120,13 @@ fn records_of_other_cpus_do_not_count() {
     assert_eq!(v.explained_share, 0.0);
     // No steal clock was seen: the remainder cannot be told apart from host preemption.
     assert_eq!(
-        v.culprits[0].detail,
+        &*v.culprits[0].detail,
         jitterscope::attribution::engine::UNEXPLAINED_DETAIL_NO_STEAL
     );
     e.set_steal_clock(true);
     let v = one(&mut e, stall(1, 3_000, 4_000));
     assert_eq!(
-        v.culprits[0].detail,
+        &*v.culprits[0].detail,
         jitterscope::attribution::engine::UNEXPLAINED_DETAIL
     );
 }
@@ -353,7 +353,7 @@ fn a_kworker_run_with_several_items_gives_each_item_its_time() {
     let got: Vec<(C, &str, u64, u32)> = v
         .culprits
         .iter()
-        .map(|c| (c.class, c.detail.as_str(), c.ns(), c.episodes))
+        .map(|c| (c.class, &*c.detail, c.ns(), c.episodes))
         .collect();
     assert_eq!(
         got[..2],
@@ -449,7 +449,7 @@ fn an_ipi_jitterscope_sent_itself_is_its_own_noise() {
     let v = one(&mut e, stall(1, 1_000, 3_000));
     let c = &v.culprits[0];
     assert_eq!(
-        (c.class, c.name.as_str(), c.detail.as_str(), c.ns()),
+        (c.class, &*c.name, &*c.detail, c.ns()),
         (
             C::SelfNoise,
             "call-function IPI",
@@ -487,7 +487,7 @@ fn an_ipi_names_its_sender_only_for_a_send_of_its_vector() {
         .culprits
         .iter()
         .filter(|c| c.class == C::Ipi)
-        .map(|c| (c.name.as_str(), c.via.as_str()))
+        .map(|c| (&*c.name, c.via.as_str()))
         .collect();
     assert_eq!(
         via,
@@ -577,7 +577,7 @@ fn a_frequency_change_just_before_the_stall_is_named_without_taking_time() {
     assert_eq!(v.culprits.len(), 2);
     assert_eq!(v.culprits[0].class, C::FreqChange);
     assert_eq!(
-        v.culprits[0].detail,
+        &*v.culprits[0].detail,
         "3000000→1200000 kHz, 2.00ms before the stall"
     );
     assert_eq!(v.culprits[0].ns(), 0);
@@ -676,15 +676,7 @@ fn the_ranking_aggregates_by_culprit_with_shares_of_all_stall_time() {
     let ranked = ranking_fixture().ranked(&machine(&[0, 1, 2, 3], &[1, 3]));
     let rows: Vec<(C, &str, u64, u64, u64)> = ranked
         .iter()
-        .map(|c| {
-            (
-                c.class,
-                c.name.as_str(),
-                c.episodes,
-                c.total_ns(),
-                c.longest_ns,
-            )
-        })
+        .map(|c| (c.class, &*c.name, c.episodes, c.total_ns(), c.longest_ns))
         .collect();
     assert_eq!(
         rows,

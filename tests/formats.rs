@@ -345,6 +345,8 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
                 cpu: 1,
                 ns: 84_000,
             }],
+            collector_budget: Some(0.02),
+            held_back: 3,
         }),
     }
 }

@@ -610,6 +610,7 @@ prop_compose! {
         overhead in prop::option::of((ns(), ns(), ns(), ns()).prop_map(
             |(window_ns, tracer_cpu_ns, bpf_run_ns, bpf_events)| Overhead {
                 window_ns, tracer_cpu_ns, bpf_run_ns, bpf_events, longest_self: Vec::new(),
+                collector_budget: (bpf_events % 2 == 0).then_some(0.02), held_back: window_ns % 7,
             },
         )),
     ) -> RunFile {
@@ -781,6 +782,8 @@ fn sample_json() -> String {
             bpf_run_ns: 1_750,
             bpf_events: 10,
             longest_self: Vec::new(),
+            collector_budget: Some(0.02),
+            held_back: 0,
         }),
     }
     .to_json()

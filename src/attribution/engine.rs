@@ -38,7 +38,7 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 
 use crate::model::{
     vector, Cause, CauseKind, Cpu, CulpritClass, Interruption, Nanos, Spike, Stall, StealSample,
-    ThreadRole,
+    Text, ThreadRole,
 };
 use crate::units::fmt_ns;
 
@@ -74,8 +74,8 @@ pub const INFERRED_RULE: &str = "entry/exit: uncovered time next to the record, 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Share {
     pub class: CulpritClass,
-    pub name: String,
-    pub detail: String,
+    pub name: Text,
+    pub detail: Text,
     /// Who queued the work or sent the IPI, when the probes saw it.
     pub via: String,
     /// Time inside the culprit's own kernel records, net of nested ones; for `hypervisor`
@@ -100,14 +100,14 @@ impl Share {
     /// A culprit with nothing but uncovered time (hypervisor, unexplained, lost).
     fn uncovered(
         class: CulpritClass,
-        name: String,
-        detail: &str,
+        name: Text,
+        detail: Text,
         pieces: &[(Nanos, Nanos)],
     ) -> Share {
         Share {
             class,
             name,
-            detail: detail.into(),
+            detail,
             via: String::new(),
             measured_ns: pieces.iter().map(|(a, b)| b - a).sum(),
             inferred_ns: 0,
@@ -171,6 +171,28 @@ pub const LOST_NAME: &str = "kernel records lost";
 pub const LOST_DETAIL: &str = "the BPF ring buffer was full; cause unknown";
 pub const HYPERVISOR_NAME: &str = "host preemption";
 
+/// The fixed names above as shared texts, made once (most stalls carry one of them).
+struct Fixed {
+    hypervisor: Text,
+    unexplained: Text,
+    unexplained_detail: Text,
+    unexplained_detail_no_steal: Text,
+    lost: Text,
+    lost_detail: Text,
+}
+
+fn fixed() -> &'static Fixed {
+    static FIXED: std::sync::OnceLock<Fixed> = std::sync::OnceLock::new();
+    FIXED.get_or_init(|| Fixed {
+        hypervisor: HYPERVISOR_NAME.into(),
+        unexplained: UNEXPLAINED_NAME.into(),
+        unexplained_detail: UNEXPLAINED_DETAIL.into(),
+        unexplained_detail_no_steal: UNEXPLAINED_DETAIL_NO_STEAL.into(),
+        lost: LOST_NAME.into(),
+        lost_detail: LOST_DETAIL.into(),
+    })
+}
+
 /// The hypervisor culprit's detail for `cpu`.
 pub fn hypervisor_detail(cpu: Cpu) -> String {
     format!("the host kept vCPU {cpu} off its physical CPU (KVM steal clock)")
@@ -217,6 +239,9 @@ struct StealWindow {
     left_ns: Nanos,
 }
 
+/// Old records and stalls dropped per stall decided, at most, in one step of `advance_some`.
+const FORGET_PER_STALL: usize = 16;
+
 /// Records longer than this are held apart (`CpuRecords::long`): a stall's sweep then looks
 /// this far back among the short ones, whatever the longest record held — under an interrupt
 /// storm tens of thousands of records a second, of which a few long task runs.
@@ -230,6 +255,7 @@ struct CpuRecords {
     /// The longer ones, sorted by start: few, each looked at by every stall.
     long: VecDeque<Interruption>,
     freq: VecDeque<Interruption>,
+    /// Sends (queue_work, IPIs) to this CPU, in time order.
     causes: VecDeque<Cause>,
     lost: VecDeque<(Nanos, Nanos)>,
 }
@@ -257,7 +283,7 @@ pub struct Engine {
     pending_starts: BTreeMap<Nanos, u32>,
     seq: u64,
     /// Decided stalls still inside the retention window, per CPU, in end order.
-    recent: ByCpu<VecDeque<RecentStall>>,
+    recent: HashMap<(Cpu, ThreadRole), VecDeque<RecentStall>>,
     /// Undecided spikes by receive time, with (producer CPU, consumer CPU).
     spikes: BTreeMap<(Nanos, u64), (Spike, Cpu, Cpu)>,
     decided_spikes: Vec<SpikeVerdict>,
@@ -481,11 +507,15 @@ impl Engine {
     }
 
     pub fn push_cause(&mut self, cause: Cause) {
-        self.cpus
-            .entry(cause.target_cpu)
-            .or_default()
-            .causes
-            .push_back(cause);
+        let causes = &mut self.cpus.entry(cause.target_cpu).or_default().causes;
+        // Held in time order (a record's sender is searched for by time); they arrive
+        // nearly in order, from the ring buffer.
+        if causes.back().is_none_or(|k| k.at_ns <= cause.at_ns) {
+            causes.push_back(cause);
+        } else {
+            let at = causes.partition_point(|k| k.at_ns <= cause.at_ns);
+            causes.insert(at, cause);
+        }
     }
 
     /// The host kept `s.cpu` off its physical CPU for `s.steal_ns` within `(from, to]`.
@@ -536,6 +566,11 @@ impl Engine {
             .push_back((start_ns, end_ns));
     }
 
+    /// Stalls and spikes waiting for a decision.
+    pub fn pending(&self) -> usize {
+        self.pending.len() + self.spikes.len()
+    }
+
     /// Records held now (for the bounded-memory check).
     pub fn retained(&self) -> usize {
         self.cpus
@@ -579,7 +614,7 @@ impl Engine {
                 }
                 let v = self.decide(&s);
                 self.recent
-                    .entry(s.cpu)
+                    .entry((s.cpu, s.thread))
                     .or_default()
                     .push_back(RecentStall {
                         stall: s,
@@ -602,24 +637,24 @@ impl Engine {
                 self.decided_spikes.push(v);
             }
         }
-        let t0 = crate::platform::pace::tcpu();
-        self.forget_before(watermark.saturating_sub(self.cfg.retention_ns));
-        crate::platform::pace::sect(5, t0);
-        false
+        let horizon = watermark.saturating_sub(self.cfg.retention_ns);
+        !self.forget_before(horizon, limit.saturating_mul(FORGET_PER_STALL))
     }
 
-    /// Drops what no undecided stall or spike can reach any more.
-    fn forget_before(&mut self, horizon: Nanos) {
+    /// Drops what no undecided stall or spike can reach any more, at most about `limit`
+    /// records and stalls per call; true once nothing is left to drop.
+    fn forget_before(&mut self, horizon: Nanos, limit: usize) -> bool {
+        let mut left = limit;
         let oldest_pending = self
             .pending_starts
             .first_key_value()
             .map_or(u64::MAX, |(&start, _)| start);
         let keep_from = horizon.min(oldest_pending.saturating_sub(self.cfg.freq_lookback_ns));
         for r in self.recent.values_mut() {
-            while r.front().is_some_and(|v| v.stall.end_ns < keep_from) {
+            while left > 0 && r.front().is_some_and(|v| v.stall.end_ns < keep_from) {
                 r.pop_front();
+                left -= 1;
             }
-            give_back(r);
         }
         for w in self.steal.values_mut() {
             while w.front().is_some_and(|x| x.sample.to_ns < keep_from) {
@@ -629,18 +664,24 @@ impl Engine {
         for c in self.cpus.values_mut() {
             // Sorted by start: drop from the front; a record there holds back shorter ones
             // behind it for at most its own length (`SHORT_NS` among the short ones).
-            while c.records.front().is_some_and(|r| r.end_ns < keep_from) {
+            while left > 0 && c.records.front().is_some_and(|r| r.end_ns < keep_from) {
                 c.records.pop_front();
+                left -= 1;
             }
             c.long.retain(|r| r.end_ns >= keep_from);
-            c.freq
-                .retain(|r| r.start_ns >= keep_from.saturating_sub(self.cfg.freq_lookback_ns));
-            c.causes
-                .retain(|r| r.at_ns >= keep_from.saturating_sub(self.cfg.cause_lookback_ns));
+            // Both arrive in time order, near enough: from the front.
+            let freq_from = keep_from.saturating_sub(self.cfg.freq_lookback_ns);
+            while c.freq.front().is_some_and(|r| r.start_ns < freq_from) {
+                c.freq.pop_front();
+            }
+            let cause_from = keep_from.saturating_sub(self.cfg.cause_lookback_ns);
+            while left > 0 && c.causes.front().is_some_and(|r| r.at_ns < cause_from) {
+                c.causes.pop_front();
+                left -= 1;
+            }
             c.lost.retain(|l| l.1 >= keep_from);
-            give_back(&mut c.records);
-            give_back(&mut c.causes);
         }
+        left > 0
     }
 
     /// Decides everything still pending (end of run).
@@ -678,13 +719,14 @@ impl Engine {
         let (a, b) = (spike.publish_ns, spike.receive_ns.max(spike.publish_ns));
         let transit = b - a;
         let stalls_of = |cpu: Cpu, role: ThreadRole| {
-            let recent = self.recent.get(&cpu);
-            // Held in end order: skip those that ended before the spike.
+            let recent = self.recent.get(&(cpu, role));
+            // One thread's stalls do not overlap and are held in end order, so in start order
+            // too: skip those that ended before the spike, stop at the first that starts after.
             let from = recent.map_or(0, |r| r.partition_point(|v| v.stall.end_ns <= a));
             recent
                 .into_iter()
                 .flat_map(move |r| r.range(from..))
-                .filter(move |v| v.stall.thread == role && v.stall.start_ns < b)
+                .take_while(move |v| v.stall.start_ns < b)
         };
         // The producer stall in which the message was published held it back until it ended.
         let held_until = stalls_of(producer_cpu, ThreadRole::Producer)
@@ -795,8 +837,8 @@ fn verdict_of(
     if !hypervisor.is_empty() {
         culprits.push(Share::uncovered(
             CulpritClass::Hypervisor,
-            HYPERVISOR_NAME.into(),
-            &hypervisor_detail(s.cpu),
+            fixed().hypervisor.clone(),
+            hypervisor_detail(s.cpu).into(),
             &hypervisor,
         ));
     }
@@ -804,22 +846,28 @@ fn verdict_of(
     if !unexplained.is_empty() {
         // With records lost in the window, "no kernel event" cannot be claimed: the
         // remainder's cause is unknown.
+        let f = fixed();
         let (class, name, detail) = if incomplete {
-            (CulpritClass::Lost, LOST_NAME, LOST_DETAIL)
+            (CulpritClass::Lost, &f.lost, &f.lost_detail)
         } else if steal_clock {
             (
                 CulpritClass::Unexplained,
-                UNEXPLAINED_NAME,
-                UNEXPLAINED_DETAIL,
+                &f.unexplained,
+                &f.unexplained_detail,
             )
         } else {
             (
                 CulpritClass::Unexplained,
-                UNEXPLAINED_NAME,
-                UNEXPLAINED_DETAIL_NO_STEAL,
+                &f.unexplained,
+                &f.unexplained_detail_no_steal,
             )
         };
-        culprits.push(Share::uncovered(class, name.into(), detail, &unexplained));
+        culprits.push(Share::uncovered(
+            class,
+            name.clone(),
+            detail.clone(),
+            &unexplained,
+        ));
     }
     set_shares(&mut culprits, total);
     let named: Nanos = culprits
@@ -865,9 +913,9 @@ fn record_shares(
             Some(k) if k.sender_is_self && r.class == CulpritClass::Ipi => Some(own_ipi(r, k)),
             _ => None,
         };
-        let (class, name, detail) = match &own {
-            Some((class, name, detail)) => (*class, name.as_str(), detail.as_str()),
-            None => (r.class, &*r.name, &*r.detail),
+        let (class, name, detail): (CulpritClass, Text, Text) = match own {
+            Some((class, name, detail)) => (class, name.into(), detail.into()),
+            None => (r.class, r.name.clone(), r.detail.clone()),
         };
         // A stall has few culprits: a scan, and strings copied once per culprit only.
         match out
@@ -892,8 +940,8 @@ fn record_shares(
                 }
                 out.push(Share {
                     class,
-                    name: name.to_string(),
-                    detail: detail.to_string(),
+                    name,
+                    detail,
                     via,
                     measured_ns: measured,
                     inferred_ns: inferred,
@@ -916,14 +964,14 @@ fn freq_shares(cfg: &EngineConfig, c: &CpuRecords, start: Nanos, end: Nanos, out
         .filter(|f| f.start_ns <= end && f.start_ns + cfg.freq_lookback_ns >= start)
     {
         let before = start.saturating_sub(f.start_ns);
-        let detail = if before > 0 {
-            format!("{}, {} before the stall", f.detail, fmt_ns(before))
+        let detail: Text = if before > 0 {
+            format!("{}, {} before the stall", f.detail, fmt_ns(before)).into()
         } else {
-            f.detail.to_string()
+            f.detail.clone()
         };
         out.push(Share {
             class: CulpritClass::FreqChange,
-            name: f.name.to_string(),
+            name: f.name.clone(),
             detail,
             via: String::new(),
             measured_ns: 0,
@@ -1017,16 +1065,20 @@ fn sender<'c>(cfg: &EngineConfig, c: &'c CpuRecords, r: &Interruption) -> Option
         | CulpritClass::Unexplained
         | CulpritClass::Lost => return None,
     };
-    c.causes.iter().rev().find(|k| {
-        k.kind == kind
-            && k.at_ns <= r.start_ns
-            && k.at_ns + lookback >= r.start_ns
-            && match callback {
-                // A kworker's queue_work names the same work function.
-                None => *k.what == *r.detail,
-                Some(with) => k.what.is_empty() != with,
-            }
-    })
+    // The latest send at or before the record's start, back to the lookback.
+    let upto = c.causes.partition_point(|k| k.at_ns <= r.start_ns);
+    c.causes
+        .range(..upto)
+        .rev()
+        .take_while(|k| k.at_ns + lookback >= r.start_ns)
+        .find(|k| {
+            k.kind == kind
+                && match callback {
+                    // A kworker's queue_work names the same work function.
+                    None => *k.what == *r.detail,
+                    Some(with) => k.what.is_empty() != with,
+                }
+        })
 }
 
 /// How the sender reads in a culprit's `via`.
@@ -1076,15 +1128,3 @@ fn timeline_of(overlapping: &[&Interruption], start: Nanos, end: Nanos) -> Vec<I
 
 /// Records kept in one stall's timeline (see `timeline_of`).
 pub const MAX_TIMELINE: usize = 64;
-
-/// Returns the memory of a queue that a burst grew far beyond what it holds now. A burst of
-/// kernel activity (a storm, a big file deletion) can hold ten times the usual records for a
-/// moment; without this the queue keeps that capacity for the rest of the run, and a long
-/// run's memory ratchets up with every burst. Large buffers are mmap'd by the allocator, so
-/// shrinking them gives the pages back to the system.
-fn give_back<T>(q: &mut VecDeque<T>) {
-    const FLOOR: usize = 4096;
-    if q.capacity() > FLOOR && q.len() < q.capacity() / 4 {
-        q.shrink_to((q.len() * 2).max(FLOOR));
-    }
-}

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use super::advice::{advice, Machine};
 use super::engine::Verdict;
-use crate::model::{Cpu, CulpritClass, Nanos};
+use crate::model::{Cpu, CulpritClass, Nanos, Text};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct RankedCulprit {
@@ -55,7 +55,7 @@ struct Tally {
 
 #[derive(Debug, Clone)]
 pub struct Ranking {
-    by: HashMap<(CulpritClass, String, String), Tally>,
+    by: HashMap<(CulpritClass, Text, Text), Tally>,
     stall_ns: Nanos,
     stalls: u64,
     incomplete: u64,
@@ -107,10 +107,10 @@ impl Ranking {
             // A task's name, or a detail that names one (a sleeper's hrtimer_wakeup).
             if self.by.len() >= self.cap && !self.by.contains_key(&key) {
                 if let Some(name) = fold_pid(&key.1) {
-                    key.1 = name;
+                    key.1 = name.into();
                 }
                 if let Some(detail) = fold_pid(&key.2) {
-                    key.2 = detail;
+                    key.2 = detail.into();
                 }
             }
             let t = self.by.entry(key).or_default();
@@ -148,9 +148,9 @@ impl Ranking {
     /// are copied (the live view's once-a-second look, on a CPU it may share with the
     /// workload).
     pub fn top(&self, n: usize) -> Vec<RankedCulprit> {
-        let mut all: Vec<(&(CulpritClass, String, String), &Tally)> = self.by.iter().collect();
-        let order = |a: &(&(CulpritClass, String, String), &Tally),
-                     b: &(&(CulpritClass, String, String), &Tally)| {
+        let mut all: Vec<(&(CulpritClass, Text, Text), &Tally)> = self.by.iter().collect();
+        let order = |a: &(&(CulpritClass, Text, Text), &Tally),
+                     b: &(&(CulpritClass, Text, Text), &Tally)| {
             (b.1.measured.saturating_add(b.1.inferred), b.1.episodes)
                 .cmp(&(a.1.measured.saturating_add(a.1.inferred), a.1.episodes))
                 .then_with(|| a.0.cmp(b.0))
@@ -174,8 +174,8 @@ impl Ranking {
                 cpus.sort_unstable();
                 RankedCulprit {
                     class: *class,
-                    name: name.clone(),
-                    detail: detail.clone(),
+                    name: name.to_string(),
+                    detail: detail.to_string(),
                     episodes: t.episodes,
                     measured_ns: t.measured,
                     inferred_ns: t.inferred,
@@ -197,16 +197,11 @@ impl Ranking {
 impl super::engine::Share {
     /// Frequency changes carry the gap to the stall in their detail; the ranking groups
     /// them by the transition only.
-    fn detail_key(&self) -> String {
+    fn detail_key(&self) -> Text {
         match self.class {
-            CulpritClass::FreqChange => self
-                .detail
-                .split(", ")
-                .next()
-                .unwrap_or_default()
-                .to_string(),
+            CulpritClass::FreqChange => self.detail.split(", ").next().unwrap_or_default().into(),
             // One row per CPU's steal, not per stall.
-            CulpritClass::Hypervisor => "KVM steal clock".to_string(),
+            CulpritClass::Hypervisor => "KVM steal clock".into(),
             CulpritClass::Kworker
             | CulpritClass::Kthread
             | CulpritClass::Task
@@ -242,7 +237,7 @@ mod tests {
                 },
                 culprits: vec![Share {
                     class: CulpritClass::Task,
-                    name: format!("sleep[{pid}]"),
+                    name: format!("sleep[{pid}]").into(),
                     detail: "SCHED_OTHER".into(),
                     via: String::new(),
                     measured_ns: 10,
@@ -258,11 +253,7 @@ mod tests {
             });
         }
         assert_eq!(r.by.len(), MAX_CULPRITS + 1);
-        let folded = &r.by[&(
-            CulpritClass::Task,
-            "sleep[*]".to_string(),
-            "SCHED_OTHER".to_string(),
-        )];
+        let folded = &r.by[&(CulpritClass::Task, "sleep[*]".into(), "SCHED_OTHER".into())];
         assert_eq!(folded.episodes, 100);
     }
 

@@ -143,9 +143,7 @@ impl RunAttribution {
             self.keep(v);
         }
         self.decided = decided;
-        let t0 = crate::platform::pace::tcpu();
         self.keep_spikes();
-        crate::platform::pace::sect(6, t0);
         self.engine.set_timeline_from(self.book.admission_ns());
         more
     }
@@ -191,8 +189,16 @@ impl RunAttribution {
                 .drain(..self.fresh_spikes.len() - FRESH_SPIKES);
         }
         self.spikes.extend(new);
-        if self.spikes.len() > 2 * self.keep {
-            self.trim_spikes();
+        // The longest `keep` stay; the others go a few at a time without sorting (a storm
+        // brings thousands a second).
+        let slack = (self.keep / 8).max(16);
+        if self.spikes.len() > self.keep + slack {
+            if self.keep > 0 {
+                self.spikes.select_nth_unstable_by_key(self.keep - 1, |v| {
+                    std::cmp::Reverse(v.spike.transit_ns())
+                });
+            }
+            self.spikes.truncate(self.keep);
         }
     }
 

@@ -296,8 +296,8 @@ impl WatchBook {
             stall,
             culprits: vec![Share {
                 class: CulpritClass::Hypervisor,
-                name: HYPERVISOR_NAME.to_string(),
-                detail: super::engine::hypervisor_detail(s.cpu),
+                name: HYPERVISOR_NAME.into(),
+                detail: super::engine::hypervisor_detail(s.cpu).into(),
                 via: String::new(),
                 measured_ns: s.steal_ns,
                 inferred_ns: 0,

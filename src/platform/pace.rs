@@ -3,13 +3,14 @@
 //! does its work in pieces and, once a slice is used up, sleeps so the measured thread runs
 //! again before it goes on.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::clock::monotonic_ns;
 
 /// Longest stretch of work before a pause (the slice seen as `self` stays below ~100 µs with
 /// the switches around it).
-pub const SLICE_NS: u64 = 60_000;
+pub const SLICE_NS: u64 = 40_000;
 /// How long a pause lets the measured thread run (plus the timer slack of the sleep).
 pub const PAUSE: Duration = Duration::from_micros(50);
 
@@ -20,29 +21,21 @@ pub struct Pacer {
     slice_ns: u64,
     pause: Duration,
     began_ns: u64,
-    pub cpu0: u64,
-    pub last_cpu: u64,
-    pub last_at: &'static std::panic::Location<'static>,
     /// Pauses taken so far.
     pub pauses: u64,
 }
 
 impl Pacer {
-    #[track_caller]
     pub fn new(enabled: bool) -> Pacer {
         Pacer::with(enabled, SLICE_NS, PAUSE)
     }
 
-    #[track_caller]
     pub fn with(enabled: bool, slice_ns: u64, pause: Duration) -> Pacer {
         Pacer {
             enabled,
             slice_ns,
             pause,
             began_ns: monotonic_ns(),
-            cpu0: tcpu(),
-            last_cpu: tcpu(),
-            last_at: std::panic::Location::caller(),
             pauses: 0,
         }
     }
@@ -52,39 +45,122 @@ impl Pacer {
     }
 
     /// A slice begins (the thread just woke up).
-    #[track_caller]
     pub fn begin(&mut self) {
         if self.enabled {
-            self.last_cpu = tcpu();
-            self.last_at = std::panic::Location::caller();
             self.began_ns = monotonic_ns();
-            self.cpu0 = tcpu();
         }
     }
 
     /// Between two pieces of work: pauses if the slice is used up. True if it paused.
-    #[track_caller]
     pub fn between(&mut self) -> bool {
-        if self.enabled {
-            let here = std::panic::Location::caller();
-            let now = tcpu();
-            let d = now - self.last_cpu;
-            if d > 100_000 {
-                eprintln!("PIECE {} µs {} -> {}", d / 1000, self.last_at, here);
-            }
-            self.last_cpu = if d > 100_000 { tcpu() } else { now };
-            self.last_at = here;
-        }
         if !self.enabled || monotonic_ns().saturating_sub(self.began_ns) < self.slice_ns {
             return false;
         }
-        self.cpu0 = sect(8, self.cpu0);
         std::thread::sleep(self.pause);
         self.pauses += 1;
         self.began_ns = monotonic_ns();
-        self.cpu0 = tcpu();
         true
     }
+}
+
+/// What the collector threads may spend of one CPU, shared between them: over each second,
+/// at most `share` of it. When a storm brings more records than that buys, they hold back —
+/// the drain thread leaves the records in the kernel's ring buffer (which holds them, or drops
+/// and counts them per CPU: the stalls there are marked incomplete), and the collector decides
+/// nothing newer than what was drained — rather than take the measured thread's CPU.
+#[derive(Debug)]
+pub struct Budget {
+    limit_ns: u64,
+    window_start_ns: AtomicU64,
+    spent_ns: AtomicU64,
+    /// Times a thread held back because the budget was spent.
+    held_back: AtomicU64,
+    /// When the last drain that emptied the ring began (CLOCK_MONOTONIC): every record
+    /// committed before it has reached user space.
+    drained_at_ns: AtomicU64,
+}
+
+/// The budget window.
+const WINDOW_NS: u64 = 1_000_000_000;
+
+impl Budget {
+    /// `share` of one CPU (0.01 = 1 %); 0 or less means no limit.
+    pub fn new(share: f64) -> Budget {
+        let limit_ns = if share > 0.0 {
+            (share * WINDOW_NS as f64) as u64
+        } else {
+            u64::MAX
+        };
+        Budget {
+            limit_ns,
+            window_start_ns: AtomicU64::new(monotonic_ns()),
+            spent_ns: AtomicU64::new(0),
+            held_back: AtomicU64::new(0),
+            drained_at_ns: AtomicU64::new(u64::MAX),
+        }
+    }
+
+    /// Adds a thread's CPU time (a new window starts every second).
+    pub fn spend(&self, ns: u64) {
+        self.roll();
+        self.spent_ns.fetch_add(ns, Ordering::Relaxed);
+    }
+
+    /// True when this window's budget is spent; counted as a hold-back.
+    pub fn hold_back(&self) -> bool {
+        self.roll();
+        let over = self.spent_ns.load(Ordering::Relaxed) >= self.limit_ns;
+        if over {
+            self.held_back.fetch_add(1, Ordering::Relaxed);
+        }
+        over
+    }
+
+    /// True while this window's spending plus `more` (work under way, not yet spent) is
+    /// within the budget.
+    pub fn allows(&self, more: u64) -> bool {
+        self.roll();
+        self.spent_ns.load(Ordering::Relaxed).saturating_add(more) < self.limit_ns
+    }
+
+    pub fn held_back(&self) -> u64 {
+        self.held_back.load(Ordering::Relaxed)
+    }
+
+    /// The drain thread emptied the ring in a drain that began at `ns`.
+    pub fn drained(&self, ns: u64) {
+        self.drained_at_ns.store(ns, Ordering::Relaxed);
+    }
+
+    /// Records committed before this time have all been drained (`u64::MAX` before any drain
+    /// reported: without probes nothing waits for one).
+    pub fn drained_at(&self) -> u64 {
+        self.drained_at_ns.load(Ordering::Relaxed)
+    }
+
+    fn roll(&self) {
+        let now = monotonic_ns();
+        let start = self.window_start_ns.load(Ordering::Relaxed);
+        if now.saturating_sub(start) >= WINDOW_NS
+            && self
+                .window_start_ns
+                .compare_exchange(start, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.spent_ns.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+/// This thread's CPU time (CLOCK_THREAD_CPUTIME_ID), in ns.
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the calling thread's CPU clock always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 #[cfg(test)]
@@ -108,21 +184,27 @@ mod tests {
         assert!(p.between(), "300 µs of a 200 µs slice: pause");
         assert_eq!(p.pauses, 1);
     }
-}
 
-// TEMP instrumentation
-pub static SECT: [std::sync::atomic::AtomicU64; 10] = [const { std::sync::atomic::AtomicU64::new(0) }; 10];
-pub fn tcpu() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-pub fn sect(i: usize, t0: u64) -> u64 {
-    let now = tcpu();
-    SECT[i].fetch_max(now - t0, std::sync::atomic::Ordering::Relaxed);
-    now
-}
-pub fn sect_dump() {
-    let v: Vec<u64> = SECT.iter().map(|a| a.load(std::sync::atomic::Ordering::Relaxed) / 1000).collect();
-    eprintln!("SECT µs {v:?}");
+    #[test]
+    fn a_budget_holds_back_once_spent_and_not_before() {
+        let b = Budget::new(0.01);
+        assert!(!b.hold_back());
+        b.spend(5_000_000);
+        assert!(!b.hold_back(), "5 ms of a 10 ms budget");
+        b.spend(5_000_000);
+        assert!(b.hold_back(), "10 ms of a 10 ms budget");
+        assert_eq!(b.held_back(), 1);
+        assert!(!Budget::new(0.0).hold_back(), "0 is no limit");
+        let b = Budget::new(0.01);
+        assert!(b.allows(9_000_000));
+        assert!(!b.allows(10_000_000), "work under way counts");
+    }
+
+    #[test]
+    fn the_drain_time_is_unknown_until_reported() {
+        let b = Budget::new(0.01);
+        assert_eq!(b.drained_at(), u64::MAX);
+        b.drained(42);
+        assert_eq!(b.drained_at(), 42);
+    }
 }

@@ -394,10 +394,7 @@ mod tests {
         let Some(Record::Interruption(i)) = decode(&f, &mut syms) else {
             panic!()
         };
-        assert_eq!(
-            (&*i.name, &*i.detail),
-            ("cpu 3", "3000000→1200000 kHz")
-        );
+        assert_eq!((&*i.name, &*i.detail), ("cpu 3", "3000000→1200000 kHz"));
 
         let mut s = rec(Kind::Interruption, 6);
         s.id = 3;

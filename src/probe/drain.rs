@@ -20,7 +20,7 @@ use super::threads;
 use super::watch;
 use super::{JitterscopeSkel, ProbeBatch, ProbeConfig, ProbeError, ProbeSummary};
 use crate::model::Cpu;
-use crate::platform::pace::Pacer;
+use crate::platform::pace::{thread_cpu_ns, Pacer};
 
 /// Records decoded between two looks at the pacer (about a µs each).
 const CONSUME_STEP: usize = 16;
@@ -102,12 +102,18 @@ pub(super) fn run(
     // emptied a step at a time with pauses between short slices.
     let shared = cfg.drain_cpus.is_empty() || cfg.drain_cpus.iter().any(|c| cfg.cpus.contains(c));
     let mut pacer = Pacer::new(shared);
-    let mut drain = || {
+    let budget = cfg.budget.clone();
+    // `last`: the drain after the probes detached, whatever the budget.
+    let mut drain = |last: bool| {
+        let began = crate::platform::clock::monotonic_ns();
+        if !last && budget.as_ref().is_some_and(|b| b.hold_back()) {
+            // Over budget: the records wait in the ring (or are dropped there, counted).
+            return;
+        }
+        let cpu_before = thread_cpu_ns();
         pacer.begin();
         loop {
-            let t0 = crate::platform::pace::tcpu();
             let n = ring.consume_raw_n(CONSUME_STEP);
-            crate::platform::pace::sect(2, t0);
             let batch = std::mem::take(&mut decoded.borrow_mut().batch);
             if !batch.is_empty() {
                 let _ = batches.send(batch);
@@ -118,10 +124,21 @@ pub(super) fn run(
             }
             pacer.between();
         }
+        if let Some(b) = &budget {
+            b.spend(thread_cpu_ns().saturating_sub(cpu_before));
+            b.drained(began);
+        }
     };
-    serve(&cfg, &commands, &mut skel, stats.as_mut(), &live, &mut drain);
+    serve(
+        &cfg,
+        &commands,
+        &mut skel,
+        stats.as_mut(),
+        &live,
+        &mut || drain(false),
+    );
     drop(links);
-    drain();
+    drain(true);
 
     let mut summary = ProbeSummary {
         stats_enabled: stats.is_some(),

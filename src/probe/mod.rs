@@ -77,6 +77,8 @@ pub struct ProbeConfig {
     /// Watch mode: time the watched threads' page faults (fentry/fexit; left out, and said,
     /// where the kernel refuses them).
     pub faults: bool,
+    /// What the drain thread may spend of a CPU (shared with the collector); None: no limit.
+    pub budget: Option<std::sync::Arc<crate::platform::pace::Budget>>,
 }
 
 impl ProbeConfig {
@@ -89,6 +91,7 @@ impl ProbeConfig {
             test_seams: false,
             watch: false,
             faults: true,
+            budget: None,
         }
     }
 }

@@ -19,8 +19,8 @@ pub fn consumer_key(index: usize) -> String {
 pub fn stall_culprit(c: &Share) -> StallCulprit {
     StallCulprit {
         class: c.class,
-        name: c.name.clone(),
-        detail: c.detail.clone(),
+        name: c.name.to_string(),
+        detail: c.detail.to_string(),
         via: c.via.clone(),
         measured_ns: c.measured_ns,
         inferred_ns: c.inferred_ns,

@@ -55,7 +55,8 @@ impl Encoder {
     /// Step two: `raw` compressed into `out`, behind the cookie and the length.
     fn compress(&mut self) -> std::io::Result<()> {
         self.out.clear();
-        self.out.extend_from_slice(&V2_COMPRESSED_COOKIE.to_be_bytes());
+        self.out
+            .extend_from_slice(&V2_COMPRESSED_COOKIE.to_be_bytes());
         self.out.extend_from_slice(&[0; 4]);
         self.z.reset();
         loop {
@@ -120,17 +121,14 @@ impl HlogWriter {
         length_ns: u64,
         pacer: &mut Pacer,
     ) -> std::io::Result<()> {
-        let t0 = crate::platform::pace::tcpu();
         self.enc.encode(h)?;
-        let _ = t0;
         pacer.between();
-        let t0 = crate::platform::pace::tcpu();
         self.enc.compress()?;
-        let _ = t0;
         pacer.between();
         // A builder with no comments or times writes no header: it only lends the writer.
         let mut encoded = Encoded(&self.enc.out);
-        let mut log = IntervalLogWriterBuilder::new().begin_log_with(&mut self.out, &mut encoded)?;
+        let mut log =
+            IntervalLogWriterBuilder::new().begin_log_with(&mut self.out, &mut encoded)?;
         log.write_histogram(
             h,
             Duration::from_nanos(offset_ns),

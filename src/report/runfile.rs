@@ -150,6 +150,13 @@ pub struct Overhead {
     /// where there was one: what sharing a measured CPU cost the workload at worst.
     #[serde(default)]
     pub longest_self: Vec<CpuLongest>,
+    /// When jitterscope shared a measured CPU: the share of one CPU its threads kept to
+    /// (`collector_budget`), and how often they held back because it was spent — the kernel's
+    /// ring buffer held the records meanwhile, or dropped them (`probes.drops`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collector_budget: Option<f64>,
+    #[serde(default)]
+    pub held_back: u64,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

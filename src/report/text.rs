@@ -715,8 +715,17 @@ pub fn overhead_line(run: &RunFile, o: &super::runfile::Overhead) -> String {
             slices.join(", ")
         )
     };
+    let budget = match o.collector_budget {
+        Some(share) if o.held_back > 0 => format!(
+            "; it held back {} times to keep within its budget of {:.1}% of one CPU (records waited in the ring buffer)",
+            o.held_back,
+            100.0 * share
+        ),
+        Some(share) => format!("; within its budget of {:.1}% of one CPU", 100.0 * share),
+        None => String::new(),
+    };
     format!(
-        "jitterscope itself: {} CPU ({:.3}% of one CPU) in its own threads beside the workload, {bpf}{slices}",
+        "jitterscope itself: {} CPU ({:.3}% of one CPU) in its own threads beside the workload, {bpf}{slices}{budget}",
         fmt_ns(o.tracer_cpu_ns),
         pct(o.tracer_cpu_ns),
     )

@@ -163,6 +163,8 @@ fn overhead(r: &Recorded) -> Option<Overhead> {
         bpf_run_ns,
         bpf_events,
         longest_self: crate::report::build::longest_self(&r.attr),
+        collector_budget: r.budget.map(|(share, _)| share),
+        held_back: r.budget.map_or(0, |(_, n)| n),
     })
 }
 

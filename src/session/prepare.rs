@@ -10,6 +10,7 @@ use super::{check_startup, Console, RunPlan};
 use crate::model::{Cpu, Nanos};
 use crate::platform::affinity::{self, AffinityGuard};
 use crate::platform::clock::{monotonic_ns, unix_ns};
+use crate::platform::pace::Budget;
 use crate::probe::{AttachState, ProbeBatch, ProbeConfig, ProbeSession, ThreadRegistrar};
 use crate::report::files::{file_stem, utc_stamp};
 use crate::report::hlog::HlogWriter;
@@ -27,6 +28,8 @@ pub(super) struct Prepared {
     pub measured: Vec<Cpu>,
     pub topo: Topology,
     pub every_cpu_measured: bool,
+    /// The collector's budget when it shares a measured CPU.
+    pub budget: Option<Arc<Budget>>,
     pub probe: Option<(ProbeSession, std::sync::mpsc::Receiver<ProbeBatch>)>,
     pub workload: Workload,
     pub floor: Option<Floor>,
@@ -39,6 +42,10 @@ pub(super) struct Prepared {
     pub record_from: Nanos,
     pub end: Nanos,
 }
+
+/// What jitterscope's own threads may take of one CPU when they share the producer's: four
+/// times what a quiet run needs here, a fraction of what an interrupt storm would cost.
+pub const COLLECTOR_BUDGET: f64 = 0.02;
 
 pub(super) fn prepare(plan: &RunPlan, out: &mut Console) -> Result<Prepared> {
     check_startup()?;
@@ -56,7 +63,9 @@ pub(super) fn prepare(plan: &RunPlan, out: &mut Console) -> Result<Prepared> {
     let every_cpu_measured = topo.housekeeping(&measured).is_empty();
     // Probes first: attached before the workload starts its clock, and a run that cannot
     // load them (no root) fails before it leaves any file behind.
-    let probe = start_probes(plan, &measured, housekeeping)?;
+    // Sharing the producer's CPU, the collector keeps to a budget (see `Budget`).
+    let budget = every_cpu_measured.then(|| Arc::new(Budget::new(COLLECTOR_BUDGET)));
+    let probe = start_probes(plan, &measured, housekeeping, budget.clone())?;
     check_startup()?;
     // From here on, no page-table change of this address space may reach the workload's
     // CPUs as a TLB-shootdown IPI: memory is populated when mapped and never given back.
@@ -91,6 +100,7 @@ pub(super) fn prepare(plan: &RunPlan, out: &mut Console) -> Result<Prepared> {
         measured,
         topo,
         every_cpu_measured,
+        budget,
         probe,
         workload,
         floor,
@@ -137,6 +147,7 @@ fn start_probes(
     plan: &RunPlan,
     measured: &[Cpu],
     housekeeping: Vec<Cpu>,
+    budget: Option<Arc<Budget>>,
 ) -> Result<Option<(ProbeSession, std::sync::mpsc::Receiver<ProbeBatch>)>> {
     let Some(ringbuf_bytes) = plan.probes else {
         return Ok(None);
@@ -144,6 +155,7 @@ fn start_probes(
     let mut pc = ProbeConfig::new(measured.to_vec());
     pc.ringbuf_bytes = ringbuf_bytes;
     pc.drain_cpus = housekeeping;
+    pc.budget = budget;
     Ok(Some(ProbeSession::start(pc).context(
         "cannot start the kernel probes (--no-probes measures without attribution)",
     )?))

@@ -17,7 +17,7 @@ use crate::live::model::ConsumerView;
 use crate::live::{CulpritRow, LiveModel};
 use crate::model::{Ended, Nanos};
 use crate::platform::clock::monotonic_ns;
-use crate::platform::pace::Pacer;
+use crate::platform::pace::{thread_cpu_ns, Pacer};
 use crate::probe::decode::Record;
 use crate::probe::{AttachStatus, ProbeBatch, ProbeSession, ProbeSummary};
 use crate::report::build::{consumer_key, spike_entry};
@@ -91,6 +91,8 @@ pub(super) struct Recorded {
     pub cpu: Option<(CpuSample, CpuSample)>,
     pub hlog_error: Option<std::io::Error>,
     pub counters: SourceCounters,
+    /// The collector's budget (share of one CPU) and how often it held back, when it had one.
+    pub budget: Option<(f64, u64)>,
 }
 
 /// The loop's state: totals, attribution, the model shown, and jitterscope's own CPU time.
@@ -114,6 +116,10 @@ const TURN: Duration = Duration::from_millis(250);
 
 /// Stalls decided between two looks at the pacer (a few µs each).
 const DECIDE_STEP: usize = 4;
+/// Undecided stalls and spikes beyond which the collector decides past its budget (a storm
+/// that outlasts it must not grow memory without end).
+const MAX_PENDING: usize = 200_000;
+
 /// Kernel records taken between two looks at the pacer (under a µs each).
 const TAKE_STEP: usize = 32;
 
@@ -128,8 +134,6 @@ pub(super) fn record(
         if StallSource::finished(&p.workload) {
             break EndReason::Completed;
         }
-        crate::platform::pace::sect(9, r.pacer.cpu0);
-        r.pacer.between();
         std::thread::sleep(TURN);
         r.turn(p);
         let now = monotonic_ns();
@@ -143,11 +147,8 @@ pub(super) fn record(
             continue;
         }
         r.pacer.between();
-        let t0 = crate::platform::pace::tcpu();
         r.update_live(p, now);
-        let t0 = crate::platform::pace::sect(0, t0);
         let asked = frontend.show(now, &r.live, out);
-        let _ = t0;
         if asked.reset {
             r.view_totals.iter_mut().for_each(|h| h.reset());
         }
@@ -166,7 +167,6 @@ pub(super) fn record(
     crate::system::give_back_memory();
     // Nothing measured shares a CPU with the collector any more.
     r.pacer = Pacer::new(false);
-    crate::platform::pace::sect_dump();
     r.drain(p);
     let _ = p.hlog.flush();
     let stop_ns = monotonic_ns().min(p.end);
@@ -181,6 +181,10 @@ pub(super) fn record(
         stop_ns,
         probes,
         hlog_error: r.hlog_error,
+        budget: p
+            .budget
+            .as_ref()
+            .map(|b| (super::prepare::COLLECTOR_BUDGET, b.held_back())),
     })
 }
 
@@ -280,23 +284,38 @@ impl Recorder {
 
     /// One turn of the loop: drain, attribute, trim, sample jitterscope's own CPU time.
     /// When every CPU is measured, it works in short slices (see `Pacer`).
+    /// Over its budget (see `Budget`), it takes in the workload's stalls only: the records wait.
     fn turn(&mut self, p: &mut Prepared) {
+        let cpu_before = thread_cpu_ns();
         self.pacer.begin();
         self.drain(p);
-        if let Some((_, rx)) = &p.probe {
-            while let Ok(batch) = rx.try_recv() {
-                let t0 = crate::platform::pace::tcpu();
-                take_records(&mut self.attr, batch, &mut self.pacer);
-                let _ = t0;
-            }
-        }
         let now = monotonic_ns();
-        let watermark = now.saturating_sub(DECISION_LAG_NS);
-        self.pacer.between();
-        while self.attr.decide_some(watermark, DECIDE_STEP, &mut |_| {}) {
+        if !p.budget.as_ref().is_some_and(|b| b.hold_back()) {
+            if let Some((_, rx)) = &p.probe {
+                while let Ok(batch) = rx.try_recv() {
+                    take_records(&mut self.attr, batch, &mut self.pacer);
+                }
+            }
+            // Nothing is decided that records still waiting in the ring could reach.
+            let drained = p.budget.as_ref().map_or(u64::MAX, |b| b.drained_at());
+            let watermark = now.min(drained).saturating_sub(DECISION_LAG_NS);
+            self.pacer.between();
+            // Within the budget, unless what waits would outgrow memory.
+            let budget = p.budget.as_deref();
+            while self.attr.decide_some(watermark, DECIDE_STEP, &mut |_| {}) {
+                self.pacer.between();
+                let spent = thread_cpu_ns().saturating_sub(cpu_before);
+                if budget.is_some_and(|b| !b.allows(spent))
+                    && self.attr.engine.pending() < MAX_PENDING
+                {
+                    break;
+                }
+            }
             self.pacer.between();
         }
-        self.pacer.between();
+        if let Some(b) = &p.budget {
+            b.spend(thread_cpu_ns().saturating_sub(cpu_before));
+        }
         if now >= p.record_from {
             let sample = p.workload.cpu_ns().map(|workload_ns| CpuSample {
                 at_ns: now,
@@ -328,12 +347,12 @@ impl Recorder {
                 None
             }
             Output::Spike(s) => {
+                pacer.between();
                 attr.spike(s);
                 None
             }
             Output::Interval { consumer, hists } => {
                 pacer.between();
-                let t0 = crate::platform::pace::tcpu();
                 let t = &mut totals[consumer];
                 // Same bounds everywhere, so adding cannot fail.
                 let _ = t.transit.add(&hists.transit);
@@ -350,7 +369,6 @@ impl Recorder {
                 if !hists.transit.is_empty() {
                     live.push_max(consumer, hists.transit.max());
                 }
-                let _ = t0;
                 write_interval(hlog, consumer, &hists, base_mono, hlog_error, pacer);
                 Some(hists)
             }
@@ -384,34 +402,26 @@ impl Recorder {
             });
         for (i, c) in live.consumers.iter_mut().enumerate() {
             pacer.between();
-            let t0 = crate::platform::pace::tcpu();
             c.interval = self.totals.get(i).and_then(|t| t.last_transit.clone());
-            c.total = self
-                .view_totals
-                .get(i)
-                .filter(|h| !h.is_empty())
-                .map(|h| Summary::brief_paced(h, &mut || {
+            c.total = self.view_totals.get(i).filter(|h| !h.is_empty()).map(|h| {
+                Summary::brief_paced(h, &mut || {
                     pacer.between();
-                }));
-            crate::platform::pace::sect(1, t0);
+                })
+            });
         }
         if self.attr.probes_on {
             pacer.between();
-            let t0 = crate::platform::pace::tcpu();
             live.culprits = culprit_rows(&self.attr, p.record_from, &mut || {
                 pacer.between();
             });
-            crate::platform::pace::sect(4, t0);
         }
         // Each spike once: those decided since the last look (the latest few).
         for v in &std::mem::take(&mut self.attr.fresh_spikes) {
             pacer.between();
-            let t0 = crate::platform::pace::tcpu();
             let line = text::spike_line(p.record_from, &spike_entry(v, self.attr.probes_on));
             if live.feed.back() != Some(&line) {
                 live.push_feed(line);
             }
-            crate::platform::pace::sect(7, t0);
         }
     }
 }
@@ -495,9 +505,7 @@ fn write_interval(
     let key = consumer_key(consumer);
     for (kind, hist) in [("transit", &h.transit), ("inter_message", &h.inter_message)] {
         pacer.between();
-        let t0 = crate::platform::pace::tcpu();
         let w = hlog.write(&format!("{key}.{kind}"), hist, offset, length, pacer);
-        let _ = t0;
         if let Err(e) = w {
             *error = Some(e);
             return;

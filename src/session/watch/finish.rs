@@ -325,5 +325,8 @@ fn overhead(s: &Session, p: &ProbeSummary) -> Option<Overhead> {
         bpf_run_ns: p.costs.iter().map(|c| c.run_time_ns).sum(),
         bpf_events: p.costs.iter().map(|c| c.run_count).sum(),
         longest_self: crate::report::build::longest_self(&s.attr),
+        // The watcher keeps off the watched CPUs where it can: no budget.
+        collector_budget: None,
+        held_back: 0,
     })
 }

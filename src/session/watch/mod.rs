@@ -21,11 +21,11 @@ use crate::live::model::ConsumerView;
 use crate::live::LiveModel;
 use crate::model::{Cpu, Ended, Nanos};
 use crate::platform::clock::{monotonic_ns, unix_ns};
+use crate::platform::pace::Pacer;
 use crate::probe::decode::Record;
 use crate::probe::watch::TaskRow;
 use crate::probe::{ProbeBatch, ProbeConfig, ProbeSession};
 use crate::report::files::{file_stem, utc_stamp, OutputDir};
-use crate::platform::pace::Pacer;
 use crate::report::hlog::HlogWriter;
 use crate::signals;
 use crate::summary::Summary;
@@ -486,7 +486,13 @@ fn write_intervals(s: &mut Session, from: Nanos, now: Nanos) {
         ] {
             if !h.is_empty() && s.hlog_error.is_none() {
                 let tag = format!("{}[{}].{kind}", t.name.replace([' ', ','], "_"), t.ns_tid);
-                if let Err(e) = s.hlog.write(&tag, h, from.saturating_sub(base), now - from, &mut Pacer::new(false)) {
+                if let Err(e) = s.hlog.write(
+                    &tag,
+                    h,
+                    from.saturating_sub(base),
+                    now - from,
+                    &mut Pacer::new(false),
+                ) {
                     s.hlog_error = Some(e);
                 }
             }
