@@ -840,3 +840,112 @@ fn a_spike_never_names_more_than_its_transit() {
     assert_eq!(split(&v.producer_culprits), [(C::Task, 5_000, 0)]);
     assert_eq!(split(&v.consumer_culprits), [(C::Irq, 20_000, 0)]);
 }
+
+#[test]
+fn a_long_record_reaches_a_stall_far_after_its_start_among_many_short_ones() {
+    let mut e = exact();
+    // A 50 ms task run, then a storm of 2 µs interrupts every 10 µs after it started: the
+    // long one is held apart, yet still found by a stall 40 ms in.
+    e.push_interruption(rec(1, C::Task, 0, 50_000_000, "stress[7]", "SCHED_OTHER"));
+    for k in 0..5_000u64 {
+        let t = 1_000 + k * 10_000;
+        e.push_interruption(rec(1, C::TimerTick, t, t + 2_000, "local timer", ""));
+    }
+    e.push_stall(stall(1, 40_000_000, 40_004_000));
+    e.push_stall(stall(1, 40_003_000, 40_009_000));
+    let v = e.finish();
+    assert_eq!(
+        parts(&v[0]),
+        [
+            (C::Task, "stress[7]".to_string(), 2_000),
+            (C::TimerTick, "local timer".to_string(), 2_000)
+        ]
+    );
+    assert_eq!(parts(&v[1]), [(C::Task, "stress[7]".to_string(), 6_000)]);
+}
+
+#[test]
+fn a_send_that_arrived_after_later_ones_is_still_found() {
+    let mut e = exact();
+    let send = |at: u64, what: &str| Cause {
+        target_cpu: 1,
+        at_ns: at,
+        kind: CauseKind::QueueWork,
+        sender_cpu: 0,
+        sender_comm: format!("q{at}"),
+        sender_pid: at as u32,
+        sender_is_self: false,
+        what: what.into(),
+        callsite: String::new(),
+    };
+    // Out of time order, as two CPUs' records interleave in the ring buffer.
+    e.push_cause(send(5_000, "other_work"));
+    e.push_cause(send(900, "vmstat_update"));
+    e.push_cause(send(6_000, "vmstat_update"));
+    e.push_interruption(rec(
+        1,
+        C::Kworker,
+        1_000,
+        2_000,
+        "kworker/1:1",
+        "vmstat_update",
+    ));
+    let v = one(&mut e, stall(1, 1_000, 2_000));
+    assert!(
+        v.culprits[0].via.contains("q900[900]"),
+        "{:?}",
+        v.culprits[0].via
+    );
+}
+
+#[test]
+fn spikes_see_only_their_own_threads_stalls_among_many() {
+    let mut e = exact();
+    // A thousand consumer stalls before the spike, and one producer stall on the same CPU
+    // that a consumer's spike must not take for its own.
+    for k in 0..1_000u64 {
+        e.push_stall(stall(3, k * 1_000, k * 1_000 + 100));
+    }
+    e.push_interruption(rec(3, C::Irq, 2_000_050, 2_000_250, "36 virtio1-req.0", ""));
+    e.push_stall(stall(3, 2_000_000, 2_000_300));
+    e.push_stall(producer_stall(3, 2_000_000, 2_000_900));
+    e.push_spike(
+        Spike {
+            consumer: 0,
+            publish_ns: 1_999_990,
+            receive_ns: 2_000_300,
+        },
+        0,
+        3,
+    );
+    e.finish();
+    let v = &e.take_spikes()[0];
+    assert_eq!(v.consumer_stalled_ns, 300);
+    assert_eq!(
+        split(&v.consumer_culprits),
+        [(C::Irq, 200, 0), (C::Unexplained, 100, 0)]
+    );
+}
+
+#[test]
+fn deciding_in_steps_gives_the_verdicts_of_deciding_at_once() {
+    let feed = |e: &mut Engine| {
+        for k in 0..200u64 {
+            let t = k * 10_000;
+            e.push_interruption(rec(1, C::Irq, t + 100, t + 600, "36 virtio1-req.0", ""));
+            e.push_stall(stall(1, t, t + 1_000));
+        }
+    };
+    let (mut a, mut b) = (exact(), exact());
+    feed(&mut a);
+    feed(&mut b);
+    let all = a.advance(1_500_000);
+    let mut steps = Vec::new();
+    let mut calls = 0;
+    while b.advance_some(1_500_000, 7, &mut steps) {
+        calls += 1;
+    }
+    assert!(calls >= 150 / 7, "{calls} steps");
+    assert_eq!(all.len(), 150);
+    assert_eq!(all, steps);
+}

@@ -225,6 +225,42 @@ mod tests {
     use crate::model::{Stall, ThreadRole};
 
     #[test]
+    fn the_top_few_are_the_head_of_the_whole_ranking() {
+        let mut r = Ranking::default();
+        for k in 0..300u64 {
+            r.add(&Verdict {
+                stall: Stall {
+                    cpu: (k % 2) as u32,
+                    thread: ThreadRole::Producer,
+                    start_ns: 0,
+                    end_ns: 10,
+                },
+                culprits: vec![Share {
+                    class: CulpritClass::Task,
+                    name: format!("t{}", k % 97).into(),
+                    detail: "SCHED_OTHER".into(),
+                    via: String::new(),
+                    // Ties on purpose: the order among equals must match too.
+                    measured_ns: (k * 7) % 13,
+                    inferred_ns: k % 3,
+                    episodes: 1,
+                    longest_ns: 1,
+                    share: 0.0,
+                }],
+                explained_share: 1.0,
+                incomplete: false,
+                timeline: vec![],
+                hypervisor: vec![],
+            });
+        }
+        let all = r.brief();
+        assert_eq!(all.len(), 97);
+        for n in [0, 1, 5, 50, 97, 200] {
+            assert_eq!(r.top(n), all[..n.min(97)].to_vec(), "top {n}");
+        }
+    }
+
+    #[test]
     fn short_lived_tasks_fold_once_the_ranking_is_full() {
         let mut r = Ranking::default();
         for pid in 0..(MAX_CULPRITS as u32 + 100) {

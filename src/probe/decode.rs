@@ -354,6 +354,15 @@ mod tests {
     }
 
     #[test]
+    fn names_are_shared_not_copied() {
+        let mut n = Names::default();
+        let a = n.text("local timer");
+        let b = n.text(&String::from("local timer"));
+        assert!(std::sync::Arc::ptr_eq(&a, &b));
+        assert_eq!(&*n.text("NET_RX"), "NET_RX");
+    }
+
+    #[test]
     fn decodes_each_class_readably() {
         let mut syms = Kallsyms::parse("ffffffff81000100 t vmstat_update\n");
         let mut k = rec(Kind::Interruption, 2);

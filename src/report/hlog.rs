@@ -142,3 +142,45 @@ impl HlogWriter {
         self.out.flush()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hdrhistogram::serialization::{Deserializer, V2DeflateSerializer};
+
+    fn histogram(seed: u64) -> Histogram<u64> {
+        let mut h = crate::workload::histograms::new_histogram();
+        let mut x = seed;
+        for _ in 0..5_000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            h.record(200 + (x >> 40) % 2_000_000).unwrap();
+        }
+        h
+    }
+
+    #[test]
+    fn the_kept_compressor_encodes_what_readers_decode_and_the_crate_would_write() {
+        let mut enc = Encoder::new();
+        for seed in 1..4 {
+            let h = histogram(seed);
+            enc.encode(&h).unwrap();
+            enc.compress().unwrap();
+            let back: Histogram<u64> = Deserializer::new()
+                .deserialize(&mut std::io::Cursor::new(&enc.out))
+                .unwrap();
+            assert_eq!(back, h, "seed {seed}");
+            // The crate's own encoding of the same histogram decodes to the same.
+            let mut theirs = Vec::new();
+            V2DeflateSerializer::new()
+                .serialize(&h, &mut theirs)
+                .unwrap();
+            let other: Histogram<u64> = Deserializer::new()
+                .deserialize(&mut std::io::Cursor::new(&theirs))
+                .unwrap();
+            assert_eq!(back, other);
+            assert_eq!(enc.out[..4], theirs[..4], "same cookie");
+        }
+    }
+}
