@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use super::book::StallBook;
 use super::engine::{Engine, EngineConfig, SpikeVerdict, Verdict};
 use super::ranking::Ranking;
+use super::theft::TheftTally;
 use crate::model::{Cause, Cpu, CulpritClass, Interruption, Nanos, Spike, Stall, StealSample};
 
 /// Spikes the live feed keeps between two looks.
@@ -33,6 +34,10 @@ pub struct RunAttribution {
     pub steal_seen: BTreeMap<Cpu, Nanos>,
     /// The longest single `self` theft per CPU (the run file's `overhead.longest_self`).
     pub longest_self: BTreeMap<Cpu, Nanos>,
+    /// Kernel records lost per CPU.
+    pub lost_per_cpu: BTreeMap<Cpu, u64>,
+    /// Stolen time per CPU, class and culprit, kept when the metrics file asks for it.
+    pub theft: Option<TheftTally>,
 }
 
 impl RunAttribution {
@@ -63,7 +68,14 @@ impl RunAttribution {
             record_from,
             steal_seen: BTreeMap::new(),
             longest_self: BTreeMap::new(),
+            lost_per_cpu: BTreeMap::new(),
+            theft: None,
         }
+    }
+
+    /// Keeps stolen time per CPU, class and culprit from now on (`theft`).
+    pub fn keep_theft(&mut self) {
+        self.theft.get_or_insert_with(TheftTally::default);
     }
 
     pub fn stall(&mut self, s: Stall) {
@@ -110,6 +122,7 @@ impl RunAttribution {
     /// `count` kernel records of `cpu` were lost in `[start_ns, end_ns]`.
     pub fn lost(&mut self, cpu: Cpu, start_ns: Nanos, end_ns: Nanos, count: u64) {
         self.lost_records += count;
+        *self.lost_per_cpu.entry(cpu).or_default() += count;
         self.engine.mark_lost(cpu, start_ns, end_ns);
     }
 
@@ -146,6 +159,9 @@ impl RunAttribution {
     fn keep(&mut self, v: Verdict) {
         if self.probes_on {
             self.ranking.add(&v);
+            if let Some(t) = &mut self.theft {
+                t.add(&v);
+            }
         }
         for c in v
             .culprits
