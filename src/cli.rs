@@ -525,7 +525,12 @@ fn parse_run_duration(text: &str) -> Result<Nanos, String> {
 }
 
 fn parse_metrics_interval(text: &str) -> Result<Nanos, String> {
-    parse_bounded(text, 1_000_000_000, 24 * 3600 * 1_000_000_000, "metrics interval")
+    parse_bounded(
+        text,
+        1_000_000_000,
+        24 * 3600 * 1_000_000_000,
+        "metrics interval",
+    )
 }
 
 fn parse_warmup(text: &str) -> Result<Nanos, String> {

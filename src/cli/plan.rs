@@ -52,6 +52,7 @@ pub fn watch_plan(args: &WatchArgs) -> Result<WatchPlan, UsageError> {
         Some(text) => parse_cpu_list(text, &topo, 1)?,
         None => topo.online.clone(),
     };
+    let metrics = metrics_plan(args.metrics.as_deref(), args.metrics_interval)?;
     let output = OutputDir::prepare(&args.output).map_err(|e| UsageError(e.to_string()))?;
     Ok(WatchPlan {
         target,
@@ -65,7 +66,7 @@ pub fn watch_plan(args: &WatchArgs) -> Result<WatchPlan, UsageError> {
         colour: colour_on_stdout(),
         ringbuf_bytes: ringbuf_bytes(args.ringbuf_size),
         proc_root: default_proc().to_path_buf(),
-        metrics: metrics_plan(args.metrics.as_deref(), args.metrics_interval)?,
+        metrics,
     })
 }
 
@@ -106,6 +107,7 @@ pub fn run_plan(args: &RunArgs) -> Result<RunPlan, UsageError> {
         ));
     };
     let cpus = parse_cpus(cpus_text, &Topology::read())?;
+    let metrics = metrics_plan(args.metrics.as_deref(), args.metrics_interval)?;
     let output = OutputDir::prepare(&args.output).map_err(|e| UsageError(e.to_string()))?;
     let (threshold, auto) = match args.stall_threshold {
         Threshold::Auto => (auto_stall_threshold_ns(), true),
@@ -129,7 +131,7 @@ pub fn run_plan(args: &RunArgs) -> Result<RunPlan, UsageError> {
         tui: !args.no_tui && std::io::stdout().is_terminal(),
         colour: colour_on_stdout(),
         probes,
-        metrics: metrics_plan(args.metrics.as_deref(), args.metrics_interval)?,
+        metrics,
     })
 }
 

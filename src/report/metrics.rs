@@ -123,6 +123,14 @@ impl MetricsPlan {
         })
     }
 
+    /// The `source` label of every series: the file's name without `.prom`. node_exporter
+    /// drops a series that another file in its directory already exported, so two
+    /// jitterscope processes writing two files must never export the same one.
+    pub fn source(&self) -> String {
+        let name = self.path.file_name().unwrap_or_default().to_string_lossy();
+        name.strip_suffix(".prom").unwrap_or(&name).to_string()
+    }
+
     /// node_exporter's textfile collector reads `*.prom` files only.
     pub fn collector_reads_it(&self) -> bool {
         self.path.extension().is_some_and(|e| e == "prom")
@@ -318,10 +326,20 @@ impl Collector for Families {
         counters(&mut enc, "jitterscope_stolen_seconds", "Time taken from the measured threads (run: the workload's stalls; watch: the watched threads; probe: the CPU's time in the kernel records), per CPU, culprit class and culprit (the top 20 per CPU and class, the rest as other).", &self.stolen)?;
         counters(&mut enc, "jitterscope_interruptions", "Episodes (kernel records, uncovered pieces) that took time, per CPU, culprit class and culprit.", &self.interruptions)?;
         histograms(&mut enc, "jitterscope_interruption_seconds", "A class's part of one interruption (run: of one stall; watch: of one interruption of a watched thread; probe: one kernel record), per CPU and class.", &self.durations)?;
-        histograms(&mut enc, "jitterscope_transit_seconds", "Message transit from the producer's publish to the consumer's receive, per consumer.", &self.transit)?;
+        histograms(
+            &mut enc,
+            "jitterscope_transit_seconds",
+            "Message transit from the producer's publish to the consumer's receive, per consumer.",
+            &self.transit,
+        )?;
         histograms(&mut enc, "jitterscope_thread_interruption_seconds", "Interruptions of the watched threads (on-CPU, preempted, host preemption), per thread name.", &self.threads)?;
         counters(&mut enc, "jitterscope_steal_seconds", "Growth of the CPU's KVM steal clock while recording (the host kept the vCPU off its CPU).", &self.steal)?;
-        counters(&mut enc, "jitterscope_lost_records", "Kernel records lost (ring buffer full), per CPU.", &self.lost)?;
+        counters(
+            &mut enc,
+            "jitterscope_lost_records",
+            "Kernel records lost (ring buffer full), per CPU.",
+            &self.lost,
+        )?;
         let m = enc.encode_descriptor(
             "jitterscope_cpu_seconds",
             "CPU time of jitterscope itself (the workload's threads not included).",
@@ -485,7 +503,11 @@ impl MetricsFile {
             f.steal.push((l.clone(), steal as f64 / 1e9));
             f.lost.push((l, e.lost.get(&cpu).copied().unwrap_or(0)));
         }
-        let mut registry = Registry::default();
+        let source = (
+            std::borrow::Cow::Borrowed("source"),
+            std::borrow::Cow::Owned(self.plan.source()),
+        );
+        let mut registry = Registry::with_labels([source].into_iter());
         registry.register_collector(Box::new(f));
         let mut text = String::new();
         // Writing into a String cannot fail; a collector error would leave the text short,
@@ -658,7 +680,10 @@ impl CensusObserver for ProbeMetrics {
                 }
                 Record::Steal(st) => *self.steal_ns.entry(st.cpu).or_default() += st.steal_ns,
                 Record::Lost { cpu, count, .. } => *self.lost.entry(*cpu).or_default() += count,
-                Record::Interruption(_) | Record::Cause(_) | Record::Wait(_) | Record::Thread(_) => {}
+                Record::Interruption(_)
+                | Record::Cause(_)
+                | Record::Wait(_)
+                | Record::Thread(_) => {}
             }
         }
     }
@@ -692,6 +717,97 @@ mod tests {
             prometheus_text(om),
             "# HELP a_seconds_total Help.\n# TYPE a_seconds_total counter\na_seconds_total{x=\"1\"} 2.0\n# HELP b Gauge.\n# TYPE b gauge\nb 1\n"
         );
+    }
+
+    /// Every sample line as (series, value).
+    fn samples(text: &str) -> BTreeMap<String, f64> {
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| {
+                let (k, v) = l.rsplit_once(' ').unwrap();
+                (k.to_string(), v.parse().unwrap())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn many_culprits_keep_21_series_per_cpu_and_class_and_counters_only_grow() {
+        let plan = MetricsPlan {
+            path: PathBuf::from("/nonexistent/x.prom"),
+            interval_ns: 1_000_000_000,
+        };
+        let mut file = MetricsFile::new(plan, Mode::Run);
+        let mut tally = TheftTally::default();
+        let (steal, lost) = (BTreeMap::new(), BTreeMap::new());
+        let cpus = [1, 3];
+        let mut before: BTreeMap<String, f64> = BTreeMap::new();
+        let mut closed_counts = Vec::new();
+        for round in 0..12u64 {
+            // 50 new culprits per class and CPU each round, later ones heavier: a
+            // late culprit outweighs every named one and must still land in `other`.
+            for cpu in cpus {
+                for class in [CulpritClass::Task, CulpritClass::Kworker] {
+                    for i in 0..50 {
+                        let ns = (round + 1) * 1_000 * (i + 1);
+                        tally.record(cpu, class, format!("c{round}-{i}"), ns);
+                    }
+                }
+            }
+            let elapsed_ns = round * 10_000_000_000;
+            let text = file.render(&Exposure {
+                now_ns: elapsed_ns,
+                elapsed_ns,
+                cpus: &cpus,
+                theft: &tally,
+                steal_ns: &steal,
+                lost: &lost,
+                own_cpu_ns: 1,
+                consumers: Vec::new(),
+                threads: Vec::new(),
+            });
+            let now = samples(&text);
+            let mut per: BTreeMap<(String, String), usize> = BTreeMap::new();
+            for k in now
+                .keys()
+                .filter(|k| k.starts_with("jitterscope_stolen_seconds_total"))
+            {
+                let cpu = k.split("cpu=\"").nth(1).unwrap().split('"').next().unwrap();
+                let class = k
+                    .split("class=\"")
+                    .nth(1)
+                    .unwrap()
+                    .split('"')
+                    .next()
+                    .unwrap();
+                *per.entry((cpu.into(), class.into())).or_default() += 1;
+            }
+            assert!(per.values().all(|&n| n <= CULPRIT_SERIES + 1), "{per:?}");
+            assert_eq!(per[&("1".to_string(), "task".to_string())], 21);
+            for (k, v) in &before {
+                let v2 = now
+                    .get(k)
+                    .unwrap_or_else(|| panic!("{k} went away in round {round}"));
+                assert!(v2 >= v, "{k} went down from {v} to {v2} in round {round}");
+            }
+            if elapsed_ns >= LABELS_OPEN_NS {
+                closed_counts.push(now.len());
+            }
+            before = now;
+        }
+        assert!(
+            closed_counts.windows(2).all(|w| w[0] == w[1]),
+            "{closed_counts:?}"
+        );
+        // What is not named is in `other`: named + other = the class's total.
+        let c = &tally.by[&(1, CulpritClass::Task)];
+        let named: f64 = before
+            .iter()
+            .filter(|(k, _)| {
+                k.starts_with("jitterscope_stolen_seconds_total{cpu=\"1\",class=\"task\"")
+            })
+            .map(|(_, v)| v)
+            .sum();
+        assert!((named - c.total.stolen_ns as f64 / 1e9).abs() < 1e-6);
     }
 
     #[test]

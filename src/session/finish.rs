@@ -53,7 +53,11 @@ pub(super) fn finish(
         p.hlog_path.display()
     )?;
     if let Some(m) = &r.metrics {
-        writeln!(out, "metrics:      {} (Prometheus text)", m.path().display())?;
+        writeln!(
+            out,
+            "metrics:      {} (Prometheus text)",
+            m.path().display()
+        )?;
         if let Some(note) = m.earlier_failures() {
             writeln!(out, "{note}")?;
         }

@@ -280,10 +280,7 @@ impl Recorder {
             hlog_error: None,
             cpu_first: None,
             cpu_last: None,
-            metrics: plan
-                .metrics
-                .clone()
-                .map(|m| MetricsFile::new(m, Mode::Run)),
+            metrics: plan.metrics.clone().map(|m| MetricsFile::new(m, Mode::Run)),
         }
     }
 

@@ -84,7 +84,11 @@ pub(super) fn finish(
         s.hlog_path.display()
     )?;
     if let Some(m) = &s.metrics {
-        writeln!(out, "metrics:      {} (Prometheus text)", m.path().display())?;
+        writeln!(
+            out,
+            "metrics:      {} (Prometheus text)",
+            m.path().display()
+        )?;
         if let Some(note) = m.earlier_failures() {
             writeln!(out, "{note}")?;
         }
