@@ -14,6 +14,9 @@ packages+=(util-linux tmux stress-ng libcap2-bin)
 # perf, the independent recorder the attribution is checked against (tests/verify_bpf.rs,
 # scripts/verify.sh).
 packages+=(linux-perf)
+# node_exporter and promtool (Debian's prometheus package): the metrics file served by the
+# textfile collector and checked (tests/metrics.rs, scripts/soak.sh --metrics).
+packages+=(prometheus-node-exporter prometheus)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -49,19 +49,16 @@ impl Theft {
     }
 }
 
-/// One CPU's and class's totals.
+/// Durations counted in the `THEFT_BUCKETS_NS` buckets.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ClassTheft {
-    /// Every culprit of the class, those past `CULPRITS_TALLIED` included.
-    pub total: Theft,
-    pub culprits: HashMap<String, Theft>,
-    /// Counts per `THEFT_BUCKETS_NS` bucket, the last one open-ended.
+pub struct Distribution {
+    /// Counts per bucket, the last one open-ended.
     pub buckets: [u64; THEFT_BUCKETS_NS.len() + 1],
     /// Sum of the observed durations.
     pub observed_ns: Nanos,
 }
 
-impl ClassTheft {
+impl Distribution {
     fn observe(&mut self, ns: Nanos) {
         let i = THEFT_BUCKETS_NS.partition_point(|&b| b < ns);
         self.buckets[i] += 1;
@@ -74,10 +71,22 @@ impl ClassTheft {
     }
 }
 
+/// One CPU's and class's totals.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClassTheft {
+    /// Every culprit of the class, those past `CULPRITS_TALLIED` included.
+    pub total: Theft,
+    pub culprits: HashMap<String, Theft>,
+    /// The class's part of each interruption it took part in.
+    pub parts: Distribution,
+}
+
 /// Stolen time per (CPU, class) since the start, never decreasing.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TheftTally {
     pub by: BTreeMap<(Cpu, CulpritClass), ClassTheft>,
+    /// Whole stalls (run) or interruptions of watched threads (watch), per CPU.
+    pub stalls: BTreeMap<Cpu, Distribution>,
 }
 
 /// The culprit as a label: without its pid, and a kworker by the work it ran (its own name,
@@ -124,15 +133,19 @@ impl TheftTally {
             *per_class.entry(c.class).or_default() += ns;
         }
         for (class, ns) in per_class {
-            self.class(cpu, class).observe(ns);
+            self.class(cpu, class).parts.observe(ns);
         }
+        self.stalls
+            .entry(cpu)
+            .or_default()
+            .observe(v.stall.duration_ns());
     }
 
     /// One kernel record that held `cpu` for `ns` (`jitterscope probe`): one episode, one
     /// observation.
     pub fn record(&mut self, cpu: Cpu, class: CulpritClass, label: String, ns: Nanos) {
         self.steal(cpu, class, label, 1, ns);
-        self.class(cpu, class).observe(ns);
+        self.class(cpu, class).parts.observe(ns);
     }
 
     fn class(&mut self, cpu: Cpu, class: CulpritClass) -> &mut ClassTheft {
@@ -218,10 +231,13 @@ mod tests {
         let task = &t.by[&(1, CulpritClass::Task)];
         assert_eq!(task.total.stolen_ns, 7_000);
         assert_eq!(task.culprits["a"].episodes, 2);
-        assert_eq!(task.observations(), 1);
+        assert_eq!(task.parts.observations(), 1);
         // 7 µs lands in the 10 µs bucket.
-        assert_eq!(task.buckets[3], 1);
-        assert_eq!(t.by[&(1, CulpritClass::Irq)].buckets[3], 1);
+        assert_eq!(task.parts.buckets[3], 1);
+        // 20 µs in the 25 µs one.
+        assert_eq!(t.by[&(1, CulpritClass::Irq)].parts.buckets[4], 1);
+        // The whole stall (1 ms) once.
+        assert_eq!(t.stalls[&1].buckets[9], 1);
     }
 
     #[test]
@@ -234,6 +250,6 @@ mod tests {
         assert_eq!(c.culprits.len(), CULPRITS_TALLIED);
         assert_eq!(c.total.episodes, (CULPRITS_TALLIED + 10) as u64);
         // Exactly 1 µs is in the first bucket (upper bounds are inclusive).
-        assert_eq!(c.buckets[0], (CULPRITS_TALLIED + 10) as u64);
+        assert_eq!(c.parts.buckets[0], (CULPRITS_TALLIED + 10) as u64);
     }
 }

@@ -19,7 +19,7 @@ use prometheus_client::registry::Registry;
 use anyhow::Context;
 
 use super::files::{write_file, OutputError};
-use crate::attribution::theft::{culprit_label, TheftTally, THEFT_BUCKETS_NS};
+use crate::attribution::theft::{culprit_label, Distribution, TheftTally, THEFT_BUCKETS_NS};
 use crate::model::{Cpu, CulpritClass, Nanos};
 use crate::probe::census::CensusObserver;
 use crate::probe::decode::Record;
@@ -231,13 +231,13 @@ impl Buckets {
         }
     }
 
-    fn of_counts(bounds_ns: &[Nanos], counts: &[u64], sum_ns: Nanos) -> Self {
-        let mut b = Buckets::empty(bounds_ns);
-        for (slot, &n) in b.buckets.iter_mut().zip(counts) {
+    fn of(d: &Distribution) -> Self {
+        let mut b = Buckets::empty(&THEFT_BUCKETS_NS);
+        for (slot, &n) in b.buckets.iter_mut().zip(&d.buckets) {
             slot.1 = n;
         }
-        b.count = counts.iter().sum();
-        b.sum_s = sum_ns as f64 / 1e9;
+        b.count = d.observations();
+        b.sum_s = d.observed_ns as f64 / 1e9;
         b
     }
 
@@ -274,6 +274,7 @@ struct Families {
     stolen: Vec<(Labels, f64)>,
     interruptions: Vec<(Labels, u64)>,
     durations: Vec<(Labels, Buckets)>,
+    stalls: Vec<(Labels, Buckets)>,
     transit: Vec<(Labels, Buckets)>,
     threads: Vec<(Labels, Buckets)>,
     steal: Vec<(Labels, f64)>,
@@ -499,6 +500,14 @@ impl MetricsFile {
         }
         for &cpu in e.cpus {
             let l = vec![("cpu", cpu.to_string())];
+            if self.mode != Mode::Probe {
+                let b = e
+                    .theft
+                    .stalls
+                    .get(&cpu)
+                    .map_or_else(|| Buckets::empty(&THEFT_BUCKETS_NS), Buckets::of);
+                f.stalls.push((l.clone(), b));
+            }
             let steal = e.steal_ns.get(&cpu).copied().unwrap_or(0);
             f.steal.push((l.clone(), steal as f64 / 1e9));
             f.lost.push((l, e.lost.get(&cpu).copied().unwrap_or(0)));
@@ -571,7 +580,7 @@ impl MetricsFile {
             f.stolen.push((labels(OTHER), rest.stolen_ns as f64 / 1e9));
             f.interruptions.push((labels(OTHER), rest.episodes));
             let durations = match t {
-                Some(t) => Buckets::of_counts(&THEFT_BUCKETS_NS, &t.buckets, t.observed_ns),
+                Some(t) => Buckets::of(&t.parts),
                 None => Buckets::empty(&THEFT_BUCKETS_NS),
             };
             f.durations.push((
@@ -803,11 +812,53 @@ mod tests {
         let named: f64 = before
             .iter()
             .filter(|(k, _)| {
-                k.starts_with("jitterscope_stolen_seconds_total{cpu=\"1\",class=\"task\"")
+                k.starts_with("jitterscope_stolen_seconds_total{")
+                    && k.contains("cpu=\"1\",class=\"task\"")
             })
             .map(|(_, v)| v)
             .sum();
         assert!((named - c.total.stolen_ns as f64 / 1e9).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_thread_keeps_its_label_and_names_past_20_or_the_first_minute_are_other() {
+        let plan = MetricsPlan {
+            path: PathBuf::from("/nonexistent/w.prom"),
+            interval_ns: 1_000_000_000,
+        };
+        let mut file = MetricsFile::new(plan, Mode::Watch);
+        let mut h = crate::attribution::watch::new_histogram();
+        h.record(3_000).unwrap();
+        let names: Vec<String> = (0..25).map(|i| format!("worker-{i}")).collect();
+        let threads: Vec<ThreadSeries> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| ThreadSeries {
+                tid: i as u32 + 100,
+                name: n,
+                interruptions: &h,
+            })
+            .collect();
+        let series = file.thread_series(&threads, true);
+        assert_eq!(series.len(), THREAD_SERIES + 1);
+        let other = series.iter().find(|s| s.0[0].1 == OTHER).unwrap();
+        assert_eq!(other.1.count, 5);
+        // Renamed, and a new thread after the first minute: labels do not move.
+        let renamed = ThreadSeries {
+            tid: 100,
+            name: "renamed",
+            interruptions: &h,
+        };
+        let late = ThreadSeries {
+            tid: 999,
+            name: "late",
+            interruptions: &h,
+        };
+        let series = file.thread_series(&[renamed, late], false);
+        assert_eq!(series.len(), THREAD_SERIES + 1);
+        let count = |name: &str| series.iter().find(|s| s.0[0].1 == name).unwrap().1.count;
+        assert_eq!(count("worker-0"), 1);
+        assert_eq!(count(OTHER), 1);
     }
 
     #[test]
