@@ -290,6 +290,14 @@ fn node_exporter_serves_the_injected_culprits_stolen_seconds_from_a_run_and_a_wa
         &[("consumer", "accumulator"), ("source", "run")],
     );
     assert!(transit.is_some_and(|n| n > 0.0), "{transit:?}");
+    for source in ["run", "watch"] {
+        let stalls = value(
+            &scraped,
+            "jitterscope_stall_seconds_count",
+            &[("cpu", "1"), ("source", source)],
+        );
+        assert!(stalls.is_some_and(|n| n > 0.0), "{source}: {stalls:?}");
+    }
     let thread = value(
         &scraped,
         "jitterscope_thread_interruption_seconds_count",

@@ -159,8 +159,12 @@ impl RunAttribution {
     fn keep(&mut self, v: Verdict) {
         if self.probes_on {
             self.ranking.add(&v);
-            if let Some(t) = &mut self.theft {
-                t.add(&v);
+        }
+        if let Some(t) = &mut self.theft {
+            // Without probes nothing is attributed, but the stall is still a stall.
+            match self.probes_on {
+                true => t.add(&v),
+                false => t.stall(&v),
             }
         }
         for c in v

@@ -135,8 +135,13 @@ impl TheftTally {
         for (class, ns) in per_class {
             self.class(cpu, class).parts.observe(ns);
         }
+        self.stall(v);
+    }
+
+    /// The whole stall alone, into its CPU's distribution (a run without probes).
+    pub fn stall(&mut self, v: &Verdict) {
         self.stalls
-            .entry(cpu)
+            .entry(v.stall.cpu)
             .or_default()
             .observe(v.stall.duration_ns());
     }

@@ -329,6 +329,12 @@ impl Collector for Families {
         histograms(&mut enc, "jitterscope_interruption_seconds", "A class's part of one interruption (run: of one stall; watch: of one interruption of a watched thread; probe: one kernel record), per CPU and class.", &self.durations)?;
         histograms(
             &mut enc,
+            "jitterscope_stall_seconds",
+            "Whole stalls of the workload's threads (run) or interruptions of the watched threads (watch), per CPU.",
+            &self.stalls,
+        )?;
+        histograms(
+            &mut enc,
             "jitterscope_transit_seconds",
             "Message transit from the producer's publish to the consumer's receive, per consumer.",
             &self.transit,
@@ -711,7 +717,9 @@ impl CensusObserver for ProbeMetrics {
     fn end(&mut self, start_ns: Nanos, now_ns: Nanos) -> anyhow::Result<()> {
         self.write(start_ns, now_ns)
             .map_err(|why| anyhow::anyhow!("{why}"))
-            .context("the metrics file holds an older state (the summary above is complete)")
+            .context(
+                "the metrics file was not rewritten at the end (the summary above is complete)",
+            )
     }
 }
 

@@ -37,7 +37,7 @@ pub(super) fn finish(
             .context("the run's files are incomplete (the report above is what was measured)"));
     }
     if let Some(why) = &r.metrics_failed {
-        anyhow::bail!("{why}; the metrics file holds an older state (the report above and the run's files are complete)");
+        anyhow::bail!("{why}; the metrics file was not rewritten at the end (the report above and the run's files are complete)");
     }
     let json_path = written.last().cloned().unwrap_or_default();
     writeln!(out, "\nrun file:     {}", json_path.display())?;

@@ -68,7 +68,7 @@ pub(super) fn finish(
             .context("the watch's files are incomplete (the report above is what was seen)"));
     }
     if let Some(why) = metrics_failed {
-        anyhow::bail!("{why}; the metrics file holds an older state (the report above and the watch's files are complete)");
+        anyhow::bail!("{why}; the metrics file was not rewritten at the end (the report above and the watch's files are complete)");
     }
     let json_path = written.last().cloned().unwrap_or_default();
     writeln!(out, "\nrun file:     {}", json_path.display())?;
