@@ -306,18 +306,6 @@ fn node_exporter_serves_the_injected_culprits_stolen_seconds_from_a_run_and_a_wa
     assert!(thread.is_some_and(|n| n > 0.0), "{thread:?}");
 }
 
-/// One line on stderr naming the flag, the value and the fix; exit code 2.
-fn usage_error(args: &[&str], expect: &str) {
-    let out = js().args(args).output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-    assert!(
-        stderr.contains(expect),
-        "{args:?}: expected {expect:?} in {stderr:?}"
-    );
-    assert!(!stderr.contains("panicked"), "{stderr}");
-}
-
 #[test]
 fn metrics_flag_mistakes_are_usage_errors() {
     let d = tempfile::tempdir().unwrap();

@@ -33,32 +33,14 @@ pub const THREAD_SERIES: usize = 20;
 pub const LABELS_OPEN_NS: Nanos = 60_000_000_000;
 /// The label of everything without a series of its own.
 pub const OTHER: &str = "other";
-/// Upper bounds (ns) of the transit histogram's buckets: 1–2.5–5 steps, 100 ns to 500 ms,
-/// then 1 s.
-const TRANSIT_BUCKETS_NS: [Nanos; 22] = [
-    100,
-    250,
-    500,
-    1_000,
-    2_500,
-    5_000,
-    10_000,
-    25_000,
-    50_000,
-    100_000,
-    250_000,
-    500_000,
-    1_000_000,
-    2_500_000,
-    5_000_000,
-    10_000_000,
-    25_000_000,
-    50_000_000,
-    100_000_000,
-    250_000_000,
-    500_000_000,
-    1_000_000_000,
-];
+/// Upper bounds (ns) of the transit histogram's buckets: 100, 250 and 500 ns, then the
+/// interruptions' (1 µs to 1 s).
+fn transit_bounds() -> Vec<Nanos> {
+    [100, 250, 500]
+        .into_iter()
+        .chain(THEFT_BUCKETS_NS)
+        .collect()
+}
 
 /// A `--metrics` flag that cannot be used (exit 2).
 #[derive(Debug, thiserror::Error)]
@@ -441,14 +423,21 @@ impl MetricsFile {
         &self.plan.path
     }
 
-    /// Failed rewrites before a last one that worked, in words; None when none failed.
-    pub fn earlier_failures(&self) -> Option<String> {
-        let e = self.error.as_ref()?;
-        Some(format!(
-            "note: {} rewrite{} of the metrics file failed (the first: {e}); the last one worked",
-            self.failures,
-            if self.failures == 1 { "" } else { "s" }
-        ))
+    /// The lines that name the file at the end, and the failed rewrites before a last one
+    /// that worked.
+    pub fn closing_lines(&self) -> Vec<String> {
+        let mut lines = vec![format!(
+            "metrics:      {} (Prometheus text)",
+            self.plan.path.display()
+        )];
+        if let Some(e) = &self.error {
+            lines.push(format!(
+                "note: {} rewrite{} of the metrics file failed (the first: {e}); the last one worked",
+                self.failures,
+                if self.failures == 1 { "" } else { "s" }
+            ));
+        }
+        lines
     }
 
     /// A rewrite is due (the first one at once).
@@ -497,7 +486,7 @@ impl MetricsFile {
             .map(|c| {
                 (
                     vec![("consumer", c.consumer.clone()), ("cpu", c.cpu.to_string())],
-                    Buckets::of_hdr(&TRANSIT_BUCKETS_NS, c.transit),
+                    Buckets::of_hdr(&transit_bounds(), c.transit),
                 )
             })
             .collect();

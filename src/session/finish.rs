@@ -52,15 +52,8 @@ pub(super) fn finish(
         "              {} (interval log)",
         p.hlog_path.display()
     )?;
-    if let Some(m) = &r.metrics {
-        writeln!(
-            out,
-            "metrics:      {} (Prometheus text)",
-            m.path().display()
-        )?;
-        if let Some(note) = m.earlier_failures() {
-            writeln!(out, "{note}")?;
-        }
+    for line in r.metrics.iter().flat_map(|m| m.closing_lines()) {
+        writeln!(out, "{line}")?;
     }
     Ok(RunOutcome {
         run,

@@ -83,15 +83,8 @@ pub(super) fn finish(
         "              {} (interval log)",
         s.hlog_path.display()
     )?;
-    if let Some(m) = &s.metrics {
-        writeln!(
-            out,
-            "metrics:      {} (Prometheus text)",
-            m.path().display()
-        )?;
-        if let Some(note) = m.earlier_failures() {
-            writeln!(out, "{note}")?;
-        }
+    for line in s.metrics.iter().flat_map(|m| m.closing_lines()) {
+        writeln!(out, "{line}")?;
     }
     Ok(WatchOutcome { json_path, ended })
 }
