@@ -14,6 +14,9 @@ packages+=(util-linux tmux stress-ng libcap2-bin)
 # perf, the independent recorder the attribution is checked against (tests/verify_bpf.rs,
 # scripts/verify.sh).
 packages+=(linux-perf)
+# node_exporter and promtool (Debian's prometheus package): the metrics file served by the
+# textfile collector and checked (tests/metrics.rs, scripts/soak.sh --metrics).
+packages+=(prometheus-node-exporter prometheus)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -29,6 +32,16 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # Debian starts Prometheus and node_exporter as services listening on every interface when
+  # it installs them; the tests only need the binaries (they start their own node_exporter on
+  # the loopback). Services this script installed are stopped and disabled again; ones that
+  # were there before are left alone.
+  for p in prometheus prometheus-node-exporter; do
+    if [[ " ${missing[*]} " == *" $p "* ]] && command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+      systemctl disable --now "$p.service" >/dev/null 2>&1 || true
+      echo "deps: $p installed for its binary; its service is disabled (systemctl enable --now $p to run it)"
+    fi
+  done
 fi
 
 # cargo under sudo: root's PATH often lacks the invoking user's ~/.cargo/bin.

@@ -7,7 +7,11 @@
 # With --watch the soaked jitterscope is a `watch --pid` of a measuring-only run
 # (`jitterscope run --no-probes`, the noise injected into it) for the same checks on the
 # watch's memory: a watch runs as long as its user wants, so its memory must stay flat.
-# Usage: sudo scripts/soak.sh [--cpus 0,1] [--duration 30m] [--watch]
+# With --metrics the soaked jitterscope also writes its metrics file (--metrics-interval 10s)
+# and the soak counts its series at every sample: after the first minute (the label set
+# closes a minute into recording) the count must not change, and promtool must accept the
+# last file.
+# Usage: sudo scripts/soak.sh [--cpus 0,1] [--duration 30m] [--watch] [--metrics]
 # Part of `scripts/test.sh --extended`; not run in CI (it takes the whole duration).
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
@@ -15,12 +19,14 @@ source "$(dirname "$0")/env.sh"
 cpus=0,1
 duration=30m
 watch=0
+metrics=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --cpus) cpus=$2; shift 2 ;;
     --duration) duration=$2; shift 2 ;;
     --watch) watch=1; shift ;;
-    *) echo "usage: $0 [--cpus A,B] [--duration 30m] [--watch]" >&2; exit 2 ;;
+    --metrics) metrics=1; shift ;;
+    *) echo "usage: $0 [--cpus A,B] [--duration 30m] [--watch] [--metrics]" >&2; exit 2 ;;
   esac
 done
 consumer=${cpus##*,}
@@ -45,6 +51,13 @@ inject=(--inject "kworker@$consumer:20" --inject "task@$consumer:5")
 if grep -q 'virtio.*input' /proc/interrupts 2>/dev/null; then
   inject+=(--inject "irq@$consumer:50")
 fi
+metrics_args=()
+metrics_file=
+if [ "$metrics" -eq 1 ]; then
+  mkdir -p "$out/metrics"
+  metrics_file="$out/metrics/soak.prom"
+  metrics_args=(--metrics "$metrics_file" --metrics-interval 10s)
+fi
 if [ "$watch" -eq 1 ]; then
   # The watched program: measures its own stalls, no probes; ended by its pid at the end.
   "$js" run --no-probes --cpus "$cpus" --duration 24h --warmup 1s --label soak-target \
@@ -53,11 +66,11 @@ if [ "$watch" -eq 1 ]; then
   sleep 3
   kill -0 "$target_pid" 2>/dev/null || { echo "the watched run did not start:"; cat "$out/target.txt"; exit 1; }
   "$js" watch --pid "$target_pid" --duration "$duration" --label soak-watch --no-tui \
-    --output "$out/runs" >"$out/run.txt" 2>&1 &
+    "${metrics_args[@]}" --output "$out/runs" >"$out/run.txt" 2>&1 &
   js_pid=$!
 else
   "$js" --cpus "$cpus" --duration "$duration" --warmup 1s --label soak --no-tui \
-    "${inject[@]}" --output "$out/runs" >"$out/run.txt" 2>&1 &
+    "${inject[@]}" "${metrics_args[@]}" --output "$out/runs" >"$out/run.txt" 2>&1 &
   js_pid=$!
 fi
 # New pids all the time: every `sleep` is a new task the ranking may meet.
@@ -68,15 +81,21 @@ what=run
 [ "$watch" -eq 1 ] && what="watch --pid of a run"
 echo "### jitterscope soak ($what) — $(hostname), $(nproc) CPUs, kernel $(uname -r), CPUs $cpus, $duration, noise: ${inject[*]} + a forking shell loop"
 echo
-echo "| t (s) | RSS (KiB) |"
-echo "|---:|---:|"
+echo "| t (s) | RSS (KiB) | series |"
+echo "|---:|---:|---:|"
 samples=()
+series=()
 t=0
 while kill -0 "$js_pid" 2>/dev/null; do
   rss=$(awk '/^VmRSS/ {print $2}' "/proc/$js_pid/status" 2>/dev/null || true)
+  n=-
+  if [ -n "$metrics_file" ] && [ -f "$metrics_file" ]; then
+    n=$(grep -vc '^#' "$metrics_file" || true)
+    series+=("$t:$n")
+  fi
   if [ -n "$rss" ]; then
     samples+=("$t:$rss")
-    echo "| $t | $rss |"
+    echo "| $t | $rss | $n |"
   fi
   sleep 10
   t=$((t + 10))
@@ -104,6 +123,26 @@ print()
 print(f"samples {len(rows)}; after the first minute: median {median} KiB, min {lo}, max {hi}: within ±{dev:.1f}% of the median (limit ±5%)")
 sys.exit(0 if dev <= 5.0 else 1)
 ' || { echo "FAIL: resident memory is not flat"; exit 1; }
+if [ "$metrics" -eq 1 ]; then
+  # The label set closes a minute into recording; the first rewrite after that lands by
+  # t = 80 s (start-up, warm-up, a 10 s interval).
+  final=$(grep -vc '^#' "$metrics_file" || true)
+  printf '%s\n' "${series[@]}" "end:$final" | python3 -c '
+import sys
+rows = [l.strip().split(":") for l in sys.stdin if l.strip()]
+steady = [int(n) for t, n in rows if t == "end" or int(t) >= 80]
+print()
+if not steady:
+    print("FAIL: no metrics file sample after the first minute")
+    sys.exit(1)
+print(f"metrics series: {len(steady)} samples after the first minute (and the final file): min {min(steady)}, max {max(steady)} (must not change)")
+sys.exit(0 if min(steady) == max(steady) else 1)
+' || { echo "FAIL: the metrics file's series count changed after the first minute"; exit 1; }
+  if command -v promtool >/dev/null 2>&1; then
+    promtool check metrics <"$metrics_file" || { echo "FAIL: promtool check metrics refused the metrics file"; exit 1; }
+    echo "promtool check metrics: accepted"
+  fi
+fi
 echo
 echo "Files of the run (bytes):"
 echo

@@ -34,9 +34,9 @@ if [ -n "$extended" ]; then
   step "fuzz the run-file reader for ${FUZZ_SECONDS:-300} s"
   bash "$root/scripts/fuzz.sh" "${FUZZ_SECONDS:-300}"
   step "soak for ${SOAK_DURATION:-30m}"
-  bash "$root/scripts/soak.sh" --duration "${SOAK_DURATION:-30m}"
+  bash "$root/scripts/soak.sh" --metrics --duration "${SOAK_DURATION:-30m}"
   step "soak of a watch for ${SOAK_DURATION:-30m}"
-  bash "$root/scripts/soak.sh" --watch --duration "${SOAK_DURATION:-30m}"
+  bash "$root/scripts/soak.sh" --watch --metrics --duration "${SOAK_DURATION:-30m}"
 fi
 echo
 echo "test.sh: all checks passed"

@@ -169,6 +169,14 @@ pub struct RunArgs {
     /// How many of the worst stalls the run file keeps
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub keep_stalls: u32,
+    /// Write Prometheus metrics to FILE for node_exporter's textfile collector (name it
+    /// *.prom, in the collector's directory); rewritten every --metrics-interval and at the end
+    #[arg(long, value_name = "FILE")]
+    pub metrics: Option<PathBuf>,
+
+    /// How often the metrics file is rewritten
+    #[arg(long, default_value = "10s", requires = "metrics", allow_hyphen_values = true, value_parser = parse_metrics_interval)]
+    pub metrics_interval: Nanos,
 }
 
 const WATCH_EXAMPLES: &str = "\
@@ -211,6 +219,15 @@ pub struct WatchArgs {
     /// How many of the worst interruptions the run file keeps
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub keep_stalls: u32,
+
+    /// Write Prometheus metrics to FILE for node_exporter's textfile collector (name it
+    /// *.prom, in the collector's directory); rewritten every --metrics-interval and at the end
+    #[arg(long, value_name = "FILE")]
+    pub metrics: Option<PathBuf>,
+
+    /// How often the metrics file is rewritten
+    #[arg(long, default_value = "10s", requires = "metrics", allow_hyphen_values = true, value_parser = parse_metrics_interval)]
+    pub metrics_interval: Nanos,
     /// The command to start and watch (after --)
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -233,6 +250,14 @@ pub struct ProbeArgs {
     /// Print the summary as JSON (counts per class, BPF cost per program, drops)
     #[arg(long)]
     pub json: bool,
+    /// Write Prometheus metrics to FILE for node_exporter's textfile collector (name it
+    /// *.prom, in the collector's directory); rewritten every --metrics-interval and at the end
+    #[arg(long, value_name = "FILE")]
+    pub metrics: Option<PathBuf>,
+
+    /// How often the metrics file is rewritten
+    #[arg(long, default_value = "10s", requires = "metrics", allow_hyphen_values = true, value_parser = parse_metrics_interval)]
+    pub metrics_interval: Nanos,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -496,6 +521,15 @@ fn parse_run_duration(text: &str) -> Result<Nanos, String> {
         1_000_000,
         7 * 24 * 3600 * 1_000_000_000,
         "run duration",
+    )
+}
+
+fn parse_metrics_interval(text: &str) -> Result<Nanos, String> {
+    parse_bounded(
+        text,
+        1_000_000_000,
+        24 * 3600 * 1_000_000_000,
+        "metrics interval",
     )
 }
 

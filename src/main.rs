@@ -12,7 +12,6 @@ use anyhow::Result;
 use clap::Parser;
 
 use jitterscope::cli::{commands, plan, Cli, Command, UsageError};
-use jitterscope::probe::census;
 use jitterscope::system::{hold, tuning};
 use jitterscope::verify;
 use jitterscope::workshop::{self, noise};
@@ -69,7 +68,7 @@ fn run(cli: Cli) -> Result<()> {
         Some(Command::Report(args)) => commands::report(&args, out),
         Some(Command::Floor(args)) => commands::floor(&args, out),
         Some(Command::Compare(args)) => commands::compare(&args, out),
-        Some(Command::Probe(args)) => census::run(&plan::census_config(&args)?, out),
+        Some(Command::Probe(args)) => commands::probe(&args, out),
         Some(Command::Noise(args)) => noise::run_injection(&plan::injection_config(&args)?, out),
         Some(Command::Tune(args)) => hold::apply_and_hold(&plan::tune_request(&args)?, out),
         Some(Command::Workshop(args)) => workshop::run(&plan::workshop_config(&args)?, out),

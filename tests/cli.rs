@@ -8,6 +8,7 @@ use std::sync::Mutex;
 use assert_cmd::Command;
 use predicates::prelude::*;
 
+use common::usage_error;
 use jitterscope::report::runfile::{RunFile, SCHEMA};
 
 static CPUS: Mutex<()> = Mutex::new(());
@@ -18,18 +19,6 @@ fn js() -> Command {
 
 fn nproc() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
-/// One line on stderr that names the value and the fix, exit code 2.
-fn usage_error(args: &[&str], expect: &str) {
-    let out = js().args(args).output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-    assert!(
-        stderr.contains(expect),
-        "{args:?}: expected {expect:?} in {stderr:?}"
-    );
-    assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
 #[test]

@@ -7,6 +7,7 @@ pub mod book;
 pub mod engine;
 pub mod ranking;
 pub mod run;
+pub mod theft;
 pub mod throughput;
 pub mod watch;
 

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use super::book::StallBook;
 use super::engine::{Engine, EngineConfig, SpikeVerdict, Verdict};
 use super::ranking::Ranking;
+use super::theft::TheftTally;
 use crate::model::{Cause, Cpu, CulpritClass, Interruption, Nanos, Spike, Stall, StealSample};
 
 /// Spikes the live feed keeps between two looks.
@@ -36,6 +37,10 @@ pub struct RunAttribution {
     pub longest_self: BTreeMap<Cpu, Nanos>,
     /// Verdicts of the step under way (the buffer is kept between steps).
     decided: Vec<Verdict>,
+    /// Kernel records lost per CPU.
+    pub lost_per_cpu: BTreeMap<Cpu, u64>,
+    /// Stolen time per CPU, class and culprit, kept when the metrics file asks for it.
+    pub theft: Option<TheftTally>,
 }
 
 impl RunAttribution {
@@ -67,7 +72,14 @@ impl RunAttribution {
             steal_seen: BTreeMap::new(),
             longest_self: BTreeMap::new(),
             decided: Vec::new(),
+            lost_per_cpu: BTreeMap::new(),
+            theft: None,
         }
+    }
+
+    /// Keeps stolen time per CPU, class and culprit from now on (`theft`).
+    pub fn keep_theft(&mut self) {
+        self.theft.get_or_insert_with(TheftTally::default);
     }
 
     pub fn stall(&mut self, s: Stall) {
@@ -114,6 +126,7 @@ impl RunAttribution {
     /// `count` kernel records of `cpu` were lost in `[start_ns, end_ns]`.
     pub fn lost(&mut self, cpu: Cpu, start_ns: Nanos, end_ns: Nanos, count: u64) {
         self.lost_records += count;
+        *self.lost_per_cpu.entry(cpu).or_default() += count;
         self.engine.mark_lost(cpu, start_ns, end_ns);
     }
 
@@ -166,6 +179,13 @@ impl RunAttribution {
     fn keep(&mut self, v: Verdict) {
         if self.probes_on {
             self.ranking.add(&v);
+        }
+        if let Some(t) = &mut self.theft {
+            // Without probes nothing is attributed, but the stall is still a stall.
+            match self.probes_on {
+                true => t.add(&v),
+                false => t.stall(&v),
+            }
         }
         for c in v
             .culprits

@@ -8,10 +8,12 @@ use std::io::Write;
 use anyhow::Result;
 use clap::CommandFactory;
 
-use super::plan::{colour_on_stdout, floor_config, run_plan};
-use super::{Cli, CompareArgs, FloorArgs, ReportArgs, RunArgs, UsageError, WatchArgs};
+use super::plan::{census_config, colour_on_stdout, floor_config, metrics_plan, run_plan};
+use super::{Cli, CompareArgs, FloorArgs, ProbeArgs, ReportArgs, RunArgs, UsageError, WatchArgs};
 use crate::model::Cpu;
+use crate::probe::census;
 use crate::report::files::write_file;
+use crate::report::metrics::ProbeMetrics;
 use crate::report::runfile::RunFile;
 use crate::report::{compare as comparison, export, seed, text};
 use crate::session::{self, RunPlan};
@@ -52,6 +54,18 @@ pub fn run(args: &RunArgs, out: &mut dyn Write) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// `jitterscope probe`: the census, and the metrics file beside it when asked for.
+pub fn probe(args: &ProbeArgs, out: &mut dyn Write) -> Result<()> {
+    let cfg = census_config(args)?;
+    match metrics_plan(args.metrics.as_deref(), args.metrics_interval)? {
+        Some(plan) => {
+            let mut metrics = ProbeMetrics::new(plan, cfg.cpus.clone());
+            census::run_observed(&cfg, &mut metrics, out)
+        }
+        None => census::run(&cfg, out),
+    }
 }
 
 /// Injected noise for a whole run, from threads kept off the measured CPUs when the machine

@@ -11,6 +11,7 @@ use super::{
 };
 use crate::probe::census::CensusConfig;
 use crate::report::files::OutputDir;
+use crate::report::metrics::MetricsPlan;
 use crate::session::watch::target::Target;
 use crate::session::watch::{default_proc, WatchPlan};
 use crate::session::RunPlan;
@@ -51,6 +52,7 @@ pub fn watch_plan(args: &WatchArgs) -> Result<WatchPlan, UsageError> {
         Some(text) => parse_cpu_list(text, &topo, 1)?,
         None => topo.online.clone(),
     };
+    let metrics = metrics_plan(args.metrics.as_deref(), args.metrics_interval)?;
     let output = OutputDir::prepare(&args.output).map_err(|e| UsageError(e.to_string()))?;
     Ok(WatchPlan {
         target,
@@ -64,7 +66,27 @@ pub fn watch_plan(args: &WatchArgs) -> Result<WatchPlan, UsageError> {
         colour: colour_on_stdout(),
         ringbuf_bytes: ringbuf_bytes(args.ringbuf_size),
         proc_root: default_proc().to_path_buf(),
+        metrics,
     })
+}
+
+/// `--metrics FILE` and `--metrics-interval`: the file's directory must exist and take
+/// files; a name node_exporter's textfile collector would not read is said once.
+pub fn metrics_plan(
+    path: Option<&std::path::Path>,
+    interval_ns: crate::model::Nanos,
+) -> Result<Option<MetricsPlan>, UsageError> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    let plan = MetricsPlan::check(path, interval_ns).map_err(|e| UsageError(e.to_string()))?;
+    if !plan.collector_reads_it() {
+        eprintln!(
+            "note: --metrics {}: node_exporter's textfile collector reads only files ending in .prom",
+            path.display()
+        );
+    }
+    Ok(Some(plan))
 }
 
 pub fn ringbuf_bytes(requested: u64) -> u32 {
@@ -85,6 +107,7 @@ pub fn run_plan(args: &RunArgs) -> Result<RunPlan, UsageError> {
         ));
     };
     let cpus = parse_cpus(cpus_text, &Topology::read())?;
+    let metrics = metrics_plan(args.metrics.as_deref(), args.metrics_interval)?;
     let output = OutputDir::prepare(&args.output).map_err(|e| UsageError(e.to_string()))?;
     let (threshold, auto) = match args.stall_threshold {
         Threshold::Auto => (auto_stall_threshold_ns(), true),
@@ -108,6 +131,7 @@ pub fn run_plan(args: &RunArgs) -> Result<RunPlan, UsageError> {
         tui: !args.no_tui && std::io::stdout().is_terminal(),
         colour: colour_on_stdout(),
         probes,
+        metrics,
     })
 }
 

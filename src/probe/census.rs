@@ -34,9 +34,39 @@ pub struct CensusConfig {
     pub json: bool,
 }
 
+/// Follows a census as it goes (the metrics file): the records kept, in batches, and the
+/// time after each look at the probes.
+pub trait CensusObserver {
+    fn batch(&mut self, records: &[Record]);
+    /// `now_ns` after a look at the probes; `start_ns` is when the census started.
+    fn tick(&mut self, start_ns: Nanos, now_ns: Nanos);
+    /// The census is over: every record has been shown.
+    fn end(&mut self, start_ns: Nanos, now_ns: Nanos) -> anyhow::Result<()>;
+}
+
+/// Observes nothing.
+pub struct NoObserver;
+
+impl CensusObserver for NoObserver {
+    fn batch(&mut self, _: &[Record]) {}
+    fn tick(&mut self, _: Nanos, _: Nanos) {}
+    fn end(&mut self, _: Nanos, _: Nanos) -> anyhow::Result<()> {
+        Ok(())
+    }
+}
+
 /// `jitterscope probe`: watches the CPUs until the time is up or a signal arrives, then
 /// prints the summary of what interrupted them.
 pub fn run(cfg: &CensusConfig, out: &mut dyn Write) -> anyhow::Result<()> {
+    run_observed(cfg, &mut NoObserver, out)
+}
+
+/// `run`, showing the records and the time to `observer` as they come.
+pub fn run_observed(
+    cfg: &CensusConfig,
+    observer: &mut dyn CensusObserver,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
     let (session, batches) = start_probes(cfg)?;
     let start_ns = monotonic_ns();
     let end_ns = start_ns + cfg.duration_ns;
@@ -55,10 +85,11 @@ pub fn run(cfg: &CensusConfig, out: &mut dyn Write) -> anyhow::Result<()> {
     };
     while monotonic_ns() < end_ns && crate::signals::received().is_none() {
         match batches.recv_timeout(Duration::from_millis(100)) {
-            Ok(b) => census.take(b, out)?,
+            Ok(b) => census.take(b, observer, out)?,
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
         }
+        observer.tick(start_ns, monotonic_ns());
     }
     let attach = session.attach_report().to_vec();
     // Detaching patches kernel text too: what starts from here on is jitterscope's own.
@@ -66,8 +97,9 @@ pub fn run(cfg: &CensusConfig, out: &mut dyn Write) -> anyhow::Result<()> {
     let probes = session.stop().context("cannot stop the probes")?;
     while let Ok(mut b) = batches.try_recv() {
         b.retain(|r| matches!(r, Record::Lost { .. }) || at_ns(r) < census_end_ns);
-        census.take(b, out)?;
+        census.take(b, observer, out)?;
     }
+    let metrics = observer.end(start_ns, census_end_ns);
     let duration_ns = census_end_ns.min(end_ns) - start_ns;
     let records = &census.records;
     if cfg.json {
@@ -76,7 +108,8 @@ pub fn run(cfg: &CensusConfig, out: &mut dyn Write) -> anyhow::Result<()> {
         let text = summary(records, duration_ns, &cfg.cpus, &attach, &probes);
         write!(out, "\n{text}")?;
     }
-    Ok(())
+    // The summary is printed even when the metrics file could not be written at the end.
+    metrics
 }
 
 /// The probes on `cfg.cpus`, their drain thread (and this one) kept off them when the
@@ -107,9 +140,15 @@ impl Census {
     /// Takes one batch: in time order, logged when asked, without what came before the
     /// census started — attaching patches kernel text, which sends call-function IPIs to
     /// every CPU: those records are not the CPUs' noise.
-    fn take(&mut self, mut batch: ProbeBatch, out: &mut dyn Write) -> std::io::Result<()> {
+    fn take(
+        &mut self,
+        mut batch: ProbeBatch,
+        observer: &mut dyn CensusObserver,
+        out: &mut dyn Write,
+    ) -> std::io::Result<()> {
         batch.retain(|r| matches!(r, Record::Lost { .. }) || at_ns(r) >= self.start_ns);
         batch.sort_by_key(at_ns);
+        observer.batch(&batch);
         if self.log {
             for r in &batch {
                 writeln!(out, "{}", log_line(r, self.start_ns))?;

@@ -42,6 +42,7 @@ fn write_hint(e: &std::io::Error) -> &'static str {
             "; a symbolic link is in the way, and jitterscope does not follow links it did not make — remove it or choose another name"
         }
         Some(libc::EEXIST) => "; a file of that name is in the way — remove it or choose another name",
+        Some(libc::ENOENT) => "; its directory is gone — create it again or write somewhere else",
         _ => "",
     }
 }

@@ -8,6 +8,7 @@ pub mod export;
 pub mod files;
 pub mod hgrm;
 pub mod hlog;
+pub mod metrics;
 pub mod perfetto;
 pub mod runfile;
 pub mod seed;

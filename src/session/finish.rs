@@ -36,6 +36,9 @@ pub(super) fn finish(
         return Err(anyhow::Error::new(e)
             .context("the run's files are incomplete (the report above is what was measured)"));
     }
+    if let Some(why) = &r.metrics_failed {
+        anyhow::bail!("{why}; the metrics file was not rewritten at the end (the report above and the run's files are complete)");
+    }
     let json_path = written.last().cloned().unwrap_or_default();
     writeln!(out, "\nrun file:     {}", json_path.display())?;
     for f in &written[..written.len().saturating_sub(1)] {
@@ -49,6 +52,9 @@ pub(super) fn finish(
         "              {} (interval log)",
         p.hlog_path.display()
     )?;
+    for line in r.metrics.iter().flat_map(|m| m.closing_lines()) {
+        writeln!(out, "{line}")?;
+    }
     Ok(RunOutcome {
         run,
         json_path,

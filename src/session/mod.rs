@@ -16,6 +16,7 @@ use anyhow::Result;
 
 use crate::live::frontend::{Frontend, LiveView, PlainLines, Silent};
 use crate::report::files::OutputDir;
+use crate::report::metrics::MetricsPlan;
 use crate::report::runfile::RunFile;
 use crate::signals;
 use crate::workload::WorkloadConfig;
@@ -38,6 +39,8 @@ pub struct RunPlan {
     pub colour: bool,
     /// Kernel probes with this ring-buffer size (bytes), or none.
     pub probes: Option<u32>,
+    /// The metrics file for node_exporter, if asked for.
+    pub metrics: Option<MetricsPlan>,
 }
 
 /// Where the run's files went.

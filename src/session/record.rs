@@ -22,6 +22,7 @@ use crate::probe::decode::Record;
 use crate::probe::{AttachStatus, ProbeBatch, ProbeSession, ProbeSummary};
 use crate::report::build::{consumer_key, spike_entry};
 use crate::report::hlog::HlogWriter;
+use crate::report::metrics::{ConsumerSeries, Exposure, MetricsFile, Mode};
 use crate::report::text::{self, inferred_row_name};
 use crate::signals;
 use crate::summary::Summary;
@@ -93,6 +94,10 @@ pub(super) struct Recorded {
     pub counters: SourceCounters,
     /// The collector's budget (share of one CPU) and how often it held back, when it had one.
     pub budget: Option<(f64, u64)>,
+    /// The metrics file, rewritten a last time (its `error` says whether that worked).
+    pub metrics: Option<MetricsFile>,
+    /// The metrics file's last rewrite failed: why.
+    pub metrics_failed: Option<String>,
 }
 
 /// The loop's state: totals, attribution, the model shown, and jitterscope's own CPU time.
@@ -107,6 +112,7 @@ struct Recorder {
     cpu_last: Option<CpuSample>,
     /// Short slices when the collector shares the producer's CPU.
     pacer: Pacer,
+    metrics: Option<MetricsFile>,
 }
 
 /// How often the collector wakes: each wake-up costs a switch and a cold cache on a CPU it
@@ -137,6 +143,11 @@ pub(super) fn record(
         std::thread::sleep(TURN);
         r.turn(p);
         let now = monotonic_ns();
+        if r.metrics.as_ref().is_some_and(|m| m.due(now)) {
+            if let Err(why) = r.rewrite_metrics(p, now) {
+                note_metrics_failure(&r.metrics, &why, plan.tui, out);
+            }
+        }
         if let Some((end, message)) = stop_asked(&p.workload) {
             frontend.close();
             writeln!(out, "{message}")?;
@@ -172,7 +183,13 @@ pub(super) fn record(
     let stop_ns = monotonic_ns().min(p.end);
     let probes = stop_probes(p.probe.take(), &mut r.attr, out);
     r.attr.finish();
+    let metrics_failed = match r.metrics.is_some() {
+        true => r.rewrite_metrics(p, stop_ns).err(),
+        false => None,
+    };
     Ok(Recorded {
+        metrics: r.metrics.take(),
+        metrics_failed,
         counters: StallSource::counters(&p.workload),
         cpu: r.cpu_first.zip(r.cpu_last),
         totals: r.totals,
@@ -186,6 +203,17 @@ pub(super) fn record(
             .as_ref()
             .map(|b| (super::prepare::COLLECTOR_BUDGET, b.held_back())),
     })
+}
+
+/// A failed rewrite of the metrics file, said once (not over the live view: the end of the
+/// run says it); later rewrites are tried on time.
+fn note_metrics_failure(file: &Option<MetricsFile>, why: &str, tui: bool, out: &mut Console) {
+    if file.as_ref().is_some_and(|m| m.failures == 1) && !tui {
+        let _ = writeln!(
+            out,
+            "WARNING: the metrics file was not rewritten: {why}; trying again every interval"
+        );
+    }
 }
 
 /// A signal, or a workload thread moved off its CPU: the run ends early (with what to say).
@@ -253,6 +281,17 @@ impl Recorder {
     fn new(plan: &RunPlan, p: &Prepared) -> Self {
         let cfg = &p.cfg;
         let steal_clock = p.probe.as_ref().is_some_and(|(s, _)| s.steal_clock());
+        let mut attr = RunAttribution::new(
+            cfg.producer_cpu,
+            cfg.consumer_cpus.clone(),
+            plan.keep_stalls,
+            p.probe.is_some(),
+            steal_clock,
+            p.record_from,
+        );
+        if plan.metrics.is_some() {
+            attr.keep_theft();
+        }
         Recorder {
             totals: cfg
                 .consumer_cpus
@@ -265,21 +304,48 @@ impl Recorder {
                     last_interval_ns: 0,
                 })
                 .collect(),
-            attr: RunAttribution::new(
-                cfg.producer_cpu,
-                cfg.consumer_cpus.clone(),
-                plan.keep_stalls,
-                p.probe.is_some(),
-                steal_clock,
-                p.record_from,
-            ),
+            attr,
             view_totals: cfg.consumer_cpus.iter().map(|_| new_histogram()).collect(),
             live: initial_model(plan, p),
             hlog_error: None,
             cpu_first: None,
             cpu_last: None,
             pacer: Pacer::new(p.every_cpu_measured),
+            metrics: plan.metrics.clone().map(|m| MetricsFile::new(m, Mode::Run)),
         }
+    }
+
+    /// Rewrites the metrics file from the totals, the attribution and jitterscope's own CPU
+    /// time (the process's less the workload's, at the latest sample).
+    fn rewrite_metrics(&mut self, p: &Prepared, now: Nanos) -> Result<(), String> {
+        let Some(file) = &mut self.metrics else {
+            return Ok(());
+        };
+        let empty = Default::default();
+        let e = Exposure {
+            now_ns: now,
+            elapsed_ns: now.saturating_sub(p.record_from),
+            cpus: &p.measured,
+            theft: self.attr.theft.as_ref().unwrap_or(&empty),
+            steal_ns: &self.attr.steal_seen,
+            lost: &self.attr.lost_per_cpu,
+            own_cpu_ns: self
+                .cpu_last
+                .map_or(0, |c| c.process_ns.saturating_sub(c.workload_ns)),
+            consumers: self
+                .totals
+                .iter()
+                .zip(&p.cfg.consumer_cpus)
+                .enumerate()
+                .map(|(i, (t, &cpu))| ConsumerSeries {
+                    consumer: consumer_key(i),
+                    cpu,
+                    transit: &t.transit,
+                })
+                .collect(),
+            threads: Vec::new(),
+        };
+        file.write(&e)
     }
 
     /// One turn of the loop: drain, attribute, trim, sample jitterscope's own CPU time.

@@ -78,6 +78,7 @@ fn base_plan(cfg: &WorkshopConfig) -> RunPlan {
         tui: false,
         colour: false,
         probes: Some(8 << 20),
+        metrics: None,
     }
 }
 

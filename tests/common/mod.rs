@@ -26,6 +26,22 @@ pub fn exclusive() -> MutexGuard<'static, ()> {
     CPUS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// `jitterscope ARGS` fails as a usage error: exit code 2, one line on stderr containing
+/// `expect`, no panic.
+pub fn usage_error(args: &[&str], expect: &str) {
+    let out = Command::new(env!("CARGO_BIN_EXE_jitterscope"))
+        .args(args)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+    assert!(
+        stderr.contains(expect),
+        "{args:?}: expected {expect:?} in {stderr:?}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
 pub fn nproc() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }

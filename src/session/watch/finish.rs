@@ -34,6 +34,7 @@ pub(super) fn finish(
     s.book.close_all(&mut s.attr);
     let book = &mut s.book;
     s.attr.finish_with(&mut |v| book.decided(v));
+    let metrics_failed = super::rewrite_metrics(plan, &mut s, stop_ns).err();
     if let Some(child) = &mut s.watched.child {
         // The command is the user's: it keeps running if the watch ended first; a finished
         // one is reaped.
@@ -66,6 +67,9 @@ pub(super) fn finish(
         return Err(anyhow::Error::new(e)
             .context("the watch's files are incomplete (the report above is what was seen)"));
     }
+    if let Some(why) = metrics_failed {
+        anyhow::bail!("{why}; the metrics file was not rewritten at the end (the report above and the watch's files are complete)");
+    }
     let json_path = written.last().cloned().unwrap_or_default();
     writeln!(out, "\nrun file:     {}", json_path.display())?;
     for f in &written[..written.len().saturating_sub(1)] {
@@ -79,6 +83,9 @@ pub(super) fn finish(
         "              {} (interval log)",
         s.hlog_path.display()
     )?;
+    for line in s.metrics.iter().flat_map(|m| m.closing_lines()) {
+        writeln!(out, "{line}")?;
+    }
     Ok(WatchOutcome { json_path, ended })
 }
 

@@ -27,6 +27,7 @@ use crate::probe::watch::TaskRow;
 use crate::probe::{ProbeBatch, ProbeConfig, ProbeSession};
 use crate::report::files::{file_stem, utc_stamp, OutputDir};
 use crate::report::hlog::HlogWriter;
+use crate::report::metrics::{Exposure, MetricsFile, Mode, ThreadSeries};
 use crate::signals;
 use crate::summary::Summary;
 use target::{Found, Target, TargetError};
@@ -54,6 +55,8 @@ pub struct WatchPlan {
     pub ringbuf_bytes: u32,
     /// Where /proc is (tests give a fake one for target checks).
     pub proc_root: std::path::PathBuf,
+    /// The metrics file for node_exporter, if asked for.
+    pub metrics: Option<crate::report::metrics::MetricsPlan>,
 }
 
 /// Where the watch's files went.
@@ -114,6 +117,7 @@ pub(super) struct Session {
     pub(super) cpu_last: Option<(Nanos, u64)>,
     /// When recording ended (Nanos::MAX while it goes on).
     pub(super) stop_ns: Nanos,
+    pub(super) metrics: Option<MetricsFile>,
 }
 
 fn watch_phases(plan: WatchPlan, found: Vec<Found>, out: &mut Console) -> Result<WatchOutcome> {
@@ -219,10 +223,14 @@ fn start(plan: &WatchPlan, found: Vec<Found>, out: &mut Console) -> Result<Sessi
             writeln!(out, "note: {} is not traced here: {why}", a.tracepoint)?;
         }
     }
+    let mut attr = RunAttribution::new(0, Vec::new(), plan.keep_stalls, true, steal_clock, now);
+    if plan.metrics.is_some() {
+        attr.keep_theft();
+    }
     Ok(Session {
         attach: session.attach_report().to_vec(),
         probe: Some((session, rx)),
-        attr: RunAttribution::new(0, Vec::new(), plan.keep_stalls, true, steal_clock, now),
+        attr,
         book,
         watched,
         record_from: now,
@@ -234,7 +242,40 @@ fn start(plan: &WatchPlan, found: Vec<Found>, out: &mut Console) -> Result<Sessi
         cpu_first: None,
         cpu_last: None,
         stop_ns: Nanos::MAX,
+        metrics: plan
+            .metrics
+            .clone()
+            .map(|m| MetricsFile::new(m, Mode::Watch)),
     })
+}
+
+/// Rewrites the metrics file from the attribution and the threads' histograms.
+pub(super) fn rewrite_metrics(plan: &WatchPlan, s: &mut Session, now: Nanos) -> Result<(), String> {
+    let Some(file) = &mut s.metrics else {
+        return Ok(());
+    };
+    let empty = Default::default();
+    let e = Exposure {
+        now_ns: now,
+        elapsed_ns: now.saturating_sub(s.record_from),
+        cpus: &plan.cpus,
+        theft: s.attr.theft.as_ref().unwrap_or(&empty),
+        steal_ns: &s.attr.steal_seen,
+        lost: &s.attr.lost_per_cpu,
+        own_cpu_ns: crate::system::cputime::process_cpu_ns(),
+        consumers: Vec::new(),
+        threads: s
+            .book
+            .threads
+            .values()
+            .map(|t| ThreadSeries {
+                tid: t.tid,
+                name: &t.name,
+                interruptions: &t.interruptions,
+            })
+            .collect(),
+    };
+    file.write(&e)
 }
 
 /// Starts the command to watch; a command that cannot be started is a usage error.
@@ -333,6 +374,13 @@ fn record(
         std::thread::sleep(Duration::from_millis(100));
         turn(plan, s);
         let now = monotonic_ns();
+        if s.metrics.as_ref().is_some_and(|m| m.due(now)) {
+            if let Err(why) = rewrite_metrics(plan, s, now) {
+                if s.metrics.as_ref().is_some_and(|m| m.failures == 1) && !plan.tui {
+                    writeln!(out, "WARNING: the metrics file was not rewritten: {why}; trying again every interval")?;
+                }
+            }
+        }
         if now >= next_interval {
             write_intervals(s, next_interval - INTERVAL_NS, now);
             next_interval = now + INTERVAL_NS;
