@@ -144,9 +144,11 @@ pub(super) fn record(
         r.turn(p);
         let now = monotonic_ns();
         if r.metrics.as_ref().is_some_and(|m| m.due(now)) {
+            let cpu_before = thread_cpu_ns();
             if let Err(why) = r.rewrite_metrics(p, now) {
                 note_metrics_failure(&r.metrics, &why, plan.tui, out);
             }
+            spend(p, cpu_before);
         }
         if let Some((end, message)) = stop_asked(&p.workload) {
             frontend.close();
@@ -157,9 +159,11 @@ pub(super) fn record(
         if !frontend.due(now) {
             continue;
         }
+        let cpu_before = thread_cpu_ns();
         r.pacer.between();
         r.update_live(p, now);
         let asked = frontend.show(now, &r.live, out);
+        spend(p, cpu_before);
         if asked.reset {
             r.view_totals.iter_mut().for_each(|h| h.reset());
         }
@@ -213,6 +217,13 @@ fn note_metrics_failure(file: &Option<MetricsFile>, why: &str, tui: bool, out: &
             out,
             "WARNING: the metrics file was not rewritten: {why}; trying again every interval"
         );
+    }
+}
+
+/// This thread's CPU time since `cpu_before` counts against the collector's budget.
+fn spend(p: &Prepared, cpu_before: u64) {
+    if let Some(b) = &p.budget {
+        b.spend(thread_cpu_ns().saturating_sub(cpu_before));
     }
 }
 
@@ -379,9 +390,7 @@ impl Recorder {
             }
             self.pacer.between();
         }
-        if let Some(b) = &p.budget {
-            b.spend(thread_cpu_ns().saturating_sub(cpu_before));
-        }
+        spend(p, cpu_before);
         if now >= p.record_from {
             let sample = p.workload.cpu_ns().map(|workload_ns| CpuSample {
                 at_ns: now,
