@@ -40,10 +40,6 @@ impl Pacer {
         }
     }
 
-    pub fn enabled(&self) -> bool {
-        self.enabled
-    }
-
     /// A slice begins (the thread just woke up).
     pub fn begin(&mut self) {
         if self.enabled {
