@@ -15,6 +15,21 @@ pub fn monotonic_ns() -> Nanos {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// Reads `clock` in ns; 0 when the clock cannot be read (a thread's clock once it ended).
+pub fn clock_ns(clock: libc::clockid_t) -> u64 {
+    // SAFETY: timespec is plain data; clock_gettime fills it.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID), in ns.
+pub fn own_thread_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
 /// Wall-clock time in nanoseconds since the Unix epoch (for run metadata only).
 pub fn unix_ns() -> u128 {
     std::time::SystemTime::now()

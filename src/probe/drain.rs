@@ -20,7 +20,8 @@ use super::threads;
 use super::watch;
 use super::{JitterscopeSkel, ProbeBatch, ProbeConfig, ProbeError, ProbeSummary};
 use crate::model::Cpu;
-use crate::platform::pace::{thread_cpu_ns, Pacer};
+use crate::platform::clock::own_thread_cpu_ns;
+use crate::platform::pace::Pacer;
 
 /// Records decoded between two looks at the pacer (about a µs each).
 const CONSUME_STEP: usize = 16;
@@ -110,7 +111,7 @@ pub(super) fn run(
             // Over budget: the records wait in the ring (or are dropped there, counted).
             return;
         }
-        let cpu_before = thread_cpu_ns();
+        let cpu_before = own_thread_cpu_ns();
         pacer.begin();
         loop {
             let n = ring.consume_raw_n(CONSUME_STEP);
@@ -125,7 +126,7 @@ pub(super) fn run(
             pacer.between();
         }
         if let Some(b) = &budget {
-            b.spend(thread_cpu_ns().saturating_sub(cpu_before));
+            b.spend(own_thread_cpu_ns().saturating_sub(cpu_before));
             b.drained(began);
         }
     };

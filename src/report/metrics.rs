@@ -736,6 +736,41 @@ mod tests {
             .collect()
     }
 
+    /// 50 new culprits per class and CPU, later rounds heavier: a late culprit outweighs
+    /// every named one and must still land in `other`.
+    fn feed_round(tally: &mut TheftTally, round: u64, cpus: &[Cpu]) {
+        for &cpu in cpus {
+            for class in [CulpritClass::Task, CulpritClass::Kworker] {
+                for i in 0..50 {
+                    let ns = (round + 1) * 1_000 * (i + 1);
+                    tally.record(cpu, class, format!("c{round}-{i}"), ns);
+                }
+            }
+        }
+    }
+
+    /// Stolen-seconds series per (cpu, class) label pair.
+    fn stolen_series_per_cpu_and_class(
+        samples: &BTreeMap<String, f64>,
+    ) -> BTreeMap<(String, String), usize> {
+        let label = |k: &str, name: &str| -> String {
+            let key = format!("{name}=\"");
+            k.split(key.as_str())
+                .nth(1)
+                .and_then(|v| v.split('"').next())
+                .unwrap_or_default()
+                .to_string()
+        };
+        let mut per = BTreeMap::new();
+        for k in samples
+            .keys()
+            .filter(|k| k.starts_with("jitterscope_stolen_seconds_total"))
+        {
+            *per.entry((label(k, "cpu"), label(k, "class"))).or_default() += 1;
+        }
+        per
+    }
+
     #[test]
     fn many_culprits_keep_21_series_per_cpu_and_class_and_counters_only_grow() {
         let plan = MetricsPlan {
@@ -749,16 +784,7 @@ mod tests {
         let mut before: BTreeMap<String, f64> = BTreeMap::new();
         let mut closed_counts = Vec::new();
         for round in 0..12u64 {
-            // 50 new culprits per class and CPU each round, later ones heavier: a
-            // late culprit outweighs every named one and must still land in `other`.
-            for cpu in cpus {
-                for class in [CulpritClass::Task, CulpritClass::Kworker] {
-                    for i in 0..50 {
-                        let ns = (round + 1) * 1_000 * (i + 1);
-                        tally.record(cpu, class, format!("c{round}-{i}"), ns);
-                    }
-                }
-            }
+            feed_round(&mut tally, round, &cpus);
             let elapsed_ns = round * 10_000_000_000;
             let text = file.render(&Exposure {
                 now_ns: elapsed_ns,
@@ -772,21 +798,7 @@ mod tests {
                 threads: Vec::new(),
             });
             let now = samples(&text);
-            let mut per: BTreeMap<(String, String), usize> = BTreeMap::new();
-            for k in now
-                .keys()
-                .filter(|k| k.starts_with("jitterscope_stolen_seconds_total"))
-            {
-                let cpu = k.split("cpu=\"").nth(1).unwrap().split('"').next().unwrap();
-                let class = k
-                    .split("class=\"")
-                    .nth(1)
-                    .unwrap()
-                    .split('"')
-                    .next()
-                    .unwrap();
-                *per.entry((cpu.into(), class.into())).or_default() += 1;
-            }
+            let per = stolen_series_per_cpu_and_class(&now);
             assert!(per.values().all(|&n| n <= CULPRIT_SERIES + 1), "{per:?}");
             assert_eq!(per[&("1".to_string(), "task".to_string())], 21);
             for (k, v) in &before {

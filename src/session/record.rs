@@ -17,7 +17,8 @@ use crate::live::model::ConsumerView;
 use crate::live::{CulpritRow, LiveModel};
 use crate::model::{Ended, Nanos};
 use crate::platform::clock::monotonic_ns;
-use crate::platform::pace::{thread_cpu_ns, Pacer};
+use crate::platform::clock::own_thread_cpu_ns;
+use crate::platform::pace::Pacer;
 use crate::probe::decode::Record;
 use crate::probe::{AttachStatus, ProbeBatch, ProbeSession, ProbeSummary};
 use crate::report::build::{consumer_key, spike_entry};
@@ -144,7 +145,7 @@ pub(super) fn record(
         r.turn(p);
         let now = monotonic_ns();
         if r.metrics.as_ref().is_some_and(|m| m.due(now)) {
-            let cpu_before = thread_cpu_ns();
+            let cpu_before = own_thread_cpu_ns();
             if let Err(why) = r.rewrite_metrics(p, now) {
                 note_metrics_failure(&r.metrics, &why, plan.tui, out);
             }
@@ -159,7 +160,7 @@ pub(super) fn record(
         if !frontend.due(now) {
             continue;
         }
-        let cpu_before = thread_cpu_ns();
+        let cpu_before = own_thread_cpu_ns();
         r.pacer.between();
         r.update_live(p, now);
         let asked = frontend.show(now, &r.live, out);
@@ -223,7 +224,7 @@ fn note_metrics_failure(file: &Option<MetricsFile>, why: &str, tui: bool, out: &
 /// This thread's CPU time since `cpu_before` counts against the collector's budget.
 fn spend(p: &Prepared, cpu_before: u64) {
     if let Some(b) = &p.budget {
-        b.spend(thread_cpu_ns().saturating_sub(cpu_before));
+        b.spend(own_thread_cpu_ns().saturating_sub(cpu_before));
     }
 }
 
@@ -363,7 +364,7 @@ impl Recorder {
     /// When every CPU is measured, it works in short slices (see `Pacer`).
     /// Over its budget (see `Budget`), it takes in the workload's stalls only: the records wait.
     fn turn(&mut self, p: &mut Prepared) {
-        let cpu_before = thread_cpu_ns();
+        let cpu_before = own_thread_cpu_ns();
         self.pacer.begin();
         self.drain(p);
         let now = monotonic_ns();
@@ -381,7 +382,7 @@ impl Recorder {
             let budget = p.budget.as_deref();
             while self.attr.decide_some(watermark, DECIDE_STEP, &mut |_| {}) {
                 self.pacer.between();
-                let spent = thread_cpu_ns().saturating_sub(cpu_before);
+                let spent = own_thread_cpu_ns().saturating_sub(cpu_before);
                 if budget.is_some_and(|b| !b.allows(spent))
                     && self.attr.engine.pending() < MAX_PENDING
                 {

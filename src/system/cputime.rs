@@ -1,18 +1,11 @@
 //! CPU time of this process and of its threads, for the tracer's own cost: everything
 //! jitterscope burns except the workload's spinning threads.
 
+use crate::platform::clock::clock_ns;
+
 /// CPU time of the whole process so far, threads that ended included.
 pub fn process_cpu_ns() -> u64 {
     clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
-}
-
-fn clock_ns(clock: libc::clockid_t) -> u64 {
-    // SAFETY: timespec is plain data; clock_gettime fills it.
-    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
-    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
-        return 0;
-    }
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// CPU time of thread `tid` of this process (its id in this process's PID namespace), None
