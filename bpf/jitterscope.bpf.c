@@ -59,8 +59,8 @@ struct js_cpu_counters _js_cpu_counters = {};
 struct js_watched _js_watched = {};
 struct js_task_row _js_task_row = {};
 
-/* Read by user space through the mmapped .bss. */
-struct js_cpu_counters counters[JS_MAX_CPUS] = {};
+/* Read by user space through the mmapped .bss; a line per CPU (see the type). */
+struct js_cpu_counters counters[JS_MAX_CPUS] __attribute__((aligned(64))) = {};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -126,11 +126,13 @@ struct cpu_state {
 	__u32 softirq_vec;
 	__u16 softirq_parent;
 	__u16 pad1;
-	/* hard irq level */
+	/* hard irq level; the action's name is read again only when another action runs */
 	__u64 irq_start;
 	__u32 irq_nr;
 	__u16 irq_parent;
 	__u16 pad2;
+	__u64 irq_action;   /* the action `irq_name` was read from, and its name pointer */
+	__u64 irq_name_ptr;
 	char irq_name[JS_NAME_LEN];
 	/* system vector level (timer tick, IPIs) */
 	__u64 vec_start;
@@ -669,7 +671,8 @@ static __always_inline void emit_wait(__u32 cpu, struct cpu_state *st, struct js
 /* A context switch as the watched threads live it, on every CPU (they move): `prev` stops
  * running (blocked, or preempted and now waiting here), `next` runs (after a wait, which is
  * reported when this CPU or the one where it began is measured). `st` may be NULL off the
- * measured CPUs. */
+ * measured CPUs. `now` 0: the clock is read only if a watched thread is involved (most
+ * switches on an unmeasured CPU are not: the filter's early exit reads no clock). */
 static __always_inline void watch_switch(__u32 cpu, struct cpu_state *st, bool preempt,
 					 struct task_struct *prev, struct task_struct *next,
 					 unsigned int prev_state, __u64 now)
@@ -679,6 +682,8 @@ static __always_inline void watch_switch(__u32 cpu, struct cpu_state *st, bool p
 
 	w = watched_task(prev);
 	if (w) {
+		if (!now)
+			now = bpf_ktime_get_ns();
 		if (preempt || prev_state == 0) {
 			place(w, cpu, now);
 			w->state = JS_T_WAITING;
@@ -695,6 +700,8 @@ static __always_inline void watch_switch(__u32 cpu, struct cpu_state *st, bool p
 	}
 	w = watched_task(next);
 	if (w) {
+		if (!now)
+			now = bpf_ktime_get_ns();
 		if (w->state == JS_T_WAITING && w->wait_start &&
 		    (is_target(cpu) || is_target(w->wait_cpu)))
 			emit_wait(cpu, st, w, next, next_pid, now);
@@ -719,8 +726,7 @@ static __always_inline int handle_sched_switch(bool preempt, struct task_struct 
 
 	if (!is_target(cpu)) {
 		if (watch_mode)
-			watch_switch(cpu, NULL, preempt, prev, next, prev_state,
-				     bpf_ktime_get_ns());
+			watch_switch(cpu, NULL, preempt, prev, next, prev_state, 0);
 		return 0;
 	}
 	st = my_state();
@@ -806,6 +812,7 @@ int BPF_PROG(js_irq_handler_entry, int irq, struct irqaction *action)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct cpu_state *st;
+	const char *name;
 
 	if (!is_target(cpu))
 		return 0;
@@ -815,7 +822,15 @@ int BPF_PROG(js_irq_handler_entry, int irq, struct irqaction *action)
 	st->irq_parent = innermost(st);
 	st->irq_start = clock_now(cpu, st);
 	st->irq_nr = irq;
-	bpf_probe_read_kernel_str(st->irq_name, sizeof(st->irq_name), BPF_CORE_READ(action, name));
+	/* A device's interrupts come to the same CPU again and again: its name is copied the
+	 * first time (a helper call and a string walk), then kept while the same action, with
+	 * the same name pointer, runs. */
+	name = action->name;
+	if ((__u64)action != st->irq_action || (__u64)name != st->irq_name_ptr) {
+		bpf_probe_read_kernel_str(st->irq_name, sizeof(st->irq_name), name);
+		st->irq_action = (__u64)action;
+		st->irq_name_ptr = (__u64)name;
+	}
 	return 0;
 }
 
@@ -1441,4 +1456,24 @@ int js_whoami(struct bpf_raw_tracepoint_args *ctx)
 	watch_ns_level = level;
 	watch_ns = (__u64)u.ns;
 	return level;
+}
+
+/* ---- reference programs (`probe --floor`): what a program run costs here before it does
+ * anything. Loaded only when asked for; their costs are reported apart from the probes'. ---- */
+
+/* Nothing: the kernel's dispatch of a tracing program and the statistics' own clock reads. */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(js_floor_empty, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	return 0;
+}
+
+/* One read of the clock every record carries (bpf_ktime_get_ns), and nothing else. */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(js_floor_clock, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	bpf_ktime_get_ns();
+	return 0;
 }

@@ -147,12 +147,15 @@ struct js_record {
 
 _Static_assert(sizeof(struct js_record) == 96, "js_record ABI");
 
-/* Per-CPU counters kept by the programs (a .bss array indexed by CPU). */
+/* Per-CPU counters kept by the programs (a .bss array indexed by CPU), one cache line each:
+ * every record increments its CPU's count, and CPUs sharing a line would take it from each
+ * other at every event. */
 struct js_cpu_counters {
 	__u64 events;   /* records submitted for this CPU */
 	__u64 rb_drops; /* failed ring-buffer reserves for this CPU */
+	__u64 pad[6];
 };
 
-_Static_assert(sizeof(struct js_cpu_counters) == 16, "js_cpu_counters ABI");
+_Static_assert(sizeof(struct js_cpu_counters) == 64, "js_cpu_counters ABI");
 
 #endif /* JITTERSCOPE_H */

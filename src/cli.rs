@@ -250,6 +250,12 @@ pub struct ProbeArgs {
     /// Print the summary as JSON (counts per class, BPF cost per program, drops)
     #[arg(long)]
     pub json: bool,
+    /// Also attach two reference programs to sched_switch — one that does nothing, one that
+    /// only reads the clock — and report what a run of each costs: the floor under every
+    /// per-event figure on this kernel and machine (they run on every context switch of every
+    /// CPU while the probe lasts)
+    #[arg(long)]
+    pub floor: bool,
     /// Write Prometheus metrics to FILE for node_exporter's textfile collector (name it
     /// *.prom, in the collector's directory); rewritten every --metrics-interval and at the end
     #[arg(long, value_name = "FILE")]

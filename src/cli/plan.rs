@@ -147,6 +147,7 @@ pub fn census_config(args: &ProbeArgs) -> Result<CensusConfig, UsageError> {
         ringbuf_bytes,
         log: !args.no_log,
         json: args.json,
+        floor: args.floor,
     })
 }
 

@@ -32,6 +32,8 @@ pub struct CensusConfig {
     pub log: bool,
     /// The summary as JSON, for scripts, instead of the table.
     pub json: bool,
+    /// Also load the reference programs (`ProbeConfig::floor`).
+    pub floor: bool,
 }
 
 /// Follows a census as it goes (the metrics file): the records kept, in batches, and the
@@ -118,6 +120,7 @@ fn start_probes(cfg: &CensusConfig) -> anyhow::Result<(ProbeSession, Receiver<Pr
     let mut pc = ProbeConfig::new(cfg.cpus.clone());
     pc.ringbuf_bytes = cfg.ringbuf_bytes;
     pc.drain_cpus = cfg.drain_cpus.clone();
+    pc.floor = cfg.floor;
     if pc.drain_cpus.is_empty() {
         eprintln!(
             "note: every CPU is watched; jitterscope's own drain thread shows up as class `self`"
@@ -399,6 +402,23 @@ pub fn costs(p: &ProbeSummary) -> String {
         );
     }
     s.push('\n');
+    if !p.floor.is_empty() {
+        s.push_str("Floor (reference programs on sched_switch):");
+        for x in &p.floor {
+            let what = match x.program.as_str() {
+                "empty" => "an empty program",
+                "clock" => "a clock read alone",
+                other => other,
+            };
+            let _ = write!(
+                s,
+                " {what} {:.0}ns×{}",
+                x.ns_per_event().unwrap_or(0.0),
+                x.run_count
+            );
+        }
+        s.push('\n');
+    }
     s
 }
 
@@ -425,6 +445,18 @@ pub fn steal_clock(p: &ProbeSummary) -> String {
     )
 }
 
+fn costs_json(costs: &[super::ProgramCost]) -> Vec<serde_json::Value> {
+    costs
+        .iter()
+        .map(|c| {
+            serde_json::json!({
+                "program": c.program, "run_count": c.run_count, "run_time_ns": c.run_time_ns,
+                "ns_per_event": c.ns_per_event(),
+            })
+        })
+        .collect()
+}
+
 /// The census as JSON, for scripts (scripts/bench.sh): records per class, BPF cost per
 /// program, drops per CPU.
 pub fn summary_json(records: &[Record], duration_ns: Nanos, probes: &ProbeSummary) -> String {
@@ -444,10 +476,8 @@ pub fn summary_json(records: &[Record], duration_ns: Nanos, probes: &ProbeSummar
     serde_json::json!({
         "duration_ns": duration_ns,
         "classes": classes.iter().map(|(k, (n, t))| (k.to_string(), serde_json::json!({"count": n, "total_ns": t}))).collect::<serde_json::Map<_, _>>(),
-        "costs": probes.costs.iter().map(|c| serde_json::json!({
-            "program": c.program, "run_count": c.run_count, "run_time_ns": c.run_time_ns,
-            "ns_per_event": c.ns_per_event(),
-        })).collect::<Vec<_>>(),
+        "costs": costs_json(&probes.costs),
+        "floor": costs_json(&probes.floor),
         "stats_enabled": probes.stats_enabled,
         "steal_clock": probes.steal_clock,
         "steal_clock_note": probes.steal_clock_note,

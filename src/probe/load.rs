@@ -13,6 +13,9 @@ use libbpf_rs::{ErrorKind, Link, OpenObject};
 
 use super::kallsyms::Kallsyms;
 use super::threads::{self, Identity, WHOAMI_SECTION};
+
+/// The reference programs' names begin so (`ProbeConfig::floor`).
+pub(super) const FLOOR_PREFIX: &str = "js_floor_";
 use super::{steal, AttachState, AttachStatus, ProbeConfig, ProbeError, MANDATORY};
 use super::{JitterscopeSkel, JitterscopeSkelBuilder, OpenJitterscopeSkel};
 
@@ -220,6 +223,10 @@ fn choose_programs(
             prog.set_autoload(test_seams);
             continue;
         }
+        if name.starts_with(FLOOR_PREFIX) {
+            prog.set_autoload(cfg.floor);
+            continue;
+        }
         if watch_only(&name, &section) && !watch {
             prog.set_autoload(false);
             continue;
@@ -268,7 +275,16 @@ fn attach_programs(
             continue;
         }
         let tp = tracepoint_of(&section).to_string();
+        // The reference programs are not probes: attached when asked for, not reported.
+        let reference = prog.name().to_string_lossy().starts_with(FLOOR_PREFIX);
         match prog.attach() {
+            Ok(link) if reference => links.push(link),
+            Err(e) if reference => {
+                return Err(ProbeError::Attach {
+                    tracepoint: format!("{tp} (the reference program {:?})", prog.name()),
+                    cause: format!("{e:#}"),
+                })
+            }
             Ok(link) => {
                 links.push(link);
                 attach.push(AttachStatus {

@@ -79,6 +79,9 @@ pub struct ProbeConfig {
     pub faults: bool,
     /// What the drain thread may spend of a CPU (shared with the collector); None: no limit.
     pub budget: Option<std::sync::Arc<crate::platform::pace::Budget>>,
+    /// Also load the reference programs (`js_floor_*`: an empty program and a clock read on
+    /// sched_switch), reported apart from the probes' costs (`ProbeSummary::floor`).
+    pub floor: bool,
 }
 
 impl ProbeConfig {
@@ -92,6 +95,7 @@ impl ProbeConfig {
             watch: false,
             faults: true,
             budget: None,
+            floor: false,
         }
     }
 }
@@ -126,6 +130,9 @@ pub struct ProbeSummary {
     /// Records submitted per measured CPU.
     pub events: Vec<(Cpu, u64)>,
     pub costs: Vec<ProgramCost>,
+    /// The reference programs' costs, when loaded (`ProbeConfig::floor`): `empty` and
+    /// `clock`, on sched_switch.
+    pub floor: Vec<ProgramCost>,
     /// False when the kernel refused run-time statistics (they need CAP_SYS_ADMIN).
     pub stats_enabled: bool,
     /// False when /proc/kallsyms hid its addresses (no CAP_SYSLOG): work functions and

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use libbpf_rs::skel::Skel;
 
-use super::load::tracepoint_of;
+use super::load::{tracepoint_of, FLOOR_PREFIX};
 use super::JitterscopeSkel;
 
 /// Cost of one program, from the kernel's BPF run-time statistics.
@@ -72,12 +72,27 @@ impl RunTimeStats {
     }
 }
 
-/// Run count and run time of every loaded program (kernel BPF run-time statistics).
+/// Run count and run time of every loaded tracing program (kernel BPF run-time statistics),
+/// named by tracepoint; the reference programs are not among them (`floor_costs`).
 pub(super) fn program_costs(skel: &JitterscopeSkel) -> Vec<ProgramCost> {
+    costs_of(skel, false)
+}
+
+/// The reference programs' costs (`ProbeConfig::floor`), named `empty` and `clock`.
+pub(super) fn floor_costs(skel: &JitterscopeSkel) -> Vec<ProgramCost> {
+    costs_of(skel, true)
+}
+
+fn costs_of(skel: &JitterscopeSkel, floor: bool) -> Vec<ProgramCost> {
     let mut out = Vec::new();
     for prog in skel.object().progs() {
         // Test runs (js_whoami, the seams) are not the cost of tracing.
         if !prog.autoload() || prog.section().to_string_lossy().starts_with("raw_tp") {
+            continue;
+        }
+        let name = prog.name().to_string_lossy();
+        let reference = name.strip_prefix(FLOOR_PREFIX);
+        if reference.is_some() != floor {
             continue;
         }
         let mut info = libbpf_sys::bpf_prog_info::default();
@@ -92,7 +107,10 @@ pub(super) fn program_costs(skel: &JitterscopeSkel) -> Vec<ProgramCost> {
         };
         if rc == 0 {
             out.push(ProgramCost {
-                program: tracepoint_of(&prog.section().to_string_lossy()).to_string(),
+                program: match reference {
+                    Some(r) => r.to_string(),
+                    None => tracepoint_of(&prog.section().to_string_lossy()).to_string(),
+                },
                 run_count: info.run_cnt,
                 run_time_ns: info.run_time_ns,
             });
