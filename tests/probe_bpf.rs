@@ -188,6 +188,91 @@ fn a_steered_device_irq_is_recorded_with_its_number_and_name() {
     });
     assert_eq!(r.cpu, CPU);
     assert_eq!(&*r.name, format!("{irq} {name}"));
+    // The programs copy an action's name only when another action runs than last time on
+    // the CPU: every IRQ record, whichever device came before it, bears its own action's
+    // name as /proc/interrupts lists it.
+    let listed = proc_interrupt_names();
+    let mut seen = std::collections::BTreeSet::new();
+    for i in interruptions(&records)
+        .into_iter()
+        .filter(|i| i.class == CulpritClass::Irq)
+    {
+        let Some(names) = listed.get(&i.id) else {
+            continue; // freed since, or not a numbered line
+        };
+        let action = i.name.split_once(' ').map_or("", |(_, a)| a);
+        assert!(
+            names.split(", ").any(|n| n == action),
+            "IRQ {} recorded as {:?}; /proc/interrupts lists {names:?}",
+            i.id,
+            i.name
+        );
+        seen.insert(i.id);
+    }
+    println!("IRQ numbers seen on CPU {CPU}: {seen:?}");
+}
+
+/// Action names per IRQ number, as /proc/interrupts lists them (the last column).
+fn proc_interrupt_names() -> std::collections::BTreeMap<u64, String> {
+    let text = std::fs::read_to_string("/proc/interrupts").expect("read /proc/interrupts");
+    let cpus = text.lines().next().map_or(0, |h| h.split_whitespace().count());
+    text.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let (nr, rest) = l.trim_start().split_once(':')?;
+            let nr: u64 = nr.parse().ok()?;
+            // the counts, the chip, the hardware IRQ with its trigger (`5-edge`), the names
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let names = fields.get(cpus + 2..)?.join(" ");
+            Some((nr, names))
+        })
+        .collect()
+}
+
+#[test]
+fn the_reference_programs_run_beside_the_probes_and_stay_out_of_their_costs() {
+    if skip_bpf("the_reference_programs_run_beside_the_probes_and_stay_out_of_their_costs") {
+        return;
+    }
+    let _cpus = exclusive();
+    let mut cfg = config();
+    cfg.floor = true;
+    let (session, rx) = start(cfg);
+    let report = session.attach_report().to_vec();
+    // Switches on the measured CPU: a thread there sleeping in short steps.
+    let t = std::thread::spawn(|| {
+        pin(0, CPU as usize);
+        for _ in 0..200 {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    });
+    let _ = collect(&rx, Instant::now() + Duration::from_millis(300));
+    t.join().unwrap();
+    let summary = session.stop().unwrap();
+    assert_eq!(
+        report
+            .iter()
+            .filter(|a| a.tracepoint == "sched_switch")
+            .count(),
+        1,
+        "the reference programs are not reported as probes: {report:?}"
+    );
+    let names: Vec<&str> = summary.floor.iter().map(|c| c.program.as_str()).collect();
+    assert_eq!(names, ["empty", "clock"], "{summary:?}");
+    assert!(summary.costs.iter().any(|c| c.program == "sched_switch"));
+    assert!(!summary
+        .costs
+        .iter()
+        .any(|c| c.program == "empty" || c.program == "clock"));
+    if summary.stats_enabled {
+        for c in &summary.floor {
+            // They run on every switch of every CPU, the measured one's 400 among them.
+            assert!(c.run_count >= 400 && c.run_time_ns > 0, "{c:?}");
+        }
+    }
+    // Not loaded unless asked for.
+    let (session, _rx) = start(config());
+    assert!(session.stop().unwrap().floor.is_empty());
 }
 
 #[test]
