@@ -215,7 +215,10 @@ fn a_steered_device_irq_is_recorded_with_its_number_and_name() {
 /// Action names per IRQ number, as /proc/interrupts lists them (the last column).
 fn proc_interrupt_names() -> std::collections::BTreeMap<u64, String> {
     let text = std::fs::read_to_string("/proc/interrupts").expect("read /proc/interrupts");
-    let cpus = text.lines().next().map_or(0, |h| h.split_whitespace().count());
+    let cpus = text
+        .lines()
+        .next()
+        .map_or(0, |h| h.split_whitespace().count());
     text.lines()
         .skip(1)
         .filter_map(|l| {

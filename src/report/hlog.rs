@@ -8,7 +8,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use flate2::{Compress, Compression, FlushCompress, Status};
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
-use hdrhistogram::serialization::{Serializer, V2Serializer};
+use hdrhistogram::serialization::Serializer;
 use hdrhistogram::{Counter, Histogram};
 
 use crate::platform::pace::Pacer;
@@ -19,37 +19,123 @@ pub struct HlogWriter {
 }
 
 /// The V2 compressed encoding HdrHistogram's readers expect (cookie, length, zlib stream of
-/// the V2 encoding), in two steps with one compressor kept for the whole log at the fastest
-/// level. The crate's own serializer builds a new compressor (a few hundred KiB to allocate
-/// and clear) at the default level for every histogram: the largest single piece of work the
-/// collector did each second, on a CPU it may share with the workload.
+/// the V2 encoding), in steps, with one compressor kept for the whole log at the fastest
+/// level. The crate's own serializers build a new compressor (a few hundred KiB to allocate
+/// and clear) at the default level for every histogram, and encode into a buffer of 9 bytes
+/// per bucket up to the largest value, zeroed first (some 100 KiB for a run's histogram, all
+/// cold after a second's sleep): the largest single pieces of work the collector did each
+/// second, on a CPU it may share with the workload. This encoder writes the same bytes from
+/// the recorded buckets only, looking at the pacer as it goes.
 struct Encoder {
-    v2: V2Serializer,
     raw: Vec<u8>,
     out: Vec<u8>,
     z: Compress,
 }
 
-/// `V2_COMPRESSED_COOKIE` of the V2 format (base cookie 0x1c849304 with the word size bit).
+/// The cookies of the V2 format (base cookies with the word size bit).
+const V2_COOKIE: u32 = 0x1c84_9303 | 0x10;
 const V2_COMPRESSED_COOKIE: u32 = 0x1c84_9304 | 0x10;
+/// Cookie, payload length, normalizing index offset, significant digits, lowest and highest
+/// trackable values, integer-to-double ratio.
+const V2_HEADER_LEN: usize = 40;
+/// Recorded buckets encoded between two looks at the pacer (well under a µs each).
+const BUCKETS_PER_STEP: usize = 256;
+
+/// Where a value's bucket is in a histogram's counts array (HdrHistogram's layout: buckets
+/// of `2^sub_bucket_count_magnitude` sub-buckets, each after the first sharing its lower half
+/// with the one before). The crate keeps this private; the layout is the format's.
+struct Layout {
+    unit_magnitude: u32,
+    sub_half_magnitude: u32,
+    sub_half_count: u64,
+    sub_mask: u64,
+    leading_zero_base: u32,
+}
+
+impl Layout {
+    fn of<T: Counter>(h: &Histogram<T>) -> Layout {
+        let unit_magnitude = 63 - h.low().max(1).leading_zeros();
+        let largest = 2 * 10u64.pow(u32::from(h.sigfig()));
+        // ceil(log2(largest))
+        let sub_magnitude = 64 - (largest - 1).leading_zeros();
+        let sub_half_magnitude = sub_magnitude.saturating_sub(1);
+        Layout {
+            unit_magnitude,
+            sub_half_magnitude,
+            sub_half_count: 1 << sub_half_magnitude,
+            sub_mask: ((1u64 << sub_magnitude) - 1) << unit_magnitude,
+            leading_zero_base: 64 - unit_magnitude - sub_magnitude,
+        }
+    }
+
+    fn index(&self, value: u64) -> u64 {
+        let bucket = self.leading_zero_base - (value | self.sub_mask).leading_zeros();
+        let sub = value >> (bucket + self.unit_magnitude);
+        (u64::from(bucket + 1) << self.sub_half_magnitude) + sub - self.sub_half_count
+    }
+}
+
+/// A number as V2 writes it: zig-zag, then LEB128 with at most 9 bytes (the 9th carries the
+/// top 8 bits whole).
+fn put_varint(out: &mut Vec<u8>, n: i64) {
+    let mut v = ((n << 1) ^ (n >> 63)) as u64;
+    for _ in 0..8 {
+        if v < 0x80 {
+            out.push(v as u8);
+            return;
+        }
+        out.push((v as u8 & 0x7f) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
 
 impl Encoder {
     fn new() -> Encoder {
         Encoder {
-            v2: V2Serializer::new(),
             raw: Vec::new(),
             out: Vec::new(),
             z: Compress::new(Compression::fast(), true),
         }
     }
 
-    /// Step one: the V2 encoding of `h` into `raw`.
-    fn encode<T: Counter>(&mut self, h: &Histogram<T>) -> std::io::Result<()> {
-        self.raw.clear();
-        self.v2
-            .serialize(h, &mut self.raw)
-            .map(|_| ())
-            .map_err(|e| std::io::Error::other(format!("V2 encoding: {e}")))
+    /// Step one: the V2 encoding of `h` into `raw`, from its recorded buckets: a run of empty
+    /// buckets is written as its negated length, a single one as 0, up to the bucket of the
+    /// largest value.
+    fn encode<T: Counter>(&mut self, h: &Histogram<T>, pacer: &mut Pacer) -> std::io::Result<()> {
+        let raw = &mut self.raw;
+        raw.clear();
+        raw.extend_from_slice(&V2_COOKIE.to_be_bytes());
+        raw.extend_from_slice(&[0; 8]); // payload length, normalizing index offset
+        raw.extend_from_slice(&u32::from(h.sigfig()).to_be_bytes());
+        raw.extend_from_slice(&h.low().to_be_bytes());
+        raw.extend_from_slice(&h.high().to_be_bytes());
+        raw.extend_from_slice(&1.0f64.to_be_bytes());
+        let layout = Layout::of(h);
+        let mut next = 0u64;
+        for (n, v) in h.iter_recorded().enumerate() {
+            if n % BUCKETS_PER_STEP == BUCKETS_PER_STEP - 1 {
+                pacer.between();
+            }
+            let index = layout.index(v.value_iterated_to());
+            match index.saturating_sub(next) {
+                0 => {}
+                1 => put_varint(raw, 0),
+                gap => put_varint(raw, -(gap as i64)),
+            }
+            let count = v.count_at_value().to_i64().ok_or_else(|| {
+                std::io::Error::other("V2 encoding: a count does not fit in 63 bits")
+            })?;
+            put_varint(raw, count);
+            next = index + 1;
+        }
+        if next == 0 {
+            // Nothing recorded: the bucket of the largest value (0) is written, empty.
+            put_varint(raw, 0);
+        }
+        let len = (raw.len() - V2_HEADER_LEN) as u32;
+        raw[4..8].copy_from_slice(&len.to_be_bytes());
+        Ok(())
     }
 
     /// Step two: `raw` compressed into `out`, behind the cookie and the length.
@@ -121,7 +207,7 @@ impl HlogWriter {
         length_ns: u64,
         pacer: &mut Pacer,
     ) -> std::io::Result<()> {
-        self.enc.encode(h)?;
+        self.enc.encode(h, pacer)?;
         pacer.between();
         self.enc.compress()?;
         pacer.between();
@@ -146,7 +232,7 @@ impl HlogWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hdrhistogram::serialization::{Deserializer, V2DeflateSerializer};
+    use hdrhistogram::serialization::{Deserializer, V2DeflateSerializer, V2Serializer};
 
     fn histogram(seed: u64) -> Histogram<u64> {
         let mut h = crate::workload::histograms::new_histogram();
@@ -165,7 +251,7 @@ mod tests {
         let mut enc = Encoder::new();
         for seed in 1..4 {
             let h = histogram(seed);
-            enc.encode(&h).unwrap();
+            enc.encode(&h, &mut Pacer::new(false)).unwrap();
             enc.compress().unwrap();
             let back: Histogram<u64> = Deserializer::new()
                 .deserialize(&mut std::io::Cursor::new(&enc.out))
@@ -182,5 +268,72 @@ mod tests {
             assert_eq!(back, other);
             assert_eq!(enc.out[..4], theirs[..4], "same cookie");
         }
+    }
+
+    /// The V2 bytes of the crate's own serializer, for comparison.
+    fn theirs(h: &Histogram<u64>) -> Vec<u8> {
+        let mut v = Vec::new();
+        V2Serializer::new().serialize(h, &mut v).unwrap();
+        v
+    }
+
+    #[test]
+    fn our_v2_encoding_is_byte_for_byte_the_crates() {
+        let mut cases: Vec<Histogram<u64>> = (1..6).map(histogram).collect();
+        let empty = crate::workload::histograms::new_histogram();
+        cases.push(empty.clone());
+        // Single values at bucket edges, the first sub-buckets, the top of the range, gaps
+        // of exactly one empty bucket, and counts that take every varint length.
+        for values in [
+            vec![0u64],
+            vec![1],
+            vec![2047, 2048, 2049, 4095, 4096, 4097],
+            vec![1, 3, 5, 7],
+            vec![crate::workload::histograms::HIGHEST_NS],
+        ] {
+            let mut h = empty.clone();
+            for v in values {
+                h.record(v).unwrap();
+            }
+            cases.push(h);
+        }
+        let mut h = empty.clone();
+        for (i, n) in [1u64, 200, 70_000, 1 << 30, 1 << 50, 1 << 57]
+            .iter()
+            .enumerate()
+        {
+            h.record_n(1000 * (i as u64 + 1), *n).unwrap();
+        }
+        cases.push(h);
+        // Other layouts: a coarser precision and a lowest value above 1.
+        let mut h = Histogram::<u64>::new_with_bounds(1000, 10_000_000_000, 2).unwrap();
+        for v in [1000u64, 1500, 999_999, 5_000_000_000] {
+            h.record(v).unwrap();
+        }
+        cases.push(h);
+        let mut enc = Encoder::new();
+        for (n, h) in cases.iter().enumerate() {
+            enc.encode(h, &mut Pacer::new(false)).unwrap();
+            assert_eq!(enc.raw, theirs(h), "case {n}");
+        }
+    }
+
+    #[test]
+    fn a_paced_encoding_looks_at_the_pacer_between_steps_and_writes_the_same() {
+        // A slice of 0 ns: every look at the pacer pauses (1 µs here).
+        let mut pacer = Pacer::with(true, 0, std::time::Duration::from_micros(1));
+        let mut h = crate::workload::histograms::new_histogram();
+        for v in 0..3000u64 {
+            h.record(10 + v * 37).unwrap();
+        }
+        let mut enc = Encoder::new();
+        enc.encode(&h, &mut pacer).unwrap();
+        assert_eq!(enc.raw, theirs(&h));
+        let buckets = h.iter_recorded().count();
+        assert_eq!(
+            pacer.pauses as usize,
+            buckets / BUCKETS_PER_STEP,
+            "{buckets} buckets"
+        );
     }
 }
