@@ -40,6 +40,11 @@ impl Pacer {
         }
     }
 
+    /// Whether it paces at all (the thread shares a measured CPU).
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
     /// A slice begins (the thread just woke up).
     pub fn begin(&mut self) {
         if self.enabled {

@@ -102,16 +102,18 @@ pub(super) fn run(
     // On a measured CPU (every CPU is measured, or the thread is unpinned), the ring is
     // emptied a step at a time with pauses between short slices.
     let shared = cfg.drain_cpus.is_empty() || cfg.drain_cpus.iter().any(|c| cfg.cpus.contains(c));
-    let mut pacer = Pacer::new(shared);
+    // Shared with the statistics refresh that follows a drain (`serve`).
+    let pacer = RefCell::new(Pacer::new(shared));
     let budget = cfg.budget.clone();
     // `last`: the drain after the probes detached, whatever the budget.
-    let mut drain = |last: bool| {
+    let drain = |last: bool| {
         let began = crate::platform::clock::monotonic_ns();
         if !last && budget.as_ref().is_some_and(|b| b.hold_back()) {
             // Over budget: the records wait in the ring (or are dropped there, counted).
             return;
         }
         let cpu_before = own_thread_cpu_ns();
+        let mut pacer = pacer.borrow_mut();
         pacer.begin();
         loop {
             let n = ring.consume_raw_n(CONSUME_STEP);
@@ -136,6 +138,7 @@ pub(super) fn run(
         &mut skel,
         stats.as_mut(),
         &live,
+        &pacer,
         &mut || drain(false),
     );
     drop(links);
@@ -188,13 +191,15 @@ fn open_ring<'cb>(
 }
 
 /// Drains every `cfg.drain_interval` until told to stop (or the session is gone); between
-/// drains, fills the tid table as asked; after each, refreshes the live cost.
+/// drains, fills the tid table as asked; after each, refreshes the live cost (in the drain's
+/// slice: `pacer` is the drain's).
 fn serve(
     cfg: &ProbeConfig,
     commands: &Receiver<Command>,
     skel: &mut JitterscopeSkel,
     mut stats: Option<&mut RunTimeStats>,
     live: &Mutex<Option<LiveCost>>,
+    pacer: &RefCell<Pacer>,
     drain: &mut dyn FnMut(),
 ) {
     let mut next = Instant::now() + cfg.drain_interval;
@@ -219,7 +224,7 @@ fn serve(
         drain();
         next += cfg.drain_interval;
         if let Some(stats) = stats.as_deref_mut() {
-            stats.refresh(skel, live);
+            stats.refresh(skel, live, &mut pacer.borrow_mut());
         }
     }
 }

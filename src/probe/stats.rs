@@ -10,6 +10,7 @@ use libbpf_rs::skel::Skel;
 
 use super::load::{tracepoint_of, FLOOR_PREFIX};
 use super::JitterscopeSkel;
+use crate::platform::pace::Pacer;
 
 /// Cost of one program, from the kernel's BPF run-time statistics.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,13 +60,21 @@ impl RunTimeStats {
         })
     }
 
-    /// Puts the totals so far in `live`, once a second (called after every drain).
-    pub(super) fn refresh(&mut self, skel: &JitterscopeSkel, live: &Mutex<Option<LiveCost>>) {
+    /// Puts the totals so far in `live`, once a second (called after every drain), a few
+    /// programs between two looks at `pacer` (a system call each).
+    pub(super) fn refresh(
+        &mut self,
+        skel: &JitterscopeSkel,
+        live: &Mutex<Option<LiveCost>>,
+        pacer: &mut Pacer,
+    ) {
         if Instant::now() < self.next_refresh {
             return;
         }
         self.next_refresh += Duration::from_secs(1);
-        let costs = program_costs(skel);
+        let costs = costs_of(skel, false, &mut || {
+            pacer.between();
+        });
         if let Ok(mut l) = live.lock() {
             *l = Some(LiveCost::of(&costs));
         }
@@ -75,17 +84,23 @@ impl RunTimeStats {
 /// Run count and run time of every loaded tracing program (kernel BPF run-time statistics),
 /// named by tracepoint; the reference programs are not among them (`floor_costs`).
 pub(super) fn program_costs(skel: &JitterscopeSkel) -> Vec<ProgramCost> {
-    costs_of(skel, false)
+    costs_of(skel, false, &mut || {})
 }
 
 /// The reference programs' costs (`ProbeConfig::floor`), named `empty` and `clock`.
 pub(super) fn floor_costs(skel: &JitterscopeSkel) -> Vec<ProgramCost> {
-    costs_of(skel, true)
+    costs_of(skel, true, &mut || {})
 }
 
-fn costs_of(skel: &JitterscopeSkel, floor: bool) -> Vec<ProgramCost> {
+/// Programs asked about between two calls of `costs_of`'s pace.
+const PROGRAMS_PER_STEP: usize = 4;
+
+fn costs_of(skel: &JitterscopeSkel, floor: bool, pace: &mut dyn FnMut()) -> Vec<ProgramCost> {
     let mut out = Vec::new();
-    for prog in skel.object().progs() {
+    for (n, prog) in skel.object().progs().enumerate() {
+        if n % PROGRAMS_PER_STEP == PROGRAMS_PER_STEP - 1 {
+            pace();
+        }
         // Test runs (js_whoami, the seams) are not the cost of tracing.
         if !prog.autoload() || prog.section().to_string_lossy().starts_with("raw_tp") {
             continue;

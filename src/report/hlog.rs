@@ -138,12 +138,20 @@ impl Encoder {
         Ok(())
     }
 
-    /// Step two: `raw` compressed into `out`, behind the cookie and the length.
-    fn compress(&mut self) -> std::io::Result<()> {
+    /// Step two: `raw` as a zlib stream into `out`, behind the cookie and the length:
+    /// compressed, or (`store`) in stored blocks — twice the bytes, but none of the
+    /// compressor's work (resetting it alone clears some 100 KiB of tables, cold).
+    fn compress(&mut self, store: bool) -> std::io::Result<()> {
         self.out.clear();
         self.out
             .extend_from_slice(&V2_COMPRESSED_COOKIE.to_be_bytes());
         self.out.extend_from_slice(&[0; 4]);
+        if store {
+            zlib_stored(&self.raw, &mut self.out);
+            let len = (self.out.len() - 8) as u32;
+            self.out[4..8].copy_from_slice(&len.to_be_bytes());
+            return Ok(());
+        }
         self.z.reset();
         loop {
             self.out.reserve(self.raw.len() / 2 + 64);
@@ -160,6 +168,36 @@ impl Encoder {
         self.out[4..8].copy_from_slice(&len.to_be_bytes());
         Ok(())
     }
+}
+
+/// `data` as a zlib stream of stored (uncompressed) deflate blocks (RFC 1950/1951): the
+/// header, blocks of at most 65,535 bytes each with its length and the length's complement,
+/// the Adler-32 of the data.
+fn zlib_stored(data: &[u8], out: &mut Vec<u8>) {
+    out.extend_from_slice(&[0x78, 0x01]);
+    let mut chunks = data.chunks(u16::MAX as usize).peekable();
+    if chunks.peek().is_none() {
+        out.extend_from_slice(&[1, 0, 0, 0xff, 0xff]);
+    }
+    while let Some(chunk) = chunks.next() {
+        let last = chunks.peek().is_none();
+        let len = chunk.len() as u16;
+        out.push(u8::from(last));
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(&(!len).to_le_bytes());
+        out.extend_from_slice(chunk);
+    }
+    let (mut a, mut b) = (1u32, 0u32);
+    for block in data.chunks(5552) {
+        // 5552 bytes keep the sums below 2^32 before the modulo (zlib's NMAX).
+        for &byte in block {
+            a += u32::from(byte);
+            b += a;
+        }
+        a %= 65521;
+        b %= 65521;
+    }
+    out.extend_from_slice(&((b << 16) | a).to_be_bytes());
 }
 
 /// Hands the interval log writer a histogram encoded beforehand.
@@ -197,8 +235,9 @@ impl HlogWriter {
         Ok(w)
     }
 
-    /// Appends one interval; `offset_ns` counts from the base time. The work comes in three
-    /// steps with a look at `pacer` between them.
+    /// Appends one interval; `offset_ns` counts from the base time. The work comes in steps
+    /// with a look at `pacer` between them. When the pacer is on (the collector shares a
+    /// measured CPU) the histogram is stored, not compressed (`Encoder::compress`).
     pub fn write(
         &mut self,
         tag: &str,
@@ -209,7 +248,7 @@ impl HlogWriter {
     ) -> std::io::Result<()> {
         self.enc.encode(h, pacer)?;
         pacer.between();
-        self.enc.compress()?;
+        self.enc.compress(pacer.enabled())?;
         pacer.between();
         // A builder with no comments or times writes no header: it only lends the writer.
         let mut encoded = Encoded(&self.enc.out);
@@ -252,7 +291,7 @@ mod tests {
         for seed in 1..4 {
             let h = histogram(seed);
             enc.encode(&h, &mut Pacer::new(false)).unwrap();
-            enc.compress().unwrap();
+            enc.compress(false).unwrap();
             let back: Histogram<u64> = Deserializer::new()
                 .deserialize(&mut std::io::Cursor::new(&enc.out))
                 .unwrap();
@@ -335,5 +374,29 @@ mod tests {
             buckets / BUCKETS_PER_STEP,
             "{buckets} buckets"
         );
+    }
+
+    #[test]
+    fn stored_blocks_are_a_zlib_stream_readers_decode() {
+        use std::io::Read;
+        for len in [0usize, 1, 447, 5552, 5553, 65_535, 65_536, 200_000] {
+            let data: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
+            let mut out = Vec::new();
+            zlib_stored(&data, &mut out);
+            let mut back = Vec::new();
+            flate2::read::ZlibDecoder::new(&out[..])
+                .read_to_end(&mut back)
+                .unwrap_or_else(|e| panic!("{len} bytes: {e}"));
+            assert_eq!(back, data, "{len} bytes");
+        }
+        // A whole interval, stored: HdrHistogram's deserializer reads it back.
+        let mut enc = Encoder::new();
+        let h = histogram(9);
+        enc.encode(&h, &mut Pacer::new(false)).unwrap();
+        enc.compress(true).unwrap();
+        let back: Histogram<u64> = Deserializer::new()
+            .deserialize(&mut std::io::Cursor::new(&enc.out))
+            .unwrap();
+        assert_eq!(back, h);
     }
 }

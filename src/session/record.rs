@@ -28,7 +28,7 @@ use crate::report::text::{self, inferred_row_name};
 use crate::signals;
 use crate::summary::Summary;
 use crate::system::cputime;
-use crate::workload::histograms::{new_histogram, IntervalHistograms};
+use crate::workload::histograms::{add_paced, new_histogram, IntervalHistograms};
 use crate::workload::Output;
 
 /// How far behind "now" stalls are decided: records reach user space within a couple of
@@ -427,13 +427,19 @@ impl Recorder {
                 attr.spike(s);
                 None
             }
-            Output::Interval { consumer, hists } => {
+            Output::Interval {
+                consumer,
+                mut hists,
+            } => {
                 pacer.between();
                 let t = &mut totals[consumer];
-                // Same bounds everywhere, so adding cannot fail.
-                let _ = t.transit.add(&hists.transit);
+                add_paced(&mut t.transit, &hists.transit, &mut || {
+                    pacer.between();
+                });
                 pacer.between();
-                let _ = t.inter_message.add(&hists.inter_message);
+                add_paced(&mut t.inter_message, &hists.inter_message, &mut || {
+                    pacer.between();
+                });
                 pacer.between();
                 t.last_transit = Some(Summary::brief_paced(&hists.transit, &mut || {
                     pacer.between();
@@ -441,11 +447,17 @@ impl Recorder {
                 t.last_messages = hists.transit.len();
                 t.last_interval_ns = hists.end_ns.saturating_sub(hists.start_ns);
                 pacer.between();
-                let _ = view_totals[consumer].add(&hists.transit);
+                add_paced(&mut view_totals[consumer], &hists.transit, &mut || {
+                    pacer.between();
+                });
                 if !hists.transit.is_empty() {
                     live.push_max(consumer, hists.transit.max());
                 }
                 write_interval(hlog, consumer, &hists, base_mono, hlog_error, pacer);
+                pacer.between();
+                hists.clear_paced(&mut || {
+                    pacer.between();
+                });
                 Some(hists)
             }
         });
