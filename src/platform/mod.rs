@@ -1,6 +1,7 @@
-//! Thin OS primitives every layer may use: the one clock (CLOCK_MONOTONIC) and thread CPU
-//! affinity (pinning).
+//! Thin OS primitives every layer may use: the one clock (CLOCK_MONOTONIC), thread CPU
+//! affinity (pinning), work in short slices, room in the heap made ahead.
 
 pub mod affinity;
 pub mod clock;
+pub mod heap;
 pub mod pace;

@@ -23,6 +23,9 @@ use crate::model::Cpu;
 use crate::platform::clock::own_thread_cpu_ns;
 use crate::platform::pace::Pacer;
 
+/// Room made in the drain thread's heap before it drains (`platform::heap`).
+const DRAIN_HEAP_ROOM: usize = 4 << 20;
+
 /// Records decoded between two looks at the pacer (about a µs each).
 const CONSUME_STEP: usize = 16;
 
@@ -47,6 +50,9 @@ pub(super) fn run(
         // Best effort: the drain thread belongs on a housekeeping CPU.
         let _ = crate::platform::affinity::set_current_thread_cpus(&cfg.drain_cpus);
     }
+    // This thread's own heap (its batches are allocated here), grown ahead: see
+    // `platform::heap`.
+    crate::platform::heap::reserve_heap(DRAIN_HEAP_ROOM);
     // Symbols first: reading /proc/kallsyms takes a while, and records must flow from the
     // moment `start` returns.
     let syms = Kallsyms::load();
