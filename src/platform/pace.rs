@@ -10,7 +10,7 @@ use super::clock::monotonic_ns;
 
 /// Longest stretch of work before a pause (the slice seen as `self` stays below ~100 µs with
 /// the switches around it).
-pub const SLICE_NS: u64 = 40_000;
+pub const SLICE_NS: u64 = 30_000;
 /// How long a pause lets the measured thread run (plus the timer slack of the sleep).
 pub const PAUSE: Duration = Duration::from_micros(50);
 

@@ -27,7 +27,7 @@ use crate::platform::pace::Pacer;
 const DRAIN_HEAP_ROOM: usize = 4 << 20;
 
 /// Records decoded between two looks at the pacer (about a µs each).
-const CONSUME_STEP: usize = 16;
+const CONSUME_STEP: usize = 8;
 
 /// What the session asks of the drain thread.
 pub(super) enum Command {
