@@ -13,11 +13,11 @@ use libbpf_rs::{ErrorKind, Link, OpenObject};
 
 use super::kallsyms::Kallsyms;
 use super::threads::{self, Identity, WHOAMI_SECTION};
+use super::{steal, AttachState, AttachStatus, ProbeConfig, ProbeError, MANDATORY};
+use super::{JitterscopeSkel, JitterscopeSkelBuilder, OpenJitterscopeSkel};
 
 /// The reference programs' names begin so (`ProbeConfig::floor`).
 pub(super) const FLOOR_PREFIX: &str = "js_floor_";
-use super::{steal, AttachState, AttachStatus, ProbeConfig, ProbeError, MANDATORY};
-use super::{JitterscopeSkel, JitterscopeSkelBuilder, OpenJitterscopeSkel};
 
 /// What loading found, sent from the drain thread to `start`.
 pub(super) struct Loaded {

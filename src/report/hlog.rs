@@ -20,7 +20,7 @@ pub struct HlogWriter {
 
 /// The V2 compressed encoding HdrHistogram's readers expect (cookie, length, zlib stream of
 /// the V2 encoding), in steps, with one compressor kept for the whole log at the fastest
-/// level. The crate's own serializers build a new compressor (a few hundred KiB to allocate
+/// level (or the zlib stream in stored blocks, see `compress`). The crate's own serializers build a new compressor (a few hundred KiB to allocate
 /// and clear) at the default level for every histogram, and encode into a buffer of 9 bytes
 /// per bucket up to the largest value, zeroed first (some 100 KiB for a run's histogram, all
 /// cold after a second's sleep): the largest single pieces of work the collector did each

@@ -65,6 +65,8 @@ pub(super) fn prepare(plan: &RunPlan, out: &mut Console) -> Result<Prepared> {
     // load them (no root) fails before it leaves any file behind.
     // Sharing the producer's CPU, the collector keeps to a budget (see `Budget`).
     let budget = every_cpu_measured.then(|| Arc::new(Budget::new(COLLECTOR_BUDGET)));
+    // Before the drain thread starts: the room it makes in its heap is kept.
+    crate::system::keep_allocations_in_place();
     let probe = start_probes(plan, &measured, housekeeping, budget.clone())?;
     check_startup()?;
     // From here on, no page-table change of this address space may reach the workload's

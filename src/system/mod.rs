@@ -31,6 +31,19 @@ pub fn is_virtual_machine() -> bool {
         .unwrap_or(false)
 }
 
+/// The allocator's part of `hold_memory_in_place`: allocations below 32 MiB come from its
+/// heaps, and freed memory stays there (no `munmap`, no trim). Set before the threads of a
+/// run start, so that the room they make in their heaps (`platform::heap`) stays too.
+pub fn keep_allocations_in_place() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: mallopt only sets allocator parameters; the values are within glibc's ranges
+    // (the mmap threshold at most 32 MiB on 64-bit).
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
+    }
+}
+
 /// Room made in the calling (collector) thread's heap once memory is locked
 /// (`platform::heap`): more than a quiet run's collector grows by over minutes.
 const HEAP_ROOM: usize = 16 << 20;
@@ -44,13 +57,7 @@ const HEAP_ROOM: usize = 16 << 20;
 /// jitterscope interrupting what it measures. Returns why the memory could not be locked
 /// (RLIMIT_MEMLOCK without CAP_IPC_LOCK), None when it is.
 pub fn hold_memory_in_place() -> Option<String> {
-    #[cfg(target_env = "gnu")]
-    // SAFETY: mallopt only sets allocator parameters; the values are within glibc's ranges
-    // (the mmap threshold at most 32 MiB on 64-bit).
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
-    }
+    keep_allocations_in_place();
     // SAFETY: mlockall takes flags only.
     let rc = unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) };
     if rc == 0 {
