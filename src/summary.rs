@@ -107,6 +107,11 @@ impl Summary {
 mod tests {
     use super::*;
 
+    /// The workload's bounds: 1 ns to 100 s, 3 digits.
+    fn histogram() -> Histogram<u64> {
+        Histogram::new_with_bounds(1, 100_000_000_000, 3).unwrap()
+    }
+
     /// The figures as the crate computes them, one pass each.
     fn crates(h: &Histogram<u64>) -> (f64, Vec<u64>) {
         let empty = h.is_empty();
@@ -120,10 +125,10 @@ mod tests {
 
     #[test]
     fn the_one_pass_figures_are_the_crates() {
-        let mut cases = vec![crate::workload::histograms::new_histogram()];
+        let mut cases = vec![histogram()];
         let mut x = 7u64;
         for n in [1usize, 2, 10, 1_000, 100_000] {
-            let mut h = crate::workload::histograms::new_histogram();
+            let mut h = histogram();
             for _ in 0..n {
                 x = x
                     .wrapping_mul(6364136223846793005)
@@ -138,7 +143,7 @@ mod tests {
             }
             cases.push(h);
         }
-        let mut h = crate::workload::histograms::new_histogram();
+        let mut h = histogram();
         h.record_n(100, 999_999).unwrap();
         h.record(7_000_000).unwrap();
         cases.push(h);
@@ -157,7 +162,7 @@ mod tests {
 
     #[test]
     fn the_pass_paces_every_few_hundred_buckets() {
-        let mut h = crate::workload::histograms::new_histogram();
+        let mut h = histogram();
         for v in 0..2_000u64 {
             h.record(1_000 + v * 1_000).unwrap();
         }

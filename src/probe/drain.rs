@@ -59,33 +59,7 @@ pub(super) fn run(
     let symbols = !syms.is_empty();
     let mut storage = MaybeUninit::uninit();
     let mut second = MaybeUninit::uninit();
-    let first = load::load_and_attach(&cfg, &syms, &mut storage);
-    let attempt = match first {
-        // Some kernels refuse fentry/fexit (no ftrace of kernel functions): a watch goes on
-        // without page-fault times, and says so.
-        Err(e) if cfg.watch && cfg.faults => {
-            let without = ProbeConfig {
-                faults: false,
-                ..cfg.clone()
-            };
-            load::load_and_attach(&without, &syms, &mut second).map(|(s, l, mut loaded)| {
-                loaded.attach.push(super::AttachStatus {
-                    tracepoint: "handle_mm_fault (page faults)".into(),
-                    state: super::AttachState::Unavailable(format!(
-                        "the kernel refused fentry/fexit programs on it ({}): page faults are not timed",
-                        match &e {
-                            ProbeError::Permission { errno } => format!(
-                                "{errno}: this kernel does not allow tracing kernel functions"
-                            ),
-                            other => other.to_string().lines().next().unwrap_or_default().to_string(),
-                        }
-                    )),
-                });
-                (s, l, loaded)
-            })
-        }
-        other => other,
-    };
+    let attempt = load_for_watch_or_run(&cfg, &syms, &mut storage, &mut second);
     let (mut skel, links, loaded) = match attempt {
         Ok(x) => x,
         Err(e) => {
@@ -161,6 +135,41 @@ pub(super) fn run(
     summary.costs = stats::program_costs(&skel);
     summary.floor = stats::floor_costs(&skel);
     Ok(summary)
+}
+
+/// Loads and attaches the programs. Some kernels refuse fentry/fexit (no ftrace of kernel
+/// functions): a watch then goes on without page-fault times (loaded again into `second`),
+/// and says so.
+fn load_for_watch_or_run<'obj>(
+    cfg: &ProbeConfig,
+    syms: &Kallsyms,
+    storage: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
+    second: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
+) -> Result<load::Attached<'obj>, ProbeError> {
+    match load::load_and_attach(cfg, syms, storage) {
+        Err(e) if cfg.watch && cfg.faults => {
+            let without = ProbeConfig {
+                faults: false,
+                ..cfg.clone()
+            };
+            load::load_and_attach(&without, syms, second).map(|(s, l, mut loaded)| {
+                loaded.attach.push(super::AttachStatus {
+                    tracepoint: "handle_mm_fault (page faults)".into(),
+                    state: super::AttachState::Unavailable(format!(
+                        "the kernel refused fentry/fexit programs on it ({}): page faults are not timed",
+                        match &e {
+                            ProbeError::Permission { errno } => format!(
+                                "{errno}: this kernel does not allow tracing kernel functions"
+                            ),
+                            other => other.to_string().lines().next().unwrap_or_default().to_string(),
+                        }
+                    )),
+                });
+                (s, l, loaded)
+            })
+        }
+        other => other,
+    }
 }
 
 /// The records of the drain under way, decoded as the ring buffer hands them over (the

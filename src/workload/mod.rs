@@ -164,6 +164,58 @@ pub struct Workload {
     interval_sources: Vec<IntervalSource>,
 }
 
+/// What a workload thread does before its body: where it may run, the hook, the report.
+struct ThreadSetup {
+    role: ThreadRole,
+    cpu: Cpu,
+    pin: bool,
+    float_cpus: Vec<Cpu>,
+    name: String,
+    on_start: Option<ThreadStart>,
+    ready: mpsc::Sender<Result<WorkloadThread, WorkloadError>>,
+}
+
+impl ThreadSetup {
+    /// On the new thread: pins it (or keeps it to the float CPUs), runs the hook, says it is
+    /// ready (or why not), then runs `body`.
+    fn run(self, spinner: Spinner, body: Box<dyn FnOnce(Spinner) + Send>) {
+        let (cpu, ready) = (self.cpu, &self.ready);
+        if !self.pin && !self.float_cpus.is_empty() {
+            // Best effort: floating on fewer CPUs is still a baseline.
+            let _ = affinity::set_current_thread_cpus(&self.float_cpus);
+        }
+        if self.pin {
+            if let Err(source) = affinity::pin_current_thread(cpu) {
+                let _ = ready.send(Err(WorkloadError::Pin {
+                    thread: self.name,
+                    cpu,
+                    source,
+                }));
+                return;
+            }
+        }
+        let me = WorkloadThread {
+            role: self.role,
+            cpu: self.pin.then_some(cpu),
+            tid: affinity::current_tid(),
+            name: self.name,
+        };
+        if let Some(hook) = self.on_start {
+            if let Err(cause) = hook(&me) {
+                let _ = ready.send(Err(WorkloadError::Prepare {
+                    thread: me.name,
+                    cause,
+                }));
+                return;
+            }
+        }
+        if ready.send(Ok(me)).is_err() {
+            return;
+        }
+        body(spinner)
+    }
+}
+
 /// Interval histograms kept in flight per consumer; the collector returns them after use.
 const POOL_PER_CONSUMER: usize = 4;
 
@@ -210,48 +262,18 @@ impl Workload {
                 counters,
                 control: control.clone(),
             };
-            let ready = ready_tx.clone();
-            let pin = config.pin;
-            let float_cpus = config.float_cpus.clone();
-            let thread_name = name.clone();
-            let on_start = on_start.clone();
+            let start = ThreadSetup {
+                role,
+                cpu,
+                pin: config.pin,
+                float_cpus: config.float_cpus.clone(),
+                name: name.clone(),
+                on_start: on_start.clone(),
+                ready: ready_tx.clone(),
+            };
             let handle = std::thread::Builder::new()
                 .name(name.clone())
-                .spawn(move || {
-                    if !pin && !float_cpus.is_empty() {
-                        // Best effort: floating on fewer CPUs is still a baseline.
-                        let _ = affinity::set_current_thread_cpus(&float_cpus);
-                    }
-                    if pin {
-                        if let Err(source) = affinity::pin_current_thread(cpu) {
-                            let _ = ready.send(Err(WorkloadError::Pin {
-                                thread: thread_name,
-                                cpu,
-                                source,
-                            }));
-                            return;
-                        }
-                    }
-                    let me = WorkloadThread {
-                        role,
-                        cpu: pin.then_some(cpu),
-                        tid: affinity::current_tid(),
-                        name: thread_name,
-                    };
-                    if let Some(hook) = on_start {
-                        if let Err(cause) = hook(&me) {
-                            let _ = ready.send(Err(WorkloadError::Prepare {
-                                thread: me.name,
-                                cause,
-                            }));
-                            return;
-                        }
-                    }
-                    if ready.send(Ok(me)).is_err() {
-                        return;
-                    }
-                    body(spinner)
-                })
+                .spawn(move || start.run(spinner, body))
                 .map_err(|source| WorkloadError::Spawn {
                     thread: name,
                     source,
@@ -302,12 +324,20 @@ impl Workload {
         }
         drop(ready_tx);
         wl.interval_sources = interval_sources;
+        wl.await_ready(&ready_rx, result.err())?;
+        Ok(wl)
+    }
 
-        let expected = wl.handles.len();
-        let mut first_error = result.err();
-        for _ in 0..expected {
+    /// Waits until every spawned thread is at the start line (or failed); on a failure the
+    /// others are stopped and joined, and the first error returned.
+    fn await_ready(
+        &mut self,
+        ready_rx: &mpsc::Receiver<Result<WorkloadThread, WorkloadError>>,
+        mut first_error: Option<WorkloadError>,
+    ) -> Result<(), WorkloadError> {
+        for _ in 0..self.handles.len() {
             match ready_rx.recv() {
-                Ok(Ok(t)) => wl.threads.push(t),
+                Ok(Ok(t)) => self.threads.push(t),
                 Ok(Err(e)) => {
                     first_error.get_or_insert(e);
                 }
@@ -318,15 +348,15 @@ impl Workload {
             }
         }
         if let Some(err) = first_error {
-            wl.control.stop.store(true, Ordering::SeqCst);
-            wl.control.go.store(true, Ordering::SeqCst);
-            for h in wl.handles.drain(..) {
+            self.control.stop.store(true, Ordering::SeqCst);
+            self.control.go.store(true, Ordering::SeqCst);
+            for h in self.handles.drain(..) {
                 let _ = h.join();
             }
             return Err(err);
         }
-        wl.threads.sort_by_key(|t| t.role);
-        Ok(wl)
+        self.threads.sort_by_key(|t| t.role);
+        Ok(())
     }
 
     /// Spawns, pins and releases the threads (`spawn` then `release`).
