@@ -5,6 +5,10 @@
 //! (the allocator never trims, see `system::hold_memory_in_place`), later allocations are
 //! carved from that room instead.
 
+/// Room the collector makes in its heap right before it records: more than a quiet run's
+/// collector grows by over minutes.
+pub const COLLECTOR_ROOM: usize = 16 << 20;
+
 /// Grows the calling thread's allocator heap by about `bytes` and leaves them free there.
 /// Below glibc's mmap threshold (set to 32 MiB by `hold_memory_in_place`), the allocation
 /// comes from the heap itself.

@@ -304,6 +304,10 @@ impl Recorder {
         if plan.metrics.is_some() {
             attr.keep_theft();
         }
+        // Right before recording (what is allocated below is small): the heap grows now,
+        // populated (memory is locked), rather than in 128 KiB steps while it records, each a
+        // 100 µs system call on the CPU the collector may share with the workload.
+        crate::platform::heap::reserve_heap(crate::platform::heap::COLLECTOR_ROOM);
         Recorder {
             totals: cfg
                 .consumer_cpus

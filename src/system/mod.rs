@@ -44,10 +44,6 @@ pub fn keep_allocations_in_place() {
     }
 }
 
-/// Room made in the calling (collector) thread's heap once memory is locked
-/// (`platform::heap`): more than a quiet run's collector grows by over minutes.
-const HEAP_ROOM: usize = 16 << 20;
-
 /// Keeps this process's memory where it is while the workload records: every page it maps
 /// from now on is populated and locked when mapped (`mlockall(MCL_CURRENT|MCL_FUTURE)`), and
 /// the allocator never hands memory back (no `munmap`, no trim). The workload's spinning
@@ -60,11 +56,6 @@ pub fn hold_memory_in_place() -> Option<String> {
     keep_allocations_in_place();
     // SAFETY: mlockall takes flags only.
     let rc = unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) };
-    if rc == 0 {
-        // The collector's heap grows now, populated, rather than in 128 KiB steps while it
-        // records, each a 100 µs system call on the CPU it may share with the workload.
-        crate::platform::heap::reserve_heap(HEAP_ROOM);
-    }
     (rc != 0).then(|| {
         let e = std::io::Error::last_os_error();
         format!(
