@@ -36,6 +36,7 @@
 
 use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 
+use super::chunked::Chunked;
 use crate::model::{
     vector, Cause, CauseKind, Cpu, CulpritClass, Interruption, Nanos, Spike, Stall, StealSample,
     Text, ThreadRole,
@@ -250,8 +251,9 @@ const SHORT_NS: Nanos = 1_000_000;
 #[derive(Default)]
 struct CpuRecords {
     /// Interval records up to `SHORT_NS` long, sorted by start (they arrive nearly in order:
-    /// inserts go near the back).
-    records: VecDeque<Interruption>,
+    /// inserts go near the back); in chunks, so a storm's backlog never grows it by one large
+    /// reallocation (`chunked`).
+    records: Chunked<Interruption>,
     /// The longer ones, sorted by start: few, each looked at by every stall.
     long: VecDeque<Interruption>,
     freq: VecDeque<Interruption>,
@@ -313,17 +315,19 @@ impl<'a> Sweep<'a> {
     fn over(c: &'a CpuRecords, start: Nanos, end: Nanos, edge_ns: Nanos, own: u32) -> Sweep<'a> {
         // Short records starting before the window ends, back to the reach of the longest of
         // them; long ones that reach into it.
-        let upto = c.records.partition_point(|r| r.start_ns < end);
+        let upto = c.records.position(|r| r.start_ns < end);
         let from = c
             .records
-            .partition_point(|r| r.start_ns < start.saturating_sub(SHORT_NS));
+            .position(|r| r.start_ns < start.saturating_sub(SHORT_NS));
         let long_upto = c.long.partition_point(|r| r.start_ns < end);
-        let mut records: Vec<&Interruption> = c
-            .records
-            .range(from..upto)
-            .chain(c.long.range(..long_upto))
-            .filter(|r| r.end_ns > start && !is_own_run(r, own))
-            .collect();
+        let mut records: Vec<&Interruption> = Vec::new();
+        let keep = |r: &Interruption| r.end_ns > start && !is_own_run(r, own);
+        c.records.for_each_between(from, upto, |r| {
+            if keep(r) {
+                records.push(r);
+            }
+        });
+        records.extend(c.long.range(..long_upto).filter(|r| keep(r)));
         records.sort_by_key(|r| (r.start_ns, r.end_ns));
 
         // A reschedule IPI immediately followed by a task-level run was that run's wake-up
@@ -491,17 +495,20 @@ impl Engine {
         if i.class == CulpritClass::FreqChange {
             c.freq.push_back(i);
         } else {
-            let list = if i.duration_ns() > SHORT_NS {
-                &mut c.long
-            } else {
-                &mut c.records
-            };
             // Records arrive nearly in start order: most go to the back without a search.
-            if list.back().is_none_or(|r| r.start_ns <= i.start_ns) {
-                list.push_back(i);
+            if i.duration_ns() > SHORT_NS {
+                let list = &mut c.long;
+                if list.back().is_none_or(|r| r.start_ns <= i.start_ns) {
+                    list.push_back(i);
+                } else {
+                    let at = list.partition_point(|r| r.start_ns <= i.start_ns);
+                    list.insert(at, i);
+                }
+            } else if c.records.back().is_none_or(|r| r.start_ns <= i.start_ns) {
+                c.records.push_back(i);
             } else {
-                let at = list.partition_point(|r| r.start_ns <= i.start_ns);
-                list.insert(at, i);
+                let start = i.start_ns;
+                c.records.insert(i, |r| r.start_ns <= start);
             }
         }
     }
@@ -664,10 +671,7 @@ impl Engine {
         for c in self.cpus.values_mut() {
             // Sorted by start: drop from the front; a record there holds back shorter ones
             // behind it for at most its own length (`SHORT_NS` among the short ones).
-            while left > 0 && c.records.front().is_some_and(|r| r.end_ns < keep_from) {
-                c.records.pop_front();
-                left -= 1;
-            }
+            left -= c.records.drop_front_while(left, |r| r.end_ns < keep_from);
             c.long.retain(|r| r.end_ns >= keep_from);
             // Both arrive in time order, near enough: from the front.
             let freq_from = keep_from.saturating_sub(self.cfg.freq_lookback_ns);

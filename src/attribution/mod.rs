@@ -4,6 +4,7 @@
 
 pub mod advice;
 pub mod book;
+pub mod chunked;
 pub mod engine;
 pub mod ranking;
 pub mod run;
