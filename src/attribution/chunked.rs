@@ -2,7 +2,7 @@
 //! engine holds a CPU's short kernel records in one: under a storm a `VecDeque` of them grew by
 //! doubling, and one doubling (to 36 MiB) was a single `mmap` that the kernel populated under
 //! `mlockall` — 29 ms of system call on the CPU the collector may share with the workload.
-//! Here the queue grows a chunk (a few hundred KiB at most) at a time, and chunks emptied at
+//! Here the queue grows a chunk (about 100 KiB) at a time, and chunks emptied at
 //! the front are kept for reuse at the back: once a run has seen its largest backlog, it
 //! allocates nothing more.
 
