@@ -12,6 +12,7 @@ use hdrhistogram::serialization::Serializer;
 use hdrhistogram::{Counter, Histogram};
 
 use crate::platform::pace::Pacer;
+use crate::summary::for_each_recorded;
 
 pub struct HlogWriter {
     out: BufWriter<File>,
@@ -38,8 +39,6 @@ const V2_COMPRESSED_COOKIE: u32 = 0x1c84_9304 | 0x10;
 /// Cookie, payload length, normalizing index offset, significant digits, lowest and highest
 /// trackable values, integer-to-double ratio.
 const V2_HEADER_LEN: usize = 40;
-/// Recorded buckets encoded between two looks at the pacer (well under a µs each).
-const BUCKETS_PER_STEP: usize = 256;
 
 /// Where a value's bucket is in a histogram's counts array (HdrHistogram's layout: buckets
 /// of `2^sub_bucket_count_magnitude` sub-buckets, each after the first sharing its lower half
@@ -102,7 +101,7 @@ impl Encoder {
     /// Step one: the V2 encoding of `h` into `raw`, from its recorded buckets: a run of empty
     /// buckets is written as its negated length, a single one as 0, up to the bucket of the
     /// largest value.
-    fn encode<T: Counter>(&mut self, h: &Histogram<T>, pacer: &mut Pacer) -> std::io::Result<()> {
+    fn encode(&mut self, h: &Histogram<u64>, pacer: &mut Pacer) -> std::io::Result<()> {
         let raw = &mut self.raw;
         raw.clear();
         raw.extend_from_slice(&V2_COOKIE.to_be_bytes());
@@ -112,22 +111,28 @@ impl Encoder {
         raw.extend_from_slice(&h.high().to_be_bytes());
         raw.extend_from_slice(&1.0f64.to_be_bytes());
         let layout = Layout::of(h);
-        let mut next = 0u64;
-        for (n, v) in h.iter_recorded().enumerate() {
-            if n % BUCKETS_PER_STEP == BUCKETS_PER_STEP - 1 {
-                pacer.between();
-            }
-            let index = layout.index(v.value_iterated_to());
+        let (mut next, mut too_large) = (0u64, false);
+        let mut pace = || {
+            pacer.between();
+        };
+        for_each_recorded(h, &mut pace, |value, count| {
+            let index = layout.index(value);
             match index.saturating_sub(next) {
                 0 => {}
                 1 => put_varint(raw, 0),
                 gap => put_varint(raw, -(gap as i64)),
             }
-            let count = v.count_at_value().to_i64().ok_or_else(|| {
-                std::io::Error::other("V2 encoding: a count does not fit in 63 bits")
-            })?;
+            let count = i64::try_from(count).unwrap_or_else(|_| {
+                too_large = true;
+                0
+            });
             put_varint(raw, count);
             next = index + 1;
+        });
+        if too_large {
+            return Err(std::io::Error::other(
+                "V2 encoding: a count does not fit in 63 bits",
+            ));
         }
         if next == 0 {
             // Nothing recorded: the bucket of the largest value (0) is written, empty.
@@ -371,7 +376,7 @@ mod tests {
         let buckets = h.iter_recorded().count();
         assert_eq!(
             pacer.pauses as usize,
-            buckets / BUCKETS_PER_STEP,
+            buckets / crate::summary::PACE_BUCKETS,
             "{buckets} buckets"
         );
     }

@@ -4,6 +4,7 @@
 use hdrhistogram::Histogram;
 
 use crate::model::Nanos;
+use crate::summary::for_each_recorded;
 
 /// Lowest and highest trackable values (ns) and precision: 1 ns to 100 s, 3 digits.
 pub const LOWEST_NS: u64 = 1;
@@ -42,35 +43,35 @@ impl IntervalHistograms {
     }
 
     /// `clear`, calling `pace` between the two histograms (each reset writes its whole counts
-    /// array, some 230 KiB: see `platform::pace`).
+    /// array, some 230 KiB: see `platform::pace`). An empty one is left as it is: clearing a
+    /// box already cleared costs nothing.
     pub fn clear_paced(&mut self, pace: &mut dyn FnMut()) {
-        self.transit.reset();
+        if !self.transit.is_empty() {
+            self.transit.reset();
+        }
         pace();
-        self.inter_message.reset();
+        if !self.inter_message.is_empty() {
+            self.inter_message.reset();
+        }
         self.start_ns = 0;
         self.end_ns = 0;
     }
 }
 
-/// Recorded buckets added between two calls of `add_paced`'s pace (well under a µs each).
-const PACE_BUCKETS: usize = 256;
-
-/// `into.add(from)` for histograms of the same bounds, from `from`'s recorded buckets only,
-/// calling `pace` every `PACE_BUCKETS` of them: the crate's `add` walks every count of the
+/// `into.add(from)` for histograms of the same bounds, from `from`'s recorded buckets in
+/// paced steps (`summary::for_each_recorded`): the crate's `add` walks every count of the
 /// source (some 230 KiB, cold) in one go.
 pub fn add_paced(into: &mut Histogram<u64>, from: &Histogram<u64>, pace: &mut dyn FnMut()) {
-    for (n, v) in from.iter_recorded().enumerate() {
-        if n % PACE_BUCKETS == PACE_BUCKETS - 1 {
-            pace();
-        }
+    for_each_recorded(from, pace, |value, count| {
         // Same bounds: every value of `from` fits, so this cannot fail.
-        let _ = into.record_n(v.value_iterated_to(), v.count_at_value());
-    }
+        let _ = into.record_n(value, count);
+    });
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::summary::PACE_BUCKETS;
 
     #[test]
     fn a_paced_add_is_the_crates_add() {
