@@ -5,8 +5,9 @@
  * Rules that keep the tracer from becoming the noise it measures:
  *  - every program returns before touching a map or the ring buffer when the event is not
  *    about a measured CPU (rodata mask, set before load);
- *  - records are submitted with BPF_RB_NO_WAKEUP: user space drains on a timer from a
- *    housekeeping CPU, so no irq_work IPI is ever sent to a measured CPU.
+ *  - records go to per-CPU rings of plain memory (see struct js_cpu_counters): no helper
+ *    call, no lock and no wake-up; user space drains them on a timer from a housekeeping
+ *    CPU, so no irq_work IPI is ever sent to a measured CPU.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -62,10 +63,19 @@ struct js_task_row _js_task_row = {};
 /* Read by user space through the mmapped .bss; a line per CPU (see the type). */
 struct js_cpu_counters counters[JS_MAX_CPUS] __attribute__((aligned(64))) = {};
 
+/* The per-CPU record rings (see struct js_cpu_counters): `ring_slots` (a power of two) for
+ * each of `ring_cpus` CPUs, CPU c's from entry c * ring_slots. Sized by user space before
+ * load. */
+const volatile __u32 ring_slots = 1;
+const volatile __u32 ring_cpus = 1;
+
 struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 8 << 20); /* resized by user space before load */
-} events SEC(".maps");
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1); /* resized by user space before load */
+	__type(key, __u32);
+	__type(value, struct js_record);
+} rings SEC(".maps");
 
 /* Watch mode: the watched threads by kernel tid, with what the programs track of each. */
 struct {
@@ -315,6 +325,41 @@ static __always_inline bool watch_keeps(__u32 cpu, __u32 victim, __u64 start)
 	return interest[cpu] || interest_end[cpu] >= start;
 }
 
+/* A slot of this CPU's ring (see struct js_cpu_counters), or NULL when it is full. A nested
+ * program taking a slot between the read of `head` and the swap makes the swap fail: tried
+ * again, a few times at most. */
+static __always_inline struct js_record *ring_take(void)
+{
+	__u32 me = bpf_get_smp_processor_id(), key;
+	struct js_cpu_counters *c;
+	struct js_record *r;
+	__u64 h;
+
+	if (me >= ring_cpus || me >= JS_MAX_CPUS)
+		return NULL;
+	c = &counters[me & (JS_MAX_CPUS - 1)];
+	for (int i = 0; i < 4; i++) {
+		h = *(volatile __u64 *)&c->head;
+		if (h - *(volatile __u64 *)&c->tail >= ring_slots)
+			return NULL;
+		key = me * ring_slots + (__u32)(h & (ring_slots - 1));
+		r = bpf_map_lookup_elem(&rings, &key);
+		if (!r)
+			return NULL;
+		if (__sync_val_compare_and_swap(&c->head, h, h + 1) == h)
+			return r;
+	}
+	return NULL;
+}
+
+/* Hands a filled slot to the reader: every field is written before `commit` (a compiler
+ * barrier; x86 keeps stores in order). */
+static __always_inline void ring_commit(struct js_record *r)
+{
+	barrier();
+	*(volatile __u32 *)&r->commit = 1;
+}
+
 /* Reserves a record for `cpu`; a failure is counted, and the window of lost records is
  * reported with the next record that fits, so user space can mark affected stalls. `st` is
  * NULL where the per-CPU state must not be written (NMI, another CPU's records). In watch
@@ -330,7 +375,7 @@ static __always_inline struct js_record *reserve(__u32 cpu, struct cpu_state *st
 	if (st)
 		take_over_lost(cpu, st, now);
 	if (st && st->lost_count) {
-		r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+		r = ring_take();
 		if (r) {
 			__builtin_memset(r, 0, sizeof(*r));
 			r->kind = JS_REC_LOST;
@@ -338,11 +383,11 @@ static __always_inline struct js_record *reserve(__u32 cpu, struct cpu_state *st
 			r->start_ns = st->lost_since;
 			r->end_ns = now;
 			r->id = st->lost_count;
-			bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+			ring_commit(r);
 			st->lost_count = 0;
 		}
 	}
-	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+	r = ring_take();
 	if (!r) {
 		if (cpu < JS_MAX_CPUS)
 			__sync_fetch_and_add(&counters[cpu & (JS_MAX_CPUS - 1)].rb_drops, 1);
@@ -367,7 +412,6 @@ static __always_inline struct js_record *reserve(__u32 cpu, struct cpu_state *st
 	r->flags = 0;
 	r->aux = 0;
 	r->victim = victim;
-	r->pad = 0;
 	count_event(cpu);
 	return r;
 }
@@ -391,7 +435,7 @@ static __always_inline void zero_name(struct js_record *r)
 
 static __always_inline void submit(struct js_record *r)
 {
-	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+	ring_commit(r);
 }
 
 /* This CPU's steal_time, found once from its runqueue (the running task's CFS runqueue

@@ -142,18 +142,29 @@ struct js_record {
 	char name[JS_NAME_LEN]; /* comm (hrtimer: the sleeper's), or irq action name */
 	__u32 victim;       /* watch mode: the watched thread on the CPU when this happened (0:
 			     * none) — an on-CPU interruption of that thread */
-	__u32 pad;
+	__u32 commit;       /* ring slot: set to 1 last by its writer once every other field is
+			     * written, cleared by the reader before it hands the slot back */
 };
 
 _Static_assert(sizeof(struct js_record) == 96, "js_record ABI");
 
 /* Per-CPU counters kept by the programs (a .bss array indexed by CPU), one cache line each:
  * every record increments its CPU's count, and CPUs sharing a line would take it from each
- * other at every event. */
+ * other at every event.
+ *
+ * The line also holds the positions of the CPU's record ring: the `rings` array map (mmapped
+ * by user space) has `ring_slots` records for each CPU, written only by programs running on
+ * that CPU. Programs on one CPU can nest (an IRQ's inside a softirq's, an NMI's inside
+ * anything), so a writer takes the slot at `head` with a compare-and-swap, fills it and sets
+ * its `commit` last; the reader takes committed slots in order from `tail`, clears `commit`
+ * and moves `tail` on. A writer finding the ring full (`head - tail == ring_slots`) drops its
+ * record and counts it. x86-64 only: the commit relies on its stores staying in order. */
 struct js_cpu_counters {
 	__u64 events;   /* records submitted for this CPU */
-	__u64 rb_drops; /* failed ring-buffer reserves for this CPU */
-	__u64 pad[6];
+	__u64 rb_drops; /* records of this CPU dropped because a ring was full */
+	__u64 head;     /* this CPU's ring: slots taken by writers (a count, never wraps) */
+	__u64 tail;     /* this CPU's ring: slots handed back by the reader */
+	__u64 pad[4];
 };
 
 _Static_assert(sizeof(struct js_cpu_counters) == 64, "js_cpu_counters ABI");

@@ -12,11 +12,11 @@ use common::*;
 use jitterscope::model::{CauseKind, CulpritClass, Interruption};
 use jitterscope::probe::decode::{self, Record};
 use jitterscope::probe::kallsyms::Kallsyms;
+use jitterscope::probe::rings::{self, RingLayout};
 use jitterscope::probe::{
     AttachState, JitterscopeSkelBuilder, ProbeBatch, ProbeConfig, ProbeSession, MANDATORY,
 };
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::RingBufferBuilder;
 
 const CPU: u32 = 1;
 
@@ -38,6 +38,15 @@ fn collect(rx: &Receiver<ProbeBatch>, until: Instant) -> Vec<Record> {
             out.extend(b);
         }
     }
+    out
+}
+
+/// Every record the loaded `skel`'s rings hold, decoded.
+fn drain_rings(skel: &mut jitterscope::probe::JitterscopeSkel, layout: RingLayout) -> Vec<Record> {
+    let mut rings = rings::open(skel, layout).expect("map the rings");
+    let mut syms = Kallsyms::parse("");
+    let mut out = Vec::new();
+    rings.consume(usize::MAX, &mut |r| out.extend(decode::decode(&r, &mut syms)));
     out
 }
 
@@ -378,11 +387,12 @@ fn cpu_frequency_records_old_and_new_khz_through_the_raw_tp_seam() {
     let mut open = JitterscopeSkelBuilder::default()
         .open(&mut storage)
         .unwrap();
+    let layout = rings::size(&mut open, 1 << 20).unwrap();
     for mut p in open.open_object_mut().progs_mut() {
         let raw = p.section().to_string_lossy().starts_with("raw_tp/");
         p.set_autoload(raw);
     }
-    let skel = open.load().expect("load the raw_tp seam");
+    let mut skel = open.load().expect("load the raw_tp seam");
     let drive = |khz: u64, cpu_id: u64| {
         let mut ctx: Vec<u8> = [khz, cpu_id].iter().flat_map(|v| v.to_ne_bytes()).collect();
         let input = libbpf_rs::ProgramInput {
@@ -398,22 +408,7 @@ fn cpu_frequency_records_old_and_new_khz_through_the_raw_tp_seam() {
     };
     drive(3_000_000, 1);
     drive(1_200_000, 1);
-    let mut raw: Vec<Vec<u8>> = Vec::new();
-    {
-        let mut b = RingBufferBuilder::new();
-        b.add(&skel.maps.events, |d: &[u8]| {
-            raw.push(d.to_vec());
-            0
-        })
-        .unwrap();
-        b.build().unwrap().consume().unwrap();
-    }
-    let mut syms = Kallsyms::parse("");
-    let recs: Vec<Record> = raw
-        .iter()
-        .filter_map(|d| decode::parse(d))
-        .filter_map(|r| decode::decode(&r, &mut syms))
-        .collect();
+    let recs = drain_rings(&mut skel, layout);
     let freq: Vec<(String, String)> = interruptions(&recs)
         .into_iter()
         .filter(|i| i.class == CulpritClass::FreqChange)
@@ -786,12 +781,13 @@ fn records_dropped_where_no_state_is_kept_still_open_a_lost_window() {
         .open(&mut storage)
         .unwrap();
     open.maps.rodata_data.as_deref_mut().unwrap().target_cpus[0] = 1 << CPU;
-    open.maps.events.set_max_entries(4096).unwrap();
+    // The smallest rings (8 records a CPU).
+    let layout = rings::size(&mut open, 4096).unwrap();
     for mut p in open.open_object_mut().progs_mut() {
         let raw = p.section().to_string_lossy().starts_with("raw_tp/");
         p.set_autoload(raw);
     }
-    let skel = open.load().expect("load the raw_tp seams");
+    let mut skel = open.load().expect("load the raw_tp seams");
     let run = |prog: &libbpf_rs::ProgramMut, args: &[u64]| {
         let mut ctx: Vec<u8> = args.iter().flat_map(|v| v.to_ne_bytes()).collect();
         let input = libbpf_rs::ProgramInput {
@@ -802,23 +798,7 @@ fn records_dropped_where_no_state_is_kept_still_open_a_lost_window() {
         };
         prog.test_run(input).expect("BPF_PROG_TEST_RUN");
     };
-    let drain = || {
-        let mut raw: Vec<Vec<u8>> = Vec::new();
-        {
-            let mut b = RingBufferBuilder::new();
-            b.add(&skel.maps.events, |d: &[u8]| {
-                raw.push(d.to_vec());
-                0
-            })
-            .unwrap();
-            b.build().unwrap().consume().unwrap();
-        }
-        let mut syms = Kallsyms::parse("");
-        raw.iter()
-            .filter_map(|d| decode::parse(d))
-            .filter_map(|r| decode::decode(&r, &mut syms))
-            .collect::<Vec<Record>>()
-    };
+
     // Frequency records are reserved without the CPU's state (they may come from any CPU):
     // more than a 4 KiB ring holds.
     for khz in 0..100u64 {
@@ -827,7 +807,7 @@ fn records_dropped_where_no_state_is_kept_still_open_a_lost_window() {
             &[1_000_000 + khz, CPU as u64],
         );
     }
-    let kept = drain();
+    let kept = drain_rings(&mut skel, layout);
     let drops = skel.maps.bss_data.as_deref().unwrap().counters[CPU as usize].rb_drops;
     assert!(
         drops > 0 && kept.len() as u64 + drops == 100,
@@ -838,7 +818,7 @@ fn records_dropped_where_no_state_is_kept_still_open_a_lost_window() {
     // The next record reserved on the CPU in normal context reports them.
     run(&skel.progs.js_softirq_entry_raw, &[3]);
     run(&skel.progs.js_softirq_exit_raw, &[3]);
-    let after = drain();
+    let after = drain_rings(&mut skel, layout);
     let lost: Vec<_> = after
         .iter()
         .filter_map(|r| match r {

@@ -1,4 +1,4 @@
-//! The engine. Records arrive per CPU with delay (the ring buffer is drained every tens of
+//! The engine. Records arrive per CPU with delay (the record rings are drained every tens of
 //! milliseconds, stalls come through their own queue), so stalls wait until the watermark
 //! passes them; records older than the retention window are dropped, so memory stays
 //! constant however long the run.
@@ -516,7 +516,7 @@ impl Engine {
     pub fn push_cause(&mut self, cause: Cause) {
         let causes = &mut self.cpus.entry(cause.target_cpu).or_default().causes;
         // Held in time order (a record's sender is searched for by time); they arrive
-        // nearly in order, from the ring buffer.
+        // nearly in order, from the record rings.
         if causes.back().is_none_or(|k| k.at_ns <= cause.at_ns) {
             causes.push_back(cause);
         } else {

@@ -1,5 +1,5 @@
 //! From clap's flags to the plain values each command takes: CPU lists checked against the
-//! machine, the output directory prepared, the ring-buffer size rounded, the automatic stall
+//! machine, the output directory prepared, the record rings' size rounded, the automatic stall
 //! threshold measured. Every problem found here is a `UsageError` (exit 2); the modules below
 //! never see the flags.
 
@@ -93,7 +93,7 @@ pub fn ringbuf_bytes(requested: u64) -> u32 {
     let (bytes, rounded) = crate::probe::ringbuf_size(requested);
     if rounded {
         eprintln!(
-            "note: --ringbuf-size {requested} rounded up to {bytes} (the kernel needs a power of two)"
+            "note: --ringbuf-size {requested} rounded up to {bytes} (a power of two)"
         );
     }
     bytes

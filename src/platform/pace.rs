@@ -66,8 +66,8 @@ impl Pacer {
 
 /// What the collector threads may spend of one CPU, shared between them: over each second,
 /// at most `share` of it. When a storm brings more records than that buys, they hold back —
-/// the drain thread leaves the records in the kernel's ring buffer (which holds them, or drops
-/// and counts them per CPU: the stalls there are marked incomplete), and the collector decides
+/// the drain thread leaves the records in the probes' per-CPU rings (which hold them, or drop
+/// and count them per CPU: the stalls there are marked incomplete), and the collector decides
 /// nothing newer than what was drained — rather than take the measured thread's CPU.
 #[derive(Debug)]
 pub struct Budget {

@@ -4,7 +4,7 @@
 //! and checks every one of them (the x86 vectors live in `model::vector`, which the engine
 //! uses, and are checked here too).
 
-/// `enum js_kind`: what a ring-buffer record is (its first field).
+/// `enum js_kind`: what a record is (its first field).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
 pub enum Kind {

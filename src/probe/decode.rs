@@ -1,4 +1,4 @@
-//! Ring-buffer records (the skeleton's `js_record`) to the shared vocabulary: interruptions,
+//! The probes' records (the skeleton's `js_record`) to the shared vocabulary: interruptions,
 //! causes and lost-record windows, with names a person reads.
 
 use super::abi::{self, CauseCode, Kind, F_WORK_UNREAD, HRT_SELF, HRT_SLEEPER, HRT_SOFT};
@@ -13,7 +13,7 @@ use crate::model::{
 
 const _: () = assert!(std::mem::size_of::<js_record>() == 96);
 
-/// One decoded ring-buffer record.
+/// One decoded record.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Record {
     Interruption(Interruption),
@@ -107,7 +107,7 @@ fn c_string(raw: &[i8]) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
-/// Reads a record from ring-buffer bytes; None when too short or of an unknown kind.
+/// Reads a record from its bytes; None when too short or of an unknown kind.
 pub fn parse(data: &[u8]) -> Option<js_record> {
     if data.len() < std::mem::size_of::<js_record>() {
         return None;

@@ -1,6 +1,6 @@
 //! The drain thread. The skeleton borrows its object storage, so this one thread owns all of it
 //! from open to detach: it loads and attaches the programs, then, pinned to a housekeeping
-//! CPU, empties the ring buffer on a timer — each record decoded straight into the batch it
+//! CPU, empties the per-CPU record rings on a timer — each record decoded straight into the batch it
 //! sends — and between drains serves the session's commands. On stop it detaches, drains what
 //! is left and reads the programs' counters.
 
@@ -10,11 +10,12 @@ use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use libbpf_rs::{MapCore, RingBuffer, RingBufferBuilder};
 
 use super::decode;
 use super::kallsyms::Kallsyms;
 use super::load::{self, Loaded};
+use super::rings;
+use super::skel::types::js_record;
 use super::stats::{self, LiveCost, RunTimeStats};
 use super::threads;
 use super::watch;
@@ -70,15 +71,15 @@ pub(super) fn run(
     };
     let mut stats = RunTimeStats::enable();
     let steal = loaded.steal.clone();
+    let layout = loaded.rings;
     let _ = ready.send(Ok(loaded));
 
-    let decoded = RefCell::new(Decoded {
+    let mut decoded = Decoded {
         syms,
         names: decode::Names::default(),
         batch: Vec::new(),
-    });
-    let ring = open_ring(&skel.maps.events, &decoded)?;
-    prefault_ring(cfg.ringbuf_bytes);
+    };
+    let rings = RefCell::new(rings::open(&mut skel, layout)?);
     // On a measured CPU (every CPU is measured, or the thread is unpinned), the ring is
     // emptied a step at a time with pauses between short slices.
     let shared = cfg.drain_cpus.is_empty() || cfg.drain_cpus.iter().any(|c| cfg.cpus.contains(c));
@@ -86,7 +87,7 @@ pub(super) fn run(
     let pacer = RefCell::new(Pacer::new(shared));
     let budget = cfg.budget.clone();
     // `last`: the drain after the probes detached, whatever the budget.
-    let drain = |last: bool| {
+    let mut drain = |last: bool| {
         let began = crate::platform::clock::monotonic_ns();
         if !last && budget.as_ref().is_some_and(|b| b.hold_back()) {
             // Over budget: the records wait in the ring (or are dropped there, counted).
@@ -95,14 +96,15 @@ pub(super) fn run(
         let cpu_before = own_thread_cpu_ns();
         let mut pacer = pacer.borrow_mut();
         pacer.begin();
+        let mut rings = rings.borrow_mut();
         loop {
-            let n = ring.consume_raw_n(CONSUME_STEP);
-            let batch = std::mem::take(&mut decoded.borrow_mut().batch);
+            let n = rings.consume(CONSUME_STEP, &mut |r| decoded.push(&r));
+            let batch = std::mem::take(&mut decoded.batch);
             if !batch.is_empty() {
                 let _ = batches.send(batch);
             }
-            // Fewer than asked (or an error): the ring is empty for now.
-            if n < CONSUME_STEP as i32 {
+            // Fewer than asked: the rings are empty for now (or wait for a slot being written).
+            if n < CONSUME_STEP {
                 break;
             }
             pacer.between();
@@ -123,6 +125,9 @@ pub(super) fn run(
     );
     drop(links);
     drain(true);
+    // Unmapped before the skeleton goes (its .bss holds the rings' positions).
+    drop(drain);
+    drop(rings);
 
     let mut summary = ProbeSummary {
         stats_enabled: stats.is_some(),
@@ -172,8 +177,7 @@ fn load_for_watch_or_run<'obj>(
     }
 }
 
-/// The records of the drain under way, decoded as the ring buffer hands them over (the
-/// callback and the batching both run on the drain thread).
+/// The records of the drain under way, decoded as the rings hand them over.
 struct Decoded {
     syms: Kallsyms,
     names: decode::Names,
@@ -182,27 +186,11 @@ struct Decoded {
 
 impl Decoded {
     /// Records too short or of an unknown kind or class are skipped, as the decoder says.
-    fn push(&mut self, data: &[u8]) {
-        if let Some(r) = decode::parse(data)
-            .and_then(|r| decode::decode_with(&r, &mut self.syms, &mut self.names))
-        {
+    fn push(&mut self, r: &js_record) {
+        if let Some(r) = decode::decode_with(r, &mut self.syms, &mut self.names) {
             self.batch.push(r);
         }
     }
-}
-
-fn open_ring<'cb>(
-    events: &dyn MapCore,
-    decoded: &'cb RefCell<Decoded>,
-) -> Result<RingBuffer<'cb>, ProbeError> {
-    let mut builder = RingBufferBuilder::new();
-    builder
-        .add(events, move |data: &[u8]| {
-            decoded.borrow_mut().push(data);
-            0
-        })
-        .map_err(load::other("read the ring buffer"))?;
-    builder.build().map_err(load::other("read the ring buffer"))
 }
 
 /// Drains every `cfg.drain_interval` until told to stop (or the session is gone); between
@@ -263,38 +251,6 @@ fn read_counters(skel: &JitterscopeSkel, cpus: &[Cpu], summary: &mut ProbeSummar
             if ns > 0 {
                 summary.steal_clock_ns.push((cpu, ns));
             }
-        }
-    }
-}
-
-/// Maps in every page of the ring buffer's read-only data mapping (its producer page and the
-/// data area, mapped twice), found in /proc/self/maps by its size. The kernel allocated those
-/// pages when the map was created; touching them now only fills the page tables, so the
-/// process's RSS shows the ring's real footprint from the start instead of creeping up to it
-/// as the producer first writes each page (which looked like a leak in a soak).
-fn prefault_ring(ringbuf_bytes: u32) {
-    let page = 4096usize;
-    let want = page + 2 * ringbuf_bytes as usize;
-    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
-    for line in maps.lines().filter(|l| l.ends_with("anon_inode:bpf-map")) {
-        let mut f = line.split_whitespace();
-        let (Some(range), Some(perms)) = (f.next(), f.next()) else {
-            continue;
-        };
-        let Some((a, b)) = range.split_once('-') else {
-            continue;
-        };
-        let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16)) else {
-            continue;
-        };
-        if perms.starts_with("r--") && b - a == want {
-            for addr in (a..b).step_by(page) {
-                // SAFETY: `addr` lies inside a readable shared mapping of this process (from
-                // /proc/self/maps) that lives as long as the ring buffer, which outlives this
-                // call; a volatile read of one byte per page has no other effect.
-                unsafe { std::ptr::read_volatile(addr as *const u8) };
-            }
-            return;
         }
     }
 }

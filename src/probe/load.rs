@@ -12,6 +12,7 @@ use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{ErrorKind, Link, OpenObject};
 
 use super::kallsyms::Kallsyms;
+use super::rings::{self, RingLayout};
 use super::threads::{self, Identity, WHOAMI_SECTION};
 use super::{steal, AttachState, AttachStatus, ProbeConfig, ProbeError, MANDATORY};
 use super::{JitterscopeSkel, JitterscopeSkelBuilder, OpenJitterscopeSkel};
@@ -25,6 +26,8 @@ pub(super) struct Loaded {
     /// Ok when the steal clock is read, else why not.
     pub(super) steal: Result<i64, String>,
     pub(super) identity: Identity,
+    /// How the per-CPU record rings are laid out.
+    pub(super) rings: RingLayout,
 }
 
 /// libbpf's log lines, kept so that a verifier rejection can show its last lines.
@@ -140,10 +143,7 @@ pub(super) fn load_and_attach<'obj>(
         .open(storage)
         .map_err(|e| classify_load_error(&e))?;
     let steal = set_rodata(&mut open, cfg, syms, &btf)?;
-    open.maps
-        .events
-        .set_max_entries(cfg.ringbuf_bytes)
-        .map_err(other("size the ring buffer"))?;
+    let rings = rings::size(&mut open, cfg.ringbuf_bytes)?;
     let mut attach = choose_programs(&mut open, &btf, cfg)?;
     let mut skel = open.load().map_err(|e| classify_load_error(&e))?;
     let identity = threads::learn_identity(&mut skel)?;
@@ -159,6 +159,7 @@ pub(super) fn load_and_attach<'obj>(
             attach,
             steal,
             identity,
+            rings,
         },
     ))
 }

@@ -3,7 +3,7 @@
 //! `ProbeSession` that starts the drain thread and talks to it through channels.
 //!
 //! Behind it: `load` (open, set up, load and attach; errors told apart), `drain` (the thread
-//! that owns the skeleton and drains the ring buffer), `threads` (kernel thread ids and the
+//! that owns the skeleton and drains the record rings), `threads` (kernel thread ids and the
 //! workload tid table), `stats` (the programs' run-time costs), `abi` (the ABI header's
 //! constants) and `decode` (records to the shared vocabulary).
 
@@ -13,6 +13,7 @@ pub mod decode;
 mod drain;
 pub mod kallsyms;
 mod load;
+pub mod rings;
 mod stats;
 pub mod steal;
 mod threads;
@@ -56,15 +57,16 @@ pub const MANDATORY: [&str; 7] = [
     "workqueue_execute_end",
 ];
 
-/// How often the drain thread empties the ring buffer: each wake-up costs a switch and a
-/// cold cache on a CPU it may share with the workload, so it wakes as seldom as the ring
-/// (8 MiB by default, some 80,000 records) and the decision lag allow.
+/// How often the drain thread empties the record rings: each wake-up costs a switch and a
+/// cold cache on a CPU it may share with the workload, so it wakes as seldom as the rings
+/// (8 MiB by default, some 87,000 records shared among the CPUs) and the decision lag allow.
 pub const DRAIN_INTERVAL: Duration = Duration::from_millis(250);
 
 #[derive(Debug, Clone)]
 pub struct ProbeConfig {
     pub cpus: Vec<Cpu>,
-    /// Ring-buffer size in bytes: a power-of-two number of pages (`ringbuf_size` rounds).
+    /// The record rings' size in bytes, shared among the CPUs (`rings::RingLayout`): a
+    /// power-of-two number of pages (`ringbuf_size` rounds).
     pub ringbuf_bytes: u32,
     pub drain_interval: Duration,
     /// Where the drain thread runs (a housekeeping CPU), None to leave it unpinned.
@@ -100,8 +102,7 @@ impl ProbeConfig {
     }
 }
 
-/// Rounds a requested ring-buffer size to what the kernel accepts: a power of two, at least
-/// one page. Returns the size and whether it was changed.
+/// Rounds a requested size of the record rings to a power of two, at least one page. Returns the size and whether it was changed.
 pub fn ringbuf_size(requested: u64) -> (u32, bool) {
     let page = 4096u64;
     let size = requested.clamp(page, 1 << 30).next_power_of_two();
@@ -125,7 +126,7 @@ pub struct AttachStatus {
 /// What a session leaves behind when stopped.
 #[derive(Debug, Clone, Default)]
 pub struct ProbeSummary {
-    /// Failed ring-buffer reserves, per CPU (only CPUs with drops).
+    /// Records dropped because a ring was full, per CPU (only CPUs with drops).
     pub drops: Vec<(Cpu, u64)>,
     /// Records submitted per measured CPU.
     pub events: Vec<(Cpu, u64)>,
@@ -209,6 +210,7 @@ impl ProbeSession {
                 attach,
                 steal,
                 identity,
+                ..
             })) => Ok((
                 ProbeSession {
                     commands: cmd_tx,

@@ -151,8 +151,8 @@ pub struct Overhead {
     #[serde(default)]
     pub longest_self: Vec<CpuLongest>,
     /// When jitterscope shared a measured CPU: the share of one CPU its threads kept to
-    /// (`collector_budget`), and how often they held back because it was spent — the kernel's
-    /// ring buffer held the records meanwhile, or dropped them (`probes.drops`).
+    /// (`collector_budget`), and how often they held back because it was spent — the probes'
+    /// record rings held the records meanwhile, or dropped them (`probes.drops`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub collector_budget: Option<f64>,
     #[serde(default)]
@@ -171,7 +171,7 @@ pub struct ProbeInfo {
     pub unavailable: Vec<String>,
     /// Records per measured CPU.
     pub events: Vec<CpuCount>,
-    /// Failed ring-buffer reserves per CPU.
+    /// Records dropped because a record ring was full, per CPU.
     pub drops: Vec<CpuCount>,
     /// BPF run time per program (kernel run-time statistics).
     pub costs: Vec<ProgramCostEntry>,

@@ -37,7 +37,7 @@ pub struct RunPlan {
     pub tui: bool,
     /// ANSI colour in the report (stdout is a terminal).
     pub colour: bool,
-    /// Kernel probes with this ring-buffer size (bytes), or none.
+    /// Kernel probes with record rings of this size (bytes), or none.
     pub probes: Option<u32>,
     /// The metrics file for node_exporter, if asked for.
     pub metrics: Option<MetricsPlan>,

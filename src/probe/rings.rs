@@ -1,0 +1,438 @@
+//! The per-CPU record rings (`rings` in the BPF object; the protocol is told in
+//! `bpf/jitterscope.h`, at `struct js_cpu_counters`): plain memory shared with the programs,
+//! where a record costs them a compare-and-swap and a few stores instead of the BPF ring
+//! buffer's two helper calls, its lock and its interrupt masking (45–60 ns less per
+//! `sched_switch` on a retpolined VM, `scripts/bench.sh`).
+//!
+//! The reader takes committed records from every CPU's ring, earliest end first: each ring is
+//! in the order its CPU wrote it, and every record ends when it is written, so the records
+//! reach the engine in time order across CPUs (the BPF ring buffer gave the order of its
+//! reserves). A slot taken but not yet committed (a program interrupted while it fills one)
+//! holds its ring back until it is; nothing is read past it.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use std::os::fd::AsFd;
+
+
+use super::load;
+use super::skel::types::{js_cpu_counters, js_record};
+use super::{JitterscopeSkel, OpenJitterscopeSkel, ProbeError};
+
+/// The size of a record in the rings.
+pub const RECORD_BYTES: usize = std::mem::size_of::<js_record>();
+
+/// Where `commit` lies in a record (its last field).
+const COMMIT_OFFSET: usize = RECORD_BYTES - 4;
+
+/// How the rings are laid out: `slots` records (a power of two) for each of `cpus` CPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingLayout {
+    pub slots: u32,
+    pub cpus: u32,
+}
+
+impl RingLayout {
+    /// `bytes` (`--ringbuf-size`) shared among the rings of `cpus` CPUs (every possible one:
+    /// records about a measured CPU are also written on the CPUs that send it work), each
+    /// rounded up to a power of two records (at least 8).
+    pub fn for_bytes(bytes: u32, cpus: u32) -> Self {
+        let cpus = cpus.max(1);
+        let per_cpu = (bytes as usize).div_ceil(RECORD_BYTES * cpus as usize);
+        RingLayout {
+            slots: per_cpu.clamp(8, 1 << 30).next_power_of_two() as u32,
+            cpus,
+        }
+    }
+
+    /// Entries of the `rings` array map.
+    pub fn entries(&self) -> u32 {
+        self.slots.saturating_mul(self.cpus)
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.entries() as usize * RECORD_BYTES
+    }
+}
+
+/// Shares `bytes` among a record ring for every possible CPU (`RingLayout::for_bytes`), told
+/// to the programs (rodata) and to the `rings` map of `open`, before load.
+pub fn size(open: &mut OpenJitterscopeSkel, bytes: u32) -> Result<RingLayout, ProbeError> {
+    const SIZE: &str = "size the per-CPU record rings";
+    let cpus = libbpf_rs::num_possible_cpus().map_err(load::other(SIZE))?;
+    // The programs keep positions for the first JS_MAX_CPUS CPUs (the `counters` lines).
+    let lines = open.maps.bss_data.as_deref().map_or(0, |b| b.counters.len());
+    let layout = RingLayout::for_bytes(bytes, cpus.min(lines) as u32);
+    let rodata = open
+        .maps
+        .rodata_data
+        .as_deref_mut()
+        .ok_or(ProbeError::Other {
+            action: SIZE.into(),
+            cause: "the BPF object's rodata is not memory-mapped".into(),
+        })?;
+    rodata.ring_slots = layout.slots;
+    rodata.ring_cpus = layout.cpus;
+    open.maps
+        .rings
+        .set_max_entries(layout.entries())
+        .map_err(load::other(SIZE))?;
+    Ok(layout)
+}
+
+/// Maps the loaded `skel`'s rings (sized by `size` as `layout`), their positions in the .bss
+/// the skeleton maps. Drop the value before the skeleton.
+pub fn open(skel: &mut JitterscopeSkel, layout: RingLayout) -> Result<Rings, ProbeError> {
+    let bss = skel
+        .maps
+        .bss_data
+        .as_deref_mut()
+        .ok_or(ProbeError::Other {
+            action: "map the per-CPU record rings".into(),
+            cause: "the BPF object's .bss is not memory-mapped".into(),
+        })?;
+    let at = positions_in(bss.counters.as_mut_ptr());
+    // SAFETY: the .bss mapping lives as long as the skeleton, which the caller keeps longer
+    // than the rings; `counters` has a line for each of `layout.cpus` (capped by `size`).
+    unsafe { Rings::map(skel.maps.rings.as_fd(), layout, at) }
+}
+
+/// One CPU's ring as the reader sees it: its positions are in the `counters` line of the CPU
+/// (the programs' .bss), its slots in the rings' mapping.
+struct Ring {
+    slots: *mut u8,
+    head: *const AtomicU64,
+    tail: *const AtomicU64,
+    /// The reader's position (what it last stored in `tail`, plus what it has taken since).
+    next: u64,
+}
+
+/// Where the rings' positions are: the programs' `counters` array (.bss), a line per CPU,
+/// with head and tail at these byte offsets into each line.
+#[derive(Debug, Clone, Copy)]
+pub struct Positions {
+    pub base: *mut u8,
+    pub line: usize,
+    pub head: usize,
+    pub tail: usize,
+}
+
+/// Reads the rings. Owns its mapping of the `rings` map (when made by `map`); the counters'
+/// lines belong to the skeleton's .bss mapping, which must outlive it.
+pub struct Rings {
+    /// The mapping to undo on drop (address, length), None when the memory is lent.
+    mapping: Option<(*mut u8, usize)>,
+    mask: u64,
+    rings: Vec<Ring>,
+    /// Rings seen holding a committed record at the last look, their next record's end.
+    ready: Vec<(usize, u64)>,
+}
+
+// SAFETY: the raw pointers are into shared mappings that every thread of the process sees;
+// `Rings` is used by one thread at a time (it is not Sync).
+unsafe impl Send for Rings {}
+
+impl Rings {
+    /// Maps the `rings` map (`fd`, laid out as `layout`) and reads it with the positions at
+    /// `at`. The mapping is populated now, so that the process's memory shows the rings'
+    /// whole size from the start (their pages were allocated when the map was created).
+    ///
+    /// # Safety
+    /// `at` must describe `layout.cpus` lines of a mapping that outlives the returned value.
+    pub unsafe fn map(
+        fd: std::os::fd::BorrowedFd<'_>,
+        layout: RingLayout,
+        at: Positions,
+    ) -> Result<Self, ProbeError> {
+        use std::os::fd::AsRawFd;
+        let len = layout.bytes();
+        // SAFETY: a shared mapping of a BPF_F_MMAPABLE array map of `len` bytes of values.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if map == libc::MAP_FAILED {
+            return Err(ProbeError::Other {
+                action: "map the per-CPU record rings".into(),
+                cause: format!(
+                    "mmap of {len} bytes failed: {}",
+                    std::io::Error::last_os_error()
+                ),
+            });
+        }
+        // SAFETY: the mapping holds `layout`'s slots; `at` is the caller's promise.
+        let mut rings = unsafe { Self::over(map as *mut u8, layout, at) };
+        rings.mapping = Some((map as *mut u8, len));
+        Ok(rings)
+    }
+
+    /// Reads rings laid out as `layout` at `slots`, with the positions at `at`.
+    ///
+    /// # Safety
+    /// `slots` must hold `layout.bytes()` bytes, 8-aligned, and `at` describe `layout.cpus`
+    /// lines, both live (and shared only with ring writers) while the value lives.
+    pub unsafe fn over(slots: *mut u8, layout: RingLayout, at: Positions) -> Self {
+        let ring_bytes = layout.slots as usize * RECORD_BYTES;
+        let rings = (0..layout.cpus as usize)
+            .map(|cpu| {
+                // SAFETY (all): inside the slots and the lines, per the caller's promise.
+                let line = unsafe { at.base.add(cpu * at.line) };
+                let tail = unsafe { line.add(at.tail) } as *const AtomicU64;
+                Ring {
+                    slots: unsafe { slots.add(cpu * ring_bytes) },
+                    head: unsafe { line.add(at.head) } as *const AtomicU64,
+                    next: unsafe { (*tail).load(Ordering::Acquire) },
+                    tail,
+                }
+            })
+            .collect();
+        Rings {
+            mapping: None,
+            mask: layout.slots as u64 - 1,
+            rings,
+            ready: Vec::new(),
+        }
+    }
+
+    /// The slot of `ring` at its reader's position.
+    fn slot(&self, ring: &Ring) -> *mut u8 {
+        // SAFETY: the position is masked into the ring's slots.
+        unsafe { ring.slots.add((ring.next & self.mask) as usize * RECORD_BYTES) }
+    }
+
+    /// The end time of the record at `ring`'s position when it is committed.
+    fn peek(&self, ring: &Ring) -> Option<u64> {
+        let slot = self.slot(ring);
+        // SAFETY: an aligned u32 of a live slot; Acquire pairs with the writer's ordered
+        // stores (the record's fields before its commit).
+        let commit = unsafe { &*(slot.add(COMMIT_OFFSET) as *const AtomicU32) };
+        if commit.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        // SAFETY: the committed record is not written again before the reader hands it
+        // back; end_ns is an aligned u64 at a fixed offset.
+        Some(unsafe { std::ptr::read_volatile(slot.add(END_OFFSET) as *const u64) })
+    }
+
+    /// Takes the committed record at `ring`'s position and hands its slot back.
+    fn take(&mut self, i: usize) -> js_record {
+        let slot = self.slot(&self.rings[i]);
+        // SAFETY: committed (peeked), so complete and stable until handed back below.
+        let rec = unsafe { std::ptr::read_volatile(slot as *const js_record) };
+        let ring = &mut self.rings[i];
+        ring.next += 1;
+        // SAFETY: aligned atomics in live mappings. The commit mark is cleared before the
+        // tail moves past the slot, so a writer that takes it again finds it clear.
+        unsafe {
+            (*(slot.add(COMMIT_OFFSET) as *const AtomicU32)).store(0, Ordering::Relaxed);
+            (*ring.tail).store(ring.next, Ordering::Release);
+        }
+        rec
+    }
+
+    /// Finds the rings holding a committed record.
+    fn look(&mut self) {
+        self.ready.clear();
+        for i in 0..self.rings.len() {
+            if let Some(end) = self.peek(&self.rings[i]) {
+                self.ready.push((i, end));
+            }
+        }
+    }
+
+    /// Hands `take` up to `max` committed records, earliest end first among the rings that
+    /// held some at the last look (looked again when none is left); returns how many. Fewer
+    /// than `max`: the rings are empty, or wait for a slot being written.
+    pub fn consume(&mut self, max: usize, take: &mut dyn FnMut(js_record)) -> usize {
+        let mut n = 0;
+        while n < max {
+            if self.ready.is_empty() {
+                self.look();
+                if self.ready.is_empty() {
+                    break;
+                }
+            }
+            let (at, &(i, _)) = self
+                .ready
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, (_, end))| *end)
+                .expect("ready is not empty");
+            take(self.take(i));
+            n += 1;
+            match self.peek(&self.rings[i]) {
+                Some(end) => self.ready[at].1 = end,
+                None => {
+                    self.ready.swap_remove(at);
+                }
+            }
+        }
+        n
+    }
+
+    /// Slots taken by writers and not yet handed back, over all rings (what a drain left).
+    pub fn pending(&self) -> u64 {
+        self.rings
+            .iter()
+            // SAFETY: an aligned u64 in a live mapping.
+            .map(|r| unsafe { (*r.head).load(Ordering::Acquire) }.saturating_sub(r.next))
+            .sum()
+    }
+}
+
+/// Where `end_ns` lies in a record.
+const END_OFFSET: usize = std::mem::offset_of!(js_record, end_ns);
+
+/// The positions of the programs' `counters` array starting at `base`.
+pub fn positions_in(base: *mut js_cpu_counters) -> Positions {
+    Positions {
+        base: base as *mut u8,
+        line: std::mem::size_of::<js_cpu_counters>(),
+        head: std::mem::offset_of!(js_cpu_counters, head),
+        tail: std::mem::offset_of!(js_cpu_counters, tail),
+    }
+}
+
+impl Drop for Rings {
+    fn drop(&mut self) {
+        if let Some((map, len)) = self.mapping {
+            // SAFETY: the mapping made in `map`, not used after this.
+            unsafe { libc::munmap(map as *mut libc::c_void, len) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_size_is_shared_among_the_cpus_in_powers_of_two() {
+        // 8 MiB over 2 CPUs: 43,691 records each, rounded up.
+        let l = RingLayout::for_bytes(8 << 20, 2);
+        assert_eq!((l.slots, l.cpus), (65536, 2));
+        assert_eq!(l.bytes(), 65536 * 2 * RECORD_BYTES);
+        // The smallest ring: 8 records.
+        assert_eq!(RingLayout::for_bytes(4096, 64).slots, 8);
+        assert_eq!(RingLayout::for_bytes(4096, 2).slots, 32);
+        assert_eq!(RingLayout::for_bytes(4096, 0).cpus, 1);
+    }
+
+    /// Rings in heap memory, written as the programs write them (`ring_take`, `ring_commit`).
+    struct Fake {
+        slots: *mut u8,
+        lines: *mut js_cpu_counters,
+        layout: RingLayout,
+        _mem: (Vec<u64>, Vec<js_cpu_counters>),
+    }
+
+    impl Fake {
+        fn new(slots: u32, cpus: u32) -> Fake {
+            let layout = RingLayout { slots, cpus };
+            let mut words = vec![0u64; layout.bytes() / 8];
+            let mut lines = vec![js_cpu_counters::default(); cpus as usize];
+            Fake {
+                slots: words.as_mut_ptr() as *mut u8,
+                lines: lines.as_mut_ptr(),
+                layout,
+                _mem: (words, lines),
+            }
+        }
+
+        fn reader(&self) -> Rings {
+            // SAFETY: the memory lives in `self`, which the tests keep beside the reader.
+            unsafe { Rings::over(self.slots, self.layout, positions_in(self.lines)) }
+        }
+
+        /// Takes a slot of `cpu`'s ring and fills it with a record ending at `end`; commits it
+        /// when asked. None when the ring is full.
+        fn write(&self, cpu: usize, end: u64, commit: bool) -> Option<*mut js_record> {
+            // SAFETY: inside the fake's memory, which only these tests and the reader touch.
+            unsafe {
+                let line = self.lines.add(cpu);
+                let head = (*line).head;
+                if head - (*line).tail >= self.layout.slots as u64 {
+                    return None;
+                }
+                (*line).head = head + 1;
+                let at = cpu * self.layout.slots as usize
+                    + (head % self.layout.slots as u64) as usize;
+                let r = (self.slots as *mut js_record).add(at);
+                (*r).kind = 1;
+                (*r).cpu = cpu as u32;
+                (*r).end_ns = end;
+                if commit {
+                    (*r).commit = 1;
+                }
+                Some(r)
+            }
+        }
+    }
+
+    fn drain(rings: &mut Rings, max: usize) -> Vec<(u32, u64)> {
+        let mut got = Vec::new();
+        rings.consume(max, &mut |r| got.push((r.cpu, r.end_ns)));
+        got
+    }
+
+    #[test]
+    fn records_of_every_cpu_come_out_earliest_end_first() {
+        let fake = Fake::new(8, 3);
+        for (cpu, end) in [(0, 10), (1, 5), (0, 20), (2, 15), (1, 30), (2, 16)] {
+            fake.write(cpu, end, true).unwrap();
+        }
+        let mut rings = fake.reader();
+        assert_eq!(rings.pending(), 6);
+        assert_eq!(drain(&mut rings, 4), [(1, 5), (0, 10), (2, 15), (2, 16)]);
+        assert_eq!(drain(&mut rings, 100), [(0, 20), (1, 30)]);
+        assert_eq!(rings.pending(), 0);
+        assert!(drain(&mut rings, 100).is_empty());
+        // Every slot handed back: commit cleared, tail at head.
+        // SAFETY: the fake's memory, no writer running.
+        unsafe {
+            for cpu in 0..3 {
+                let line = &*fake.lines.add(cpu);
+                assert_eq!(line.tail, line.head, "CPU {cpu}");
+            }
+            assert!((0..24).all(|i| (*(fake.slots as *const js_record).add(i)).commit == 0));
+        }
+    }
+
+    #[test]
+    fn a_slot_being_written_holds_its_ring_back_and_no_other() {
+        let fake = Fake::new(8, 2);
+        let open = fake.write(0, 1, false).unwrap();
+        fake.write(0, 2, true).unwrap();
+        fake.write(1, 3, true).unwrap();
+        let mut rings = fake.reader();
+        assert_eq!(drain(&mut rings, 100), [(1, 3)]);
+        assert_eq!(rings.pending(), 2);
+        // SAFETY: the slot taken above, in the fake's memory.
+        unsafe { (*open).commit = 1 };
+        assert_eq!(drain(&mut rings, 100), [(0, 1), (0, 2)]);
+    }
+
+    #[test]
+    fn a_full_ring_refuses_records_until_the_reader_hands_slots_back() {
+        let fake = Fake::new(8, 1);
+        let mut rings = fake.reader();
+        let mut end = 0;
+        let mut seen = Vec::new();
+        // Several laps around the ring, the reader taking 3 at a time.
+        for _ in 0..10 {
+            while fake.write(0, end + 1, true).is_some() {
+                end += 1;
+            }
+            seen.extend(drain(&mut rings, 3).into_iter().map(|(_, e)| e));
+        }
+        seen.extend(drain(&mut rings, 100).into_iter().map(|(_, e)| e));
+        assert_eq!(seen, (1..=end).collect::<Vec<_>>());
+        assert_eq!(end, 8 + 9 * 3, "the ring holds 8; each look freed 3");
+    }
+}
