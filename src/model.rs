@@ -88,7 +88,7 @@ pub enum CulpritClass {
     /// its physical CPU.
     Hypervisor,
     Unexplained,
-    /// Time of a stall whose kernel records were lost (ring buffer full): its cause is
+    /// Time of a stall whose kernel records were lost (a record ring was full): its cause is
     /// unknown, which is not the same as "no kernel event".
     Lost,
 }

@@ -878,7 +878,7 @@ fn a_send_that_arrived_after_later_ones_is_still_found() {
         what: what.into(),
         callsite: String::new(),
     };
-    // Out of time order, as two CPUs' records interleave in the ring buffer.
+    // Out of time order, as two CPUs' records interleave in the drain.
     e.push_cause(send(5_000, "other_work"));
     e.push_cause(send(900, "vmstat_update"));
     e.push_cause(send(6_000, "vmstat_update"));

@@ -676,7 +676,7 @@ fn storm_run(stressor: &str) -> (RunFile, String) {
     let d = tempfile::tempdir().unwrap();
     let dir = d.path().join("runs");
     let storm = Storm::start(stressor);
-    // The smallest ring buffer, so that the storm overflows it.
+    // The smallest record rings, so that the storm overflows it.
     let out = js()
         .args(["--cpus", "0,1", "--no-tui", "--ringbuf-size", "4K"])
         .args(["--duration", "2s", "--warmup", "200ms", "--output"])
@@ -716,7 +716,7 @@ fn storms_on_a_measured_cpu_count_drops_per_cpu_and_mark_stalls_incomplete() {
             probes.drops.iter().map(|d| d.count).sum::<u64>()
         );
         assert!(
-            stdout.contains("kernel records were lost because the BPF ring buffer was full")
+            stdout.contains("kernel records were lost because their BPF record ring was full")
                 && stdout.contains(&format!("CPU 1: {cpu1}")),
             "{stressor}: {stdout}"
         );

@@ -457,7 +457,7 @@ fn a_tiny_ring_buffer_under_a_switch_storm_reports_drops() {
     let summary = session.stop().unwrap();
     assert!(
         summary.total_drops() > 0,
-        "no drops with a 4 KiB ring buffer: {summary:?}"
+        "no drops with 4 KiB of record rings: {summary:?}"
     );
     assert!(summary.drops.iter().all(|(cpu, _)| *cpu == CPU));
     assert!(

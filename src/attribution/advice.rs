@@ -133,7 +133,7 @@ pub fn advice(class: CulpritClass, name: &str, detail: &str, cpus: &[Cpu], m: &M
         },
         CulpritClass::SelfNoise => "jitterscope's own threads ran on a measured CPU — expected only when every CPU is measured; otherwise a bug, please report it".to_string(),
         CulpritClass::Hypervisor => "the host ran something else on this vCPU's physical CPU (KVM steal time; `steal` in /proc/stat): ask for dedicated, pinned vCPUs (cpu pinning with no overcommit, a 'dedicated host' or 'isolated' instance type), or move the workload to bare metal".to_string(),
-        CulpritClass::Lost => "the probes' ring buffer overflowed, so these stalls cannot be explained: raise --ringbuf-size (e.g. 64M), or find the storm on these CPUs with `jitterscope probe --cpus <cpu> --no-log`".to_string(),
+        CulpritClass::Lost => "the probes' record rings overflowed, so these stalls cannot be explained: raise --ringbuf-size (e.g. 64M), or find the storm on these CPUs with `jitterscope probe --cpus <cpu> --no-log`".to_string(),
         CulpritClass::Unexplained => {
             if m.virtual_machine {
                 "no kernel event and no steal: on a VM, host interrupt handling and VM exits while the vCPU nominally ran (steal time does not count them) — dedicated vCPUs with the host's own interrupts and timers kept off them help; nothing inside the guest does".to_string()

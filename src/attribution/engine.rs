@@ -169,7 +169,7 @@ pub const UNEXPLAINED_DETAIL: &str =
 pub const UNEXPLAINED_DETAIL_NO_STEAL: &str =
     "no kernel event (no steal clock here): hypervisor preemption, SMI or hardware";
 pub const LOST_NAME: &str = "kernel records lost";
-pub const LOST_DETAIL: &str = "the BPF ring buffer was full; cause unknown";
+pub const LOST_DETAIL: &str = "a BPF record ring was full; cause unknown";
 pub const HYPERVISOR_NAME: &str = "host preemption";
 
 /// The fixed names above as shared texts, made once (most stalls carry one of them).

@@ -229,7 +229,7 @@ pub fn log_line(r: &Record, base_ns: Nanos) -> String {
             end_ns,
             count,
         } => format!(
-            "+{:.6}s  CPU {:<3} LOST {count} records until +{:.6}s (ring buffer full)",
+            "+{:.6}s  CPU {:<3} LOST {count} records until +{:.6}s (record ring full)",
             at(*start_ns),
             cpu,
             at(*end_ns)
@@ -376,7 +376,7 @@ pub fn summary(
             .collect();
         let _ = writeln!(
             s,
-            "WARNING: {drops} records lost (ring buffer full; {}); raise --ringbuf-size",
+            "WARNING: {drops} records lost (record ring full; {}); raise --ringbuf-size",
             per.join(", ")
         );
     }

@@ -326,7 +326,7 @@ impl Collector for Families {
         counters(
             &mut enc,
             "jitterscope_lost_records",
-            "Kernel records lost (ring buffer full), per CPU.",
+            "Kernel records lost (record ring full), per CPU.",
             &self.lost,
         )?;
         let m = enc.encode_descriptor(

@@ -717,7 +717,7 @@ pub fn overhead_line(run: &RunFile, o: &super::runfile::Overhead) -> String {
     };
     let budget = match o.collector_budget {
         Some(share) if o.held_back > 0 => format!(
-            "; it held back {} times to keep within its budget of {:.1}% of one CPU (records waited in the ring buffer)",
+            "; it held back {} times to keep within its budget of {:.1}% of one CPU (records waited in the record rings)",
             o.held_back,
             100.0 * share
         ),
@@ -745,7 +745,7 @@ pub fn warnings(run: &RunFile) -> Vec<String> {
             .collect();
         let incomplete = run.probes.as_ref().map_or(0, |p| p.incomplete_stalls);
         w.push(format!(
-            "{} kernel records were lost because the BPF ring buffer was full{}; {incomplete} stalls in those windows are marked incomplete (their unknown time is class `lost`) — raise --ringbuf-size",
+            "{} kernel records were lost because their BPF record ring was full{}; {incomplete} stalls in those windows are marked incomplete (their unknown time is class `lost`) — raise --ringbuf-size",
             l.ring_buffer_drops,
             if per_cpu.is_empty() {
                 String::new()
