@@ -63,12 +63,7 @@ struct js_task_row _js_task_row = {};
 /* Read by user space through the mmapped .bss; a line per CPU (see the type). */
 struct js_cpu_counters counters[JS_MAX_CPUS] __attribute__((aligned(64))) = {};
 
-/* The per-CPU record rings (see struct js_cpu_counters): `ring_slots` (a power of two) for
- * each of `ring_cpus` CPUs, CPU c's from entry c * ring_slots. Sized by user space before
- * load. */
-const volatile __u32 ring_slots = 1;
-const volatile __u32 ring_cpus = 1;
-
+/* The per-CPU record rings (see struct js_cpu_counters), laid out by user space before load. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(map_flags, BPF_F_MMAPABLE);
@@ -228,6 +223,32 @@ static __always_inline __u16 innermost(struct cpu_state *st)
 	return JS_CLASS_NONE;
 }
 
+/* Interrupt handlers do not nest on x86-64 (each runs with interrupts off) and softirqs run
+ * after them, one at a time: when one begins, an episode of its level or above still open on
+ * the CPU is one whose end was missed — its exit program attached a moment after its entry
+ * program, while the handler ran — and is forgotten rather than taken as the new episode's
+ * parent (it would stay the parent of every later one until its level ran again). The hard
+ * level: the timer interrupt and IPIs, device IRQs, the hrtimers the timer interrupt runs. */
+static __always_inline void forget_open_hard(struct cpu_state *st)
+{
+	if (st->vec_start)
+		st->vec_start = 0;
+	if (st->irq_start)
+		st->irq_start = 0;
+	if (st->hrt[0].start)
+		st->hrt[0].start = 0;
+}
+
+/* The softirq level (a softirq, the hrtimers its HRTIMER softirq runs) and the hard one. */
+static __always_inline void forget_open_soft(struct cpu_state *st)
+{
+	forget_open_hard(st);
+	if (st->softirq_start)
+		st->softirq_start = 0;
+	if (st->hrt[1].start)
+		st->hrt[1].start = 0;
+}
+
 /* A plain increment: a CPU's slot is written by that CPU, except for the rare cause records
  * sent from elsewhere (an approximate count is fine; drops below are counted atomically). */
 static __always_inline void count_event(__u32 cpu)
@@ -330,19 +351,22 @@ static __always_inline bool watch_keeps(__u32 cpu, __u32 victim, __u64 start)
  * again, a few times at most. */
 static __always_inline struct js_record *ring_take(void)
 {
-	__u32 me = bpf_get_smp_processor_id(), key;
+	__u32 me = bpf_get_smp_processor_id(), key, mask;
 	struct js_cpu_counters *c;
 	struct js_record *r;
 	__u64 h;
 
-	if (me >= ring_cpus || me >= JS_MAX_CPUS)
+	if (me >= JS_MAX_CPUS)
 		return NULL;
 	c = &counters[me & (JS_MAX_CPUS - 1)];
+	mask = c->ring_mask;
+	if (!mask)
+		return NULL;
 	for (int i = 0; i < 4; i++) {
 		h = *(volatile __u64 *)&c->head;
-		if (h - *(volatile __u64 *)&c->tail >= ring_slots)
+		if (h - *(volatile __u64 *)&c->tail > mask)
 			return NULL;
-		key = me * ring_slots + (__u32)(h & (ring_slots - 1));
+		key = c->ring_base + ((__u32)h & mask);
 		r = bpf_map_lookup_elem(&rings, &key);
 		if (!r)
 			return NULL;
@@ -863,6 +887,7 @@ int BPF_PROG(js_irq_handler_entry, int irq, struct irqaction *action)
 	st = my_state();
 	if (!st)
 		return 0;
+	forget_open_hard(st);
 	st->irq_parent = innermost(st);
 	st->irq_start = clock_now(cpu, st);
 	st->irq_nr = irq;
@@ -907,6 +932,7 @@ static __always_inline int handle_softirq_entry(unsigned int vec)
 	st = my_state();
 	if (!st)
 		return 0;
+	forget_open_soft(st);
 	st->softirq_parent = innermost(st);
 	st->softirq_start = clock_now(cpu, st);
 	st->softirq_vec = vec;
@@ -967,6 +993,7 @@ static __always_inline int vector_entry(__u32 kind)
 	st = my_state();
 	if (!st)
 		return 0;
+	forget_open_hard(st);
 	st->vec_parent = innermost(st);
 	st->vec_start = clock_now(cpu, st);
 	st->vec_kind = kind;

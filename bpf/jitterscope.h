@@ -152,19 +152,22 @@ _Static_assert(sizeof(struct js_record) == 96, "js_record ABI");
  * every record increments its CPU's count, and CPUs sharing a line would take it from each
  * other at every event.
  *
- * The line also holds the positions of the CPU's record ring: the `rings` array map (mmapped
- * by user space) has `ring_slots` records for each CPU, written only by programs running on
- * that CPU. Programs on one CPU can nest (an IRQ's inside a softirq's, an NMI's inside
+ * The line also holds the CPU's record ring: `ring_mask + 1` records (a power of two) of the
+ * `rings` array map (mmapped by user space) from entry `ring_base`, written only by programs
+ * running on that CPU; user space lays the rings out before load (a measured CPU's ring is
+ * larger than those of the CPUs that only send it work), a CPU without one has `ring_mask` 0. Programs on one CPU can nest (an IRQ's inside a softirq's, an NMI's inside
  * anything), so a writer takes the slot at `head` with a compare-and-swap, fills it and sets
  * its `commit` last; the reader takes committed slots in order from `tail`, clears `commit`
- * and moves `tail` on. A writer finding the ring full (`head - tail == ring_slots`) drops its
+ * and moves `tail` on. A writer finding the ring full (`head - tail > ring_mask`) drops its
  * record and counts it. x86-64 only: the commit relies on its stores staying in order. */
 struct js_cpu_counters {
 	__u64 events;   /* records submitted for this CPU */
 	__u64 rb_drops; /* records of this CPU dropped because a ring was full */
 	__u64 head;     /* this CPU's ring: slots taken by writers (a count, never wraps) */
 	__u64 tail;     /* this CPU's ring: slots handed back by the reader */
-	__u64 pad[4];
+	__u32 ring_base; /* this CPU's ring: its first entry in `rings` */
+	__u32 ring_mask; /* this CPU's ring: its slots less one (0: no ring) */
+	__u64 pad[3];
 };
 
 _Static_assert(sizeof(struct js_cpu_counters) == 64, "js_cpu_counters ABI");

@@ -92,9 +92,7 @@ pub fn metrics_plan(
 pub fn ringbuf_bytes(requested: u64) -> u32 {
     let (bytes, rounded) = crate::probe::ringbuf_size(requested);
     if rounded {
-        eprintln!(
-            "note: --ringbuf-size {requested} rounded up to {bytes} (a power of two)"
-        );
+        eprintln!("note: --ringbuf-size {requested} rounded up to {bytes} (a power of two)");
     }
     bytes
 }

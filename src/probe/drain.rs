@@ -10,7 +10,6 @@ use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-
 use super::decode;
 use super::kallsyms::Kallsyms;
 use super::load::{self, Loaded};
@@ -71,7 +70,7 @@ pub(super) fn run(
     };
     let mut stats = RunTimeStats::enable();
     let steal = loaded.steal.clone();
-    let layout = loaded.rings;
+    let layout = loaded.rings.clone();
     let _ = ready.send(Ok(loaded));
 
     let mut decoded = Decoded {
@@ -79,7 +78,7 @@ pub(super) fn run(
         names: decode::Names::default(),
         batch: Vec::new(),
     };
-    let rings = RefCell::new(rings::open(&mut skel, layout)?);
+    let rings = RefCell::new(rings::open(&mut skel, &layout)?);
     // On a measured CPU (every CPU is measured, or the thread is unpinned), the ring is
     // emptied a step at a time with pauses between short slices.
     let shared = cfg.drain_cpus.is_empty() || cfg.drain_cpus.iter().any(|c| cfg.cpus.contains(c));

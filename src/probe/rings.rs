@@ -14,10 +14,10 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use std::os::fd::AsFd;
 
-
 use super::load;
 use super::skel::types::{js_cpu_counters, js_record};
 use super::{JitterscopeSkel, OpenJitterscopeSkel, ProbeError};
+use crate::model::Cpu;
 
 /// The size of a record in the rings.
 pub const RECORD_BYTES: usize = std::mem::size_of::<js_record>();
@@ -25,54 +25,69 @@ pub const RECORD_BYTES: usize = std::mem::size_of::<js_record>();
 /// Where `commit` lies in a record (its last field).
 const COMMIT_OFFSET: usize = RECORD_BYTES - 4;
 
-/// How the rings are laid out: `slots` records (a power of two) for each of `cpus` CPUs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How the rings are laid out: each CPU's slots (a power of two), its ring after the previous
+/// CPU's in the `rings` map.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RingLayout {
-    pub slots: u32,
-    pub cpus: u32,
+    pub slots: Vec<u32>,
 }
 
 impl RingLayout {
-    /// `bytes` (`--ringbuf-size`) shared among the rings of `cpus` CPUs (every possible one:
-    /// records about a measured CPU are also written on the CPUs that send it work), each
-    /// rounded up to a power of two records (at least 8).
-    pub fn for_bytes(bytes: u32, cpus: u32) -> Self {
-        let cpus = cpus.max(1);
-        let per_cpu = (bytes as usize).div_ceil(RECORD_BYTES * cpus as usize);
+    /// A ring for each of `cpus` CPUs: a measured CPU's holds at least `bytes` of records
+    /// (`--ringbuf-size`), rounded up to a power of two records; any other CPU writes only the
+    /// causes it sends to a measured one, in a ring a sixteenth of that size (at least 8).
+    pub fn new(bytes: u32, cpus: u32, measured: &[Cpu]) -> Self {
+        let big = (bytes as usize)
+            .div_ceil(RECORD_BYTES)
+            .clamp(8, 1 << 30)
+            .next_power_of_two() as u32;
+        let small = (big / 16).max(8);
         RingLayout {
-            slots: per_cpu.clamp(8, 1 << 30).next_power_of_two() as u32,
-            cpus,
+            slots: (0..cpus)
+                .map(|c| if measured.contains(&c) { big } else { small })
+                .collect(),
         }
     }
 
     /// Entries of the `rings` array map.
     pub fn entries(&self) -> u32 {
-        self.slots.saturating_mul(self.cpus)
+        self.slots.iter().fold(0u32, |a, &s| a.saturating_add(s))
     }
 
     pub fn bytes(&self) -> usize {
         self.entries() as usize * RECORD_BYTES
     }
+
+    /// Each CPU's first entry and slots.
+    fn rings(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.slots.iter().scan(0u32, |base, &slots| {
+            let at = *base;
+            *base = base.saturating_add(slots);
+            Some((at, slots))
+        })
+    }
 }
 
-/// Shares `bytes` among a record ring for every possible CPU (`RingLayout::for_bytes`), told
-/// to the programs (rodata) and to the `rings` map of `open`, before load.
-pub fn size(open: &mut OpenJitterscopeSkel, bytes: u32) -> Result<RingLayout, ProbeError> {
+/// Lays out a record ring for every possible CPU (`RingLayout::new`, the `measured` CPUs'
+/// holding `bytes`), told to the programs (each CPU's `counters` line) and to the `rings` map
+/// of `open`, before load.
+pub fn size(
+    open: &mut OpenJitterscopeSkel,
+    bytes: u32,
+    measured: &[Cpu],
+) -> Result<RingLayout, ProbeError> {
     const SIZE: &str = "size the per-CPU record rings";
     let cpus = libbpf_rs::num_possible_cpus().map_err(load::other(SIZE))?;
-    // The programs keep positions for the first JS_MAX_CPUS CPUs (the `counters` lines).
-    let lines = open.maps.bss_data.as_deref().map_or(0, |b| b.counters.len());
-    let layout = RingLayout::for_bytes(bytes, cpus.min(lines) as u32);
-    let rodata = open
-        .maps
-        .rodata_data
-        .as_deref_mut()
-        .ok_or(ProbeError::Other {
-            action: SIZE.into(),
-            cause: "the BPF object's rodata is not memory-mapped".into(),
-        })?;
-    rodata.ring_slots = layout.slots;
-    rodata.ring_cpus = layout.cpus;
+    let bss = open.maps.bss_data.as_deref_mut().ok_or(ProbeError::Other {
+        action: SIZE.into(),
+        cause: "the BPF object's .bss is not memory-mapped".into(),
+    })?;
+    // The programs keep rings for the first JS_MAX_CPUS CPUs (the `counters` lines).
+    let layout = RingLayout::new(bytes, cpus.min(bss.counters.len()) as u32, measured);
+    for (line, (base, slots)) in bss.counters.iter_mut().zip(layout.rings()) {
+        line.ring_base = base;
+        line.ring_mask = slots - 1;
+    }
     open.maps
         .rings
         .set_max_entries(layout.entries())
@@ -80,20 +95,16 @@ pub fn size(open: &mut OpenJitterscopeSkel, bytes: u32) -> Result<RingLayout, Pr
     Ok(layout)
 }
 
-/// Maps the loaded `skel`'s rings (sized by `size` as `layout`), their positions in the .bss
-/// the skeleton maps. Drop the value before the skeleton.
-pub fn open(skel: &mut JitterscopeSkel, layout: RingLayout) -> Result<Rings, ProbeError> {
-    let bss = skel
-        .maps
-        .bss_data
-        .as_deref_mut()
-        .ok_or(ProbeError::Other {
-            action: "map the per-CPU record rings".into(),
-            cause: "the BPF object's .bss is not memory-mapped".into(),
-        })?;
+/// Maps the loaded `skel`'s rings (laid out by `size` as `layout`), their positions in the
+/// .bss the skeleton maps. Drop the value before the skeleton.
+pub fn open(skel: &mut JitterscopeSkel, layout: &RingLayout) -> Result<Rings, ProbeError> {
+    let bss = skel.maps.bss_data.as_deref_mut().ok_or(ProbeError::Other {
+        action: "map the per-CPU record rings".into(),
+        cause: "the BPF object's .bss is not memory-mapped".into(),
+    })?;
     let at = positions_in(bss.counters.as_mut_ptr());
     // SAFETY: the .bss mapping lives as long as the skeleton, which the caller keeps longer
-    // than the rings; `counters` has a line for each of `layout.cpus` (capped by `size`).
+    // than the rings; `counters` has a line for each CPU of `layout` (capped by `size`).
     unsafe { Rings::map(skel.maps.rings.as_fd(), layout, at) }
 }
 
@@ -101,6 +112,8 @@ pub fn open(skel: &mut JitterscopeSkel, layout: RingLayout) -> Result<Rings, Pro
 /// (the programs' .bss), its slots in the rings' mapping.
 struct Ring {
     slots: *mut u8,
+    /// Its slots less one.
+    mask: u64,
     head: *const AtomicU64,
     tail: *const AtomicU64,
     /// The reader's position (what it last stored in `tail`, plus what it has taken since).
@@ -122,7 +135,6 @@ pub struct Positions {
 pub struct Rings {
     /// The mapping to undo on drop (address, length), None when the memory is lent.
     mapping: Option<(*mut u8, usize)>,
-    mask: u64,
     rings: Vec<Ring>,
     /// Rings seen holding a committed record at the last look, their next record's end.
     ready: Vec<(usize, u64)>,
@@ -138,10 +150,11 @@ impl Rings {
     /// whole size from the start (their pages were allocated when the map was created).
     ///
     /// # Safety
-    /// `at` must describe `layout.cpus` lines of a mapping that outlives the returned value.
+    /// `at` must describe a line for each CPU of `layout`, in a mapping that outlives the
+    /// returned value.
     pub unsafe fn map(
         fd: std::os::fd::BorrowedFd<'_>,
-        layout: RingLayout,
+        layout: &RingLayout,
         at: Positions,
     ) -> Result<Self, ProbeError> {
         use std::os::fd::AsRawFd;
@@ -175,17 +188,19 @@ impl Rings {
     /// Reads rings laid out as `layout` at `slots`, with the positions at `at`.
     ///
     /// # Safety
-    /// `slots` must hold `layout.bytes()` bytes, 8-aligned, and `at` describe `layout.cpus`
-    /// lines, both live (and shared only with ring writers) while the value lives.
-    pub unsafe fn over(slots: *mut u8, layout: RingLayout, at: Positions) -> Self {
-        let ring_bytes = layout.slots as usize * RECORD_BYTES;
-        let rings = (0..layout.cpus as usize)
-            .map(|cpu| {
+    /// `slots` must hold `layout.bytes()` bytes, 8-aligned, and `at` describe a line for each
+    /// CPU of `layout`, both live (and shared only with ring writers) while the value lives.
+    pub unsafe fn over(slots: *mut u8, layout: &RingLayout, at: Positions) -> Self {
+        let rings = layout
+            .rings()
+            .enumerate()
+            .map(|(cpu, (base, n))| {
                 // SAFETY (all): inside the slots and the lines, per the caller's promise.
                 let line = unsafe { at.base.add(cpu * at.line) };
                 let tail = unsafe { line.add(at.tail) } as *const AtomicU64;
                 Ring {
-                    slots: unsafe { slots.add(cpu * ring_bytes) },
+                    slots: unsafe { slots.add(base as usize * RECORD_BYTES) },
+                    mask: n as u64 - 1,
                     head: unsafe { line.add(at.head) } as *const AtomicU64,
                     next: unsafe { (*tail).load(Ordering::Acquire) },
                     tail,
@@ -194,7 +209,6 @@ impl Rings {
             .collect();
         Rings {
             mapping: None,
-            mask: layout.slots as u64 - 1,
             rings,
             ready: Vec::new(),
         }
@@ -203,7 +217,10 @@ impl Rings {
     /// The slot of `ring` at its reader's position.
     fn slot(&self, ring: &Ring) -> *mut u8 {
         // SAFETY: the position is masked into the ring's slots.
-        unsafe { ring.slots.add((ring.next & self.mask) as usize * RECORD_BYTES) }
+        unsafe {
+            ring.slots
+                .add((ring.next & ring.mask) as usize * RECORD_BYTES)
+        }
     }
 
     /// The end time of the record at `ring`'s position when it is committed.
@@ -313,15 +330,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_size_is_shared_among_the_cpus_in_powers_of_two() {
-        // 8 MiB over 2 CPUs: 43,691 records each, rounded up.
-        let l = RingLayout::for_bytes(8 << 20, 2);
-        assert_eq!((l.slots, l.cpus), (65536, 2));
-        assert_eq!(l.bytes(), 65536 * 2 * RECORD_BYTES);
-        // The smallest ring: 8 records.
-        assert_eq!(RingLayout::for_bytes(4096, 64).slots, 8);
-        assert_eq!(RingLayout::for_bytes(4096, 2).slots, 32);
-        assert_eq!(RingLayout::for_bytes(4096, 0).cpus, 1);
+    fn a_measured_cpu_holds_the_size_asked_and_the_others_a_sixteenth() {
+        // 8 MiB: 87,382 records, rounded up.
+        let l = RingLayout::new(8 << 20, 4, &[1, 3]);
+        assert_eq!(l.slots, [8192, 131072, 8192, 131072]);
+        assert_eq!(
+            l.rings().collect::<Vec<_>>(),
+            [(0, 8192), (8192, 131072), (139264, 8192), (147456, 131072)]
+        );
+        assert_eq!(l.entries(), 278528);
+        assert_eq!(l.bytes(), 278528 * RECORD_BYTES);
+        // The smallest rings: 8 records.
+        assert_eq!(RingLayout::new(4096, 2, &[1]).slots, [8, 64]);
+        assert_eq!(RingLayout::new(1, 1, &[0]).slots, [8]);
     }
 
     /// Rings in heap memory, written as the programs write them (`ring_take`, `ring_commit`).
@@ -333,10 +354,13 @@ mod tests {
     }
 
     impl Fake {
-        fn new(slots: u32, cpus: u32) -> Fake {
-            let layout = RingLayout { slots, cpus };
+        fn new(layout: RingLayout) -> Fake {
             let mut words = vec![0u64; layout.bytes() / 8];
-            let mut lines = vec![js_cpu_counters::default(); cpus as usize];
+            let mut lines = vec![js_cpu_counters::default(); layout.slots.len()];
+            for (line, (base, slots)) in lines.iter_mut().zip(layout.rings()) {
+                line.ring_base = base;
+                line.ring_mask = slots - 1;
+            }
             Fake {
                 slots: words.as_mut_ptr() as *mut u8,
                 lines: lines.as_mut_ptr(),
@@ -347,7 +371,7 @@ mod tests {
 
         fn reader(&self) -> Rings {
             // SAFETY: the memory lives in `self`, which the tests keep beside the reader.
-            unsafe { Rings::over(self.slots, self.layout, positions_in(self.lines)) }
+            unsafe { Rings::over(self.slots, &self.layout, positions_in(self.lines)) }
         }
 
         /// Takes a slot of `cpu`'s ring and fills it with a record ending at `end`; commits it
@@ -356,13 +380,12 @@ mod tests {
             // SAFETY: inside the fake's memory, which only these tests and the reader touch.
             unsafe {
                 let line = self.lines.add(cpu);
-                let head = (*line).head;
-                if head - (*line).tail >= self.layout.slots as u64 {
+                let (head, mask) = ((*line).head, (*line).ring_mask as u64);
+                if head - (*line).tail > mask {
                     return None;
                 }
                 (*line).head = head + 1;
-                let at = cpu * self.layout.slots as usize
-                    + (head % self.layout.slots as u64) as usize;
+                let at = (*line).ring_base as usize + (head & mask) as usize;
                 let r = (self.slots as *mut js_record).add(at);
                 (*r).kind = 1;
                 (*r).cpu = cpu as u32;
@@ -383,7 +406,7 @@ mod tests {
 
     #[test]
     fn records_of_every_cpu_come_out_earliest_end_first() {
-        let fake = Fake::new(8, 3);
+        let fake = Fake::new(RingLayout::new(4096, 3, &[]));
         for (cpu, end) in [(0, 10), (1, 5), (0, 20), (2, 15), (1, 30), (2, 16)] {
             fake.write(cpu, end, true).unwrap();
         }
@@ -400,13 +423,14 @@ mod tests {
                 let line = &*fake.lines.add(cpu);
                 assert_eq!(line.tail, line.head, "CPU {cpu}");
             }
-            assert!((0..24).all(|i| (*(fake.slots as *const js_record).add(i)).commit == 0));
+            let n = fake.layout.entries() as usize;
+            assert!((0..n).all(|i| (*(fake.slots as *const js_record).add(i)).commit == 0));
         }
     }
 
     #[test]
     fn a_slot_being_written_holds_its_ring_back_and_no_other() {
-        let fake = Fake::new(8, 2);
+        let fake = Fake::new(RingLayout::new(4096, 2, &[1]));
         let open = fake.write(0, 1, false).unwrap();
         fake.write(0, 2, true).unwrap();
         fake.write(1, 3, true).unwrap();
@@ -420,7 +444,7 @@ mod tests {
 
     #[test]
     fn a_full_ring_refuses_records_until_the_reader_hands_slots_back() {
-        let fake = Fake::new(8, 1);
+        let fake = Fake::new(RingLayout::new(1, 1, &[0]));
         let mut rings = fake.reader();
         let mut end = 0;
         let mut seen = Vec::new();
