@@ -125,7 +125,6 @@ pub(super) fn run(
     drop(links);
     drain(true);
     // Unmapped before the skeleton goes (its .bss holds the rings' positions).
-    drop(drain);
     drop(rings);
 
     let mut summary = ProbeSummary {
