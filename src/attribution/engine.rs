@@ -285,7 +285,9 @@ pub struct Engine {
     pending_starts: BTreeMap<Nanos, u32>,
     seq: u64,
     /// Decided stalls still inside the retention window, per CPU, in end order.
-    recent: HashMap<(Cpu, ThreadRole), VecDeque<RecentStall>>,
+    /// In chunks, like the records: under a storm that outruns the decisions this grows by
+    /// thousands a second, and a doubling `VecDeque` was a megabyte copied and populated at once.
+    recent: HashMap<(Cpu, ThreadRole), Chunked<RecentStall>>,
     /// Undecided spikes by receive time, with (producer CPU, consumer CPU).
     spikes: BTreeMap<(Nanos, u64), (Spike, Cpu, Cpu)>,
     decided_spikes: Vec<SpikeVerdict>,
@@ -658,10 +660,7 @@ impl Engine {
             .map_or(u64::MAX, |(&start, _)| start);
         let keep_from = horizon.min(oldest_pending.saturating_sub(self.cfg.freq_lookback_ns));
         for r in self.recent.values_mut() {
-            while left > 0 && r.front().is_some_and(|v| v.stall.end_ns < keep_from) {
-                r.pop_front();
-                left -= 1;
-            }
+            left -= r.drop_front_while(left, |v| v.stall.end_ns < keep_from);
         }
         for w in self.steal.values_mut() {
             while w.front().is_some_and(|x| x.sample.to_ns < keep_from) {
@@ -723,14 +722,16 @@ impl Engine {
         let (a, b) = (spike.publish_ns, spike.receive_ns.max(spike.publish_ns));
         let transit = b - a;
         let stalls_of = |cpu: Cpu, role: ThreadRole| {
-            let recent = self.recent.get(&(cpu, role));
-            // One thread's stalls do not overlap and are held in end order, so in start order
-            // too: skip those that ended before the spike, stop at the first that starts after.
-            let from = recent.map_or(0, |r| r.partition_point(|v| v.stall.end_ns <= a));
-            recent
-                .into_iter()
-                .flat_map(move |r| r.range(from..))
-                .take_while(move |v| v.stall.start_ns < b)
+            let mut out: Vec<&RecentStall> = Vec::new();
+            if let Some(r) = self.recent.get(&(cpu, role)) {
+                // One thread's stalls do not overlap and are held in end order, so in start
+                // order too: from the first that ends after the spike's publication to the
+                // first that starts after its receipt.
+                let from = r.position(|v| v.stall.end_ns <= a);
+                let to = r.position(|v| v.stall.start_ns < b);
+                r.for_each_between(from, to, |v| out.push(v));
+            }
+            out.into_iter()
         };
         // The producer stall in which the message was published held it back until it ended.
         let held_until = stalls_of(producer_cpu, ThreadRole::Producer)
