@@ -2,7 +2,7 @@
 //! engine holds a CPU's short kernel records in one: under a storm a `VecDeque` of them grew by
 //! doubling, and one doubling (to 36 MiB) was a single `mmap` that the kernel populated under
 //! `mlockall` — 29 ms of system call on the CPU the collector may share with the workload.
-//! Here the queue grows a chunk (about 100 KiB) at a time, and chunks emptied at
+//! Here the queue grows a chunk (about 36 KiB) at a time, and chunks emptied at
 //! the front are kept for reuse at the back: once a run has seen its largest backlog, it
 //! allocates nothing more. No chunk grows past its allocation: one that an out-of-order
 //! arrival finds full is split in two (growing it was a reallocation and a copy, and under the
@@ -11,8 +11,9 @@
 
 use std::collections::VecDeque;
 
-/// Elements per chunk (records are about 100 bytes: a chunk is some 100 KiB).
-const CHUNK: usize = 1024;
+/// Elements per chunk (records are 72 bytes: a chunk is 36 KiB, which the kernel populates in
+/// well under 100 µs when the heap must grow for it).
+const CHUNK: usize = 512;
 
 /// A position in a `Chunked`: the chunk, and the element in it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -135,6 +136,21 @@ impl<T> Chunked<T> {
         self.len += 1;
     }
 
+    /// The elements before `to`, the last first.
+    pub fn rev_before(&self, to: Pos) -> impl Iterator<Item = &T> + '_ {
+        let whole = to.chunk.min(self.chunks.len());
+        let part = self
+            .chunks
+            .get(to.chunk)
+            .map(|c| c.range(..to.at.min(c.len())));
+        part.into_iter().flat_map(|r| r.rev()).chain(
+            self.chunks
+                .range(..whole)
+                .rev()
+                .flat_map(|c| c.iter().rev()),
+        )
+    }
+
     /// Calls `f` on each element from `from` up to (not including) `to`, in order.
     #[inline]
     pub fn for_each_between<'a>(&'a self, from: Pos, to: Pos, mut f: impl FnMut(&'a T)) {
@@ -234,6 +250,9 @@ mod tests {
                     );
                     let want: Vec<u64> = theirs.range(fa..fb).copied().collect();
                     assert_eq!(got, want, "step {step}: [{a}, {b})");
+                    let back: Vec<u64> = ours.rev_before(to).take(50).copied().collect();
+                    let want: Vec<u64> = theirs.range(..fb).rev().take(50).copied().collect();
+                    assert_eq!(back, want, "step {step}: before {b}");
                 }
             }
             assert_eq!(ours.len(), theirs.len());

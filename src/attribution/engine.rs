@@ -258,7 +258,7 @@ struct CpuRecords {
     long: VecDeque<Interruption>,
     freq: VecDeque<Interruption>,
     /// Sends (queue_work, IPIs) to this CPU, in time order.
-    causes: VecDeque<Cause>,
+    causes: Chunked<Cause>,
     lost: VecDeque<(Nanos, Nanos)>,
 }
 
@@ -522,8 +522,8 @@ impl Engine {
         if causes.back().is_none_or(|k| k.at_ns <= cause.at_ns) {
             causes.push_back(cause);
         } else {
-            let at = causes.partition_point(|k| k.at_ns <= cause.at_ns);
-            causes.insert(at, cause);
+            let at = cause.at_ns;
+            causes.insert(cause, |k| k.at_ns <= at);
         }
     }
 
@@ -678,10 +678,7 @@ impl Engine {
                 c.freq.pop_front();
             }
             let cause_from = keep_from.saturating_sub(self.cfg.cause_lookback_ns);
-            while left > 0 && c.causes.front().is_some_and(|r| r.at_ns < cause_from) {
-                c.causes.pop_front();
-                left -= 1;
-            }
+            left -= c.causes.drop_front_while(left, |r| r.at_ns < cause_from);
             c.lost.retain(|l| l.1 >= keep_from);
         }
         left > 0
@@ -1071,10 +1068,9 @@ fn sender<'c>(cfg: &EngineConfig, c: &'c CpuRecords, r: &Interruption) -> Option
         | CulpritClass::Lost => return None,
     };
     // The latest send at or before the record's start, back to the lookback.
-    let upto = c.causes.partition_point(|k| k.at_ns <= r.start_ns);
+    let upto = c.causes.position(|k| k.at_ns <= r.start_ns);
     c.causes
-        .range(..upto)
-        .rev()
+        .rev_before(upto)
         .take_while(|k| k.at_ns + lookback >= r.start_ns)
         .find(|k| {
             k.kind == kind

@@ -37,12 +37,18 @@ pub(super) enum Command {
     Stop,
 }
 
+/// Where the drain thread sends its batches, and takes back emptied ones to fill again.
+pub(super) struct Batches {
+    pub(super) out: Sender<ProbeBatch>,
+    pub(super) recycled: Receiver<ProbeBatch>,
+}
+
 /// The drain thread's body: `ready` gets what loading found (or why it failed) as soon as the
 /// programs are attached; the summary is returned once stopped.
 pub(super) fn run(
     cfg: ProbeConfig,
     commands: Receiver<Command>,
-    batches: Sender<ProbeBatch>,
+    batches: Batches,
     ready: SyncSender<Result<Loaded, ProbeError>>,
     live: Arc<Mutex<Option<LiveCost>>>,
 ) -> Result<ProbeSummary, ProbeError> {
@@ -98,9 +104,11 @@ pub(super) fn run(
         let mut rings = rings.borrow_mut();
         loop {
             let n = rings.consume(CONSUME_STEP, &mut |r| decoded.push(&r));
-            let batch = std::mem::take(&mut decoded.batch);
-            if !batch.is_empty() {
-                let _ = batches.send(batch);
+            if !decoded.batch.is_empty() {
+                let fresh = batches.recycled.try_recv().unwrap_or_default();
+                let _ = batches
+                    .out
+                    .send(std::mem::replace(&mut decoded.batch, fresh));
             }
             // Fewer than asked: the rings are empty for now (or wait for a slot being written).
             if n < CONSUME_STEP {

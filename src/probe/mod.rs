@@ -186,6 +186,8 @@ pub struct ProbeSession {
     steal: Result<i64, String>,
     live: Arc<Mutex<Option<LiveCost>>>,
     identity: Identity,
+    /// Emptied batches back to the drain thread (see `recycle`).
+    recycled: Sender<ProbeBatch>,
 }
 
 impl ProbeSession {
@@ -195,12 +197,17 @@ impl ProbeSession {
         check_kernel(std::path::Path::new("/sys/kernel/btf/vmlinux"))?;
         let (cmd_tx, cmd_rx) = mpsc::channel();
         let (batch_tx, batch_rx) = mpsc::channel();
+        let (recycled, recycled_rx) = mpsc::channel();
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);
         let live = Arc::new(Mutex::new(None));
         let live_thread = live.clone();
+        let batches = drain::Batches {
+            out: batch_tx,
+            recycled: recycled_rx,
+        };
         let thread = std::thread::Builder::new()
             .name("js-probe-drain".into())
-            .spawn(move || drain::run(cfg, cmd_rx, batch_tx, ready_tx, live_thread))
+            .spawn(move || drain::run(cfg, cmd_rx, batches, ready_tx, live_thread))
             .map_err(|e| ProbeError::Other {
                 action: "start the BPF drain thread".into(),
                 cause: e.to_string(),
@@ -219,6 +226,7 @@ impl ProbeSession {
                     steal,
                     live,
                     identity,
+                    recycled,
                 },
                 batch_rx,
             )),
@@ -231,6 +239,15 @@ impl ProbeSession {
                 _ => Err(ProbeError::ThreadGone),
             },
         }
+    }
+
+    /// Hands an emptied batch back to the drain thread, which fills it again instead of
+    /// allocating another: a batch freed by the thread that took it in went back to the drain
+    /// thread's heap, where thousands a second under a storm piled up for its allocator to
+    /// sort (500 µs in one `malloc`).
+    pub fn recycle(&self, mut batch: ProbeBatch) {
+        batch.clear();
+        let _ = self.recycled.send(batch);
     }
 
     /// BPF cost so far (refreshed once a second), None when statistics are unavailable.

@@ -261,15 +261,16 @@ fn stop_probes(
         ProbeSummary::default()
     });
     let mut unpaced = Pacer::new(false);
-    while let Ok(batch) = rx.try_recv() {
-        take_records(attr, batch, &mut unpaced);
+    while let Ok(mut batch) = rx.try_recv() {
+        take_records(attr, &mut batch, &mut unpaced);
     }
     Some((attach, summary))
 }
 
 /// The probes' records into the attribution, a step at a time.
-fn take_records(attr: &mut RunAttribution, batch: Vec<Record>, pacer: &mut Pacer) {
-    for (i, r) in batch.into_iter().enumerate() {
+/// Empties `batch`, whose storage the caller can hand back (`ProbeSession::recycle`).
+fn take_records(attr: &mut RunAttribution, batch: &mut Vec<Record>, pacer: &mut Pacer) {
+    for (i, r) in batch.drain(..).enumerate() {
         if i % TAKE_STEP == 0 {
             pacer.between();
         }
@@ -373,9 +374,10 @@ impl Recorder {
         self.drain(p);
         let now = monotonic_ns();
         if !p.budget.as_ref().is_some_and(|b| b.hold_back()) {
-            if let Some((_, rx)) = &p.probe {
-                while let Ok(batch) = rx.try_recv() {
-                    take_records(&mut self.attr, batch, &mut self.pacer);
+            if let Some((session, rx)) = &p.probe {
+                while let Ok(mut batch) = rx.try_recv() {
+                    take_records(&mut self.attr, &mut batch, &mut self.pacer);
+                    session.recycle(batch);
                 }
             }
             // Nothing is decided that records still waiting in the ring could reach.
