@@ -260,8 +260,19 @@ fn signals_while_the_report_is_written_do_not_cut_it_short() {
     let mut child = start_run(&dir, &["--duration", "1s", "--warmup", "200ms"]);
     wait_for_output(&dir, "threads:", Duration::from_secs(10));
     // The first SIGTERM stops the run; the barrage after it lands while the files and the
-    // report are written.
+    // report are written. It starts once the run said it stops: standard signals pending
+    // together are taken lowest number first, so a SIGINT sent before the SIGTERM was taken
+    // would be taken first (the test, not the program, would have decided the order).
     signal(&child, libc::SIGTERM);
+    let t = Instant::now();
+    while !output_of(&dir).0.contains("SIGTERM: stopping early") {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the run did not stop on SIGTERM: {:?}",
+            output_of(&dir)
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
     let t = Instant::now();
     let mut sent = 0;
     while t.elapsed() < Duration::from_millis(400) && child.try_wait().unwrap().is_none() {
