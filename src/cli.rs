@@ -158,7 +158,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_probes: bool,
 
-    /// Size of the probes' record rings, shared among the CPUs (power of two, e.g. 8M); raise it if records are lost
+    /// Size of each measured CPU's record ring (power of two, e.g. 8M; other CPUs get a sixteenth); raise it if records are lost
     #[arg(long, default_value = "8M", allow_hyphen_values = true, value_parser = parse_size)]
     pub ringbuf_size: u64,
 
@@ -213,7 +213,7 @@ pub struct WatchArgs {
     /// Plain text output even on a terminal (always so when stdout is not a terminal)
     #[arg(long)]
     pub no_tui: bool,
-    /// Size of the probes' record rings, shared among the CPUs (power of two, e.g. 8M); raise it if records are lost
+    /// Size of each measured CPU's record ring (power of two, e.g. 8M; other CPUs get a sixteenth); raise it if records are lost
     #[arg(long, default_value = "8M", allow_hyphen_values = true, value_parser = parse_size)]
     pub ringbuf_size: u64,
     /// How many of the worst interruptions the run file keeps
@@ -241,7 +241,7 @@ pub struct ProbeArgs {
     /// How long to watch
     #[arg(long, default_value = "10s", allow_hyphen_values = true, value_parser = parse_run_duration)]
     pub duration: Nanos,
-    /// Size of the probes' record rings, shared among the CPUs (power of two, e.g. 4M)
+    /// Size of each measured CPU's record ring (power of two, e.g. 4M; other CPUs get a sixteenth)
     #[arg(long, default_value = "8M", allow_hyphen_values = true, value_parser = parse_size)]
     pub ringbuf_size: u64,
     /// Print only the summary, not every interruption

@@ -23,7 +23,7 @@ use crate::units::{fmt_ns, format_list};
 pub struct CensusConfig {
     pub cpus: Vec<Cpu>,
     pub duration_ns: Nanos,
-    /// The record rings' size in bytes, a power of two (`super::ringbuf_size`).
+    /// Each measured CPU's record ring, in bytes: a power of two (`super::ringbuf_size`).
     pub ringbuf_bytes: u32,
     /// Where the drain thread (and the calling thread) run: the CPUs not watched, or none
     /// when every CPU is watched.

@@ -107,16 +107,6 @@ fn c_string(raw: &[i8]) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
-/// Reads a record from its bytes; None when too short or of an unknown kind.
-pub fn parse(data: &[u8]) -> Option<js_record> {
-    if data.len() < std::mem::size_of::<js_record>() {
-        return None;
-    }
-    // SAFETY: the length is checked; js_record is plain old data (integers and arrays) for
-    // which every bit pattern is valid; read_unaligned makes no alignment assumption.
-    Some(unsafe { std::ptr::read_unaligned(data.as_ptr() as *const js_record) })
-}
-
 /// The work function of a kworker record. A run with none has two readings, told apart
 /// because they mean different things to whoever tunes the CPU: the worker's current function
 /// could not be read when it was switched in (it may have been inside an item: unknown), or
@@ -439,7 +429,6 @@ mod tests {
             ..rec(Kind::Lost, 1)
         };
         assert_eq!(decode(&unknown, &mut syms), None);
-        assert!(parse(&[0u8; 10]).is_none());
     }
 
     fn interruption(r: &js_record, syms: &mut Kallsyms) -> Interruption {

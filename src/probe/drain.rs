@@ -1,7 +1,7 @@
 //! The drain thread. The skeleton borrows its object storage, so this one thread owns all of it
 //! from open to detach: it loads and attaches the programs, then, pinned to a housekeeping
-//! CPU, empties the per-CPU record rings on a timer — each record decoded straight into the batch it
-//! sends — and between drains serves the session's commands. On stop it detaches, drains what
+//! CPU, empties the per-CPU record rings on a timer — each record decoded straight into the
+//! batch it sends — and between drains serves the session's commands. On stop it detaches, drains what
 //! is left and reads the programs' counters.
 
 use std::cell::RefCell;

@@ -59,14 +59,14 @@ pub const MANDATORY: [&str; 7] = [
 
 /// How often the drain thread empties the record rings: each wake-up costs a switch and a
 /// cold cache on a CPU it may share with the workload, so it wakes as seldom as the rings
-/// (8 MiB by default, some 87,000 records shared among the CPUs) and the decision lag allow.
+/// (8 MiB per measured CPU by default, 131,072 records) and the decision lag allow.
 pub const DRAIN_INTERVAL: Duration = Duration::from_millis(250);
 
 #[derive(Debug, Clone)]
 pub struct ProbeConfig {
     pub cpus: Vec<Cpu>,
-    /// The record rings' size in bytes, shared among the CPUs (`rings::RingLayout`): a
-    /// power-of-two number of pages (`ringbuf_size` rounds).
+    /// The size of each measured CPU's record ring in bytes (`rings::RingLayout`; the other
+    /// CPUs' are a sixteenth): a power-of-two number of pages (`ringbuf_size` rounds).
     pub ringbuf_bytes: u32,
     pub drain_interval: Duration,
     /// Where the drain thread runs (a housekeeping CPU), None to leave it unpinned.
