@@ -14,7 +14,8 @@ use jitterscope::probe::decode::{self, Record};
 use jitterscope::probe::kallsyms::Kallsyms;
 use jitterscope::probe::rings::{self, RingLayout};
 use jitterscope::probe::{
-    AttachState, JitterscopeSkelBuilder, ProbeBatch, ProbeConfig, ProbeSession, MANDATORY,
+    AttachState, JitterscopeSkel, JitterscopeSkelBuilder, ProbeBatch, ProbeConfig, ProbeSession,
+    MANDATORY,
 };
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 
@@ -42,7 +43,7 @@ fn collect(rx: &Receiver<ProbeBatch>, until: Instant) -> Vec<Record> {
 }
 
 /// Every record the loaded `skel`'s rings hold, decoded.
-fn drain_rings(skel: &mut jitterscope::probe::JitterscopeSkel, layout: &RingLayout) -> Vec<Record> {
+fn drain_rings(skel: &mut JitterscopeSkel, layout: &RingLayout) -> Vec<Record> {
     let mut rings = rings::open(skel, layout).expect("map the rings");
     let mut syms = Kallsyms::parse("");
     let mut out = Vec::new();
@@ -50,6 +51,34 @@ fn drain_rings(skel: &mut jitterscope::probe::JitterscopeSkel, layout: &RingLayo
         out.extend(decode::decode(&r, &mut syms))
     });
     out
+}
+
+/// The object with only its raw_tp seams loaded, CPU `CPU` measured and its ring holding
+/// `ring_bytes`.
+fn load_seams(
+    storage: &mut MaybeUninit<libbpf_rs::OpenObject>,
+    ring_bytes: u32,
+) -> (JitterscopeSkel<'_>, RingLayout) {
+    let mut open = JitterscopeSkelBuilder::default().open(storage).unwrap();
+    open.maps.rodata_data.as_deref_mut().unwrap().target_cpus[0] = 1 << CPU;
+    let layout = rings::size(&mut open, ring_bytes, &[CPU]).unwrap();
+    for mut p in open.open_object_mut().progs_mut() {
+        let raw = p.section().to_string_lossy().starts_with("raw_tp/");
+        p.set_autoload(raw);
+    }
+    (open.load().expect("load the raw_tp seams"), layout)
+}
+
+/// Runs a raw_tp seam on CPU `CPU` with `args` as its tracepoint's arguments.
+fn run_seam(prog: &libbpf_rs::ProgramMut, args: &[u64]) {
+    let mut ctx: Vec<u8> = args.iter().flat_map(|v| v.to_ne_bytes()).collect();
+    let input = libbpf_rs::ProgramInput {
+        context_in: Some(&mut ctx),
+        cpu: CPU,
+        flags: libbpf_sys::BPF_F_TEST_RUN_ON_CPU,
+        ..Default::default()
+    };
+    prog.test_run(input).expect("BPF_PROG_TEST_RUN");
 }
 
 fn interruptions(records: &[Record]) -> Vec<&Interruption> {
@@ -778,31 +807,12 @@ fn an_episode_whose_end_was_missed_is_not_the_parent_of_the_next() {
     }
     let _cpus = exclusive();
     let mut storage = MaybeUninit::uninit();
-    let mut open = JitterscopeSkelBuilder::default()
-        .open(&mut storage)
-        .unwrap();
-    open.maps.rodata_data.as_deref_mut().unwrap().target_cpus[0] = 1 << CPU;
-    let layout = rings::size(&mut open, 1 << 16, &[CPU]).unwrap();
-    for mut p in open.open_object_mut().progs_mut() {
-        let raw = p.section().to_string_lossy().starts_with("raw_tp/");
-        p.set_autoload(raw);
-    }
-    let mut skel = open.load().expect("load the raw_tp seams");
-    let run = |prog: &libbpf_rs::ProgramMut, vec: u64| {
-        let mut ctx: Vec<u8> = vec.to_ne_bytes().to_vec();
-        let input = libbpf_rs::ProgramInput {
-            context_in: Some(&mut ctx),
-            cpu: CPU,
-            flags: libbpf_sys::BPF_F_TEST_RUN_ON_CPU,
-            ..Default::default()
-        };
-        prog.test_run(input).expect("BPF_PROG_TEST_RUN");
-    };
+    let (mut skel, layout) = load_seams(&mut storage, 1 << 16);
     // A softirq whose exit was missed (as when the exit program attaches a moment after the
     // entry one), then a whole one: softirqs do not nest, so the open one is forgotten.
-    run(&skel.progs.js_softirq_entry_raw, 1);
-    run(&skel.progs.js_softirq_entry_raw, 3);
-    run(&skel.progs.js_softirq_exit_raw, 3);
+    run_seam(&skel.progs.js_softirq_entry_raw, &[1]);
+    run_seam(&skel.progs.js_softirq_entry_raw, &[3]);
+    run_seam(&skel.progs.js_softirq_exit_raw, &[3]);
     let softirqs: Vec<_> = drain_rings(&mut skel, &layout)
         .into_iter()
         .filter_map(|r| match r {
@@ -826,32 +836,13 @@ fn records_dropped_where_no_state_is_kept_still_open_a_lost_window() {
     // Each test run is a call-function IPI to the CPU: not while another test counts them.
     let _cpus = exclusive();
     let mut storage = MaybeUninit::uninit();
-    let mut open = JitterscopeSkelBuilder::default()
-        .open(&mut storage)
-        .unwrap();
-    open.maps.rodata_data.as_deref_mut().unwrap().target_cpus[0] = 1 << CPU;
-    // The smallest rings (43 records for the measured CPU, rounded up to 64).
-    let layout = rings::size(&mut open, 4096, &[CPU]).unwrap();
-    for mut p in open.open_object_mut().progs_mut() {
-        let raw = p.section().to_string_lossy().starts_with("raw_tp/");
-        p.set_autoload(raw);
-    }
-    let mut skel = open.load().expect("load the raw_tp seams");
-    let run = |prog: &libbpf_rs::ProgramMut, args: &[u64]| {
-        let mut ctx: Vec<u8> = args.iter().flat_map(|v| v.to_ne_bytes()).collect();
-        let input = libbpf_rs::ProgramInput {
-            context_in: Some(&mut ctx),
-            cpu: CPU,
-            flags: libbpf_sys::BPF_F_TEST_RUN_ON_CPU,
-            ..Default::default()
-        };
-        prog.test_run(input).expect("BPF_PROG_TEST_RUN");
-    };
+    // The smallest ring for the measured CPU: 43 records, rounded up to 64.
+    let (mut skel, layout) = load_seams(&mut storage, 4096);
 
     // Frequency records are reserved without the CPU's state (they may come from any CPU):
     // more than a 4 KiB ring holds.
     for khz in 0..100u64 {
-        run(
+        run_seam(
             &skel.progs.js_cpu_frequency_raw,
             &[1_000_000 + khz, CPU as u64],
         );
@@ -865,8 +856,8 @@ fn records_dropped_where_no_state_is_kept_still_open_a_lost_window() {
     );
     assert!(!kept.iter().any(|r| matches!(r, Record::Lost { .. })));
     // The next record reserved on the CPU in normal context reports them.
-    run(&skel.progs.js_softirq_entry_raw, &[3]);
-    run(&skel.progs.js_softirq_exit_raw, &[3]);
+    run_seam(&skel.progs.js_softirq_entry_raw, &[3]);
+    run_seam(&skel.progs.js_softirq_exit_raw, &[3]);
     let after = drain_rings(&mut skel, &layout);
     let lost: Vec<_> = after
         .iter()
