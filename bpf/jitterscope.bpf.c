@@ -3,7 +3,7 @@
  * into completed episode records in the kernel.
  *
  * Rules that keep the tracer from becoming the noise it measures:
- *  - every program returns before touching a map or the ring buffer when the event is not
+ *  - every program returns before touching a map or the record rings when the event is not
  *    about a measured CPU (rodata mask, set before load);
  *  - records go to per-CPU rings of plain memory (see struct js_cpu_counters): no helper
  *    call, no lock and no wake-up; user space drains them on a timer from a housekeeping

@@ -154,12 +154,13 @@ _Static_assert(sizeof(struct js_record) == 96, "js_record ABI");
  *
  * The line also holds the CPU's record ring: `ring_mask + 1` records (a power of two) of the
  * `rings` array map (mmapped by user space) from entry `ring_base`, written only by programs
- * running on that CPU; user space lays the rings out before load (a measured CPU's ring is
- * larger than those of the CPUs that only send it work), a CPU without one has `ring_mask` 0. Programs on one CPU can nest (an IRQ's inside a softirq's, an NMI's inside
- * anything), so a writer takes the slot at `head` with a compare-and-swap, fills it and sets
- * its `commit` last; the reader takes committed slots in order from `tail`, clears `commit`
- * and moves `tail` on. A writer finding the ring full (`head - tail > ring_mask`) drops its
- * record and counts it. x86-64 only: the commit relies on its stores staying in order. */
+ * running on that CPU. User space lays the rings out before load (a measured CPU's ring is
+ * larger than those of the CPUs that only send it work); a CPU without one has `ring_mask` 0.
+ * Programs on one CPU can nest (an IRQ's inside a softirq's, an NMI's inside anything), so a
+ * writer takes the slot at `head` with a compare-and-swap, fills it and sets its `commit`
+ * last; the reader takes committed slots in order from `tail`, clears `commit` and moves
+ * `tail` on. A writer finding the ring full (`head - tail > ring_mask`) drops its record and
+ * counts it. x86-64 only: the commit relies on its stores staying in order. */
 struct js_cpu_counters {
 	__u64 events;   /* records submitted for this CPU */
 	__u64 rb_drops; /* records of this CPU dropped because a ring was full */
