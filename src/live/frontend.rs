@@ -17,9 +17,51 @@ pub struct Asked {
     pub reset: bool,
 }
 
+/// What of the running model a frontend shows: only that is brought up to date (the
+/// collector may share a measured CPU with the workload, and every row, line and percentile
+/// it makes for nobody is time taken from it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Needs {
+    /// Culprit rows, the most stolen time first (the plain line shows the first).
+    pub culprits: usize,
+    /// The feed of recent spikes.
+    pub feed: bool,
+    /// Transit over the whole run (or since the view's reset), beside the last interval's.
+    pub run_totals: bool,
+    /// The probes' BPF cost so far.
+    pub bpf_cost: bool,
+}
+
+impl Needs {
+    /// The live view shows it all.
+    pub const EVERYTHING: Needs = Needs {
+        culprits: usize::MAX,
+        feed: true,
+        run_totals: true,
+        bpf_cost: true,
+    };
+    /// The run's plain progress line: the last interval's transit, the stall count, the top
+    /// culprit.
+    pub const PLAIN_LINE: Needs = Needs {
+        culprits: 1,
+        feed: false,
+        run_totals: false,
+        bpf_cost: false,
+    };
+    /// A watch's plain line: each thread's interruptions so far, the top culprit.
+    pub const PLAIN_WATCH_LINE: Needs = Needs {
+        run_totals: true,
+        ..Needs::PLAIN_LINE
+    };
+}
+
 pub trait Frontend {
     /// Whether `show` is due at `now` (the model is only brought up to date then).
     fn due(&self, now: Nanos) -> bool;
+    /// What `show` reads of the model.
+    fn needs(&self) -> Needs {
+        Needs::EVERYTHING
+    }
     /// Shows the model; notes go to `out` (the terminal going away, …).
     fn show(&mut self, now: Nanos, model: &LiveModel, out: &mut dyn Write) -> Asked;
     /// Leaves the screen before the report is printed (idempotent).
@@ -43,14 +85,24 @@ impl Frontend for Silent {
 pub struct PlainLines {
     next_ns: Nanos,
     end_ns: Nanos,
+    needs: Needs,
 }
 
 impl PlainLines {
-    /// Lines from one second after `record_from_ns`, until `end_ns`.
+    /// A run's lines, from one second after `record_from_ns` until `end_ns`.
     pub fn new(record_from_ns: Nanos, end_ns: Nanos) -> Self {
         PlainLines {
             next_ns: record_from_ns + 1_000_000_000,
             end_ns,
+            needs: Needs::PLAIN_LINE,
+        }
+    }
+
+    /// A watch's lines (per-thread totals), from one second after `from_ns` until `end_ns`.
+    pub fn watch(from_ns: Nanos, end_ns: Nanos) -> Self {
+        PlainLines {
+            needs: Needs::PLAIN_WATCH_LINE,
+            ..PlainLines::new(from_ns, end_ns)
         }
     }
 }
@@ -58,6 +110,10 @@ impl PlainLines {
 impl Frontend for PlainLines {
     fn due(&self, now: Nanos) -> bool {
         now >= self.next_ns && now < self.end_ns
+    }
+
+    fn needs(&self) -> Needs {
+        self.needs
     }
 
     fn show(&mut self, _now: Nanos, model: &LiveModel, out: &mut dyn Write) -> Asked {
@@ -131,6 +187,13 @@ impl Frontend for LiveView {
         }
     }
 
+    fn needs(&self) -> Needs {
+        match self.screen {
+            Some(_) => Needs::EVERYTHING,
+            None => self.fallback.needs(),
+        }
+    }
+
     fn show(&mut self, now: Nanos, model: &LiveModel, out: &mut dyn Write) -> Asked {
         let Some(term) = self.screen.as_mut() else {
             return self.fallback.show(now, model, out);
@@ -156,5 +219,20 @@ impl Frontend for LiveView {
 
     fn close(&mut self) {
         self.screen = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_lines_ask_for_what_their_line_shows() {
+        let run = PlainLines::new(0, 10);
+        assert_eq!(run.needs(), Needs::PLAIN_LINE);
+        assert!(!run.needs().feed && !run.needs().run_totals && !run.needs().bpf_cost);
+        assert_eq!(run.needs().culprits, 1, "the top culprit");
+        // A watch's line shows each thread's interruptions so far.
+        assert!(PlainLines::watch(0, 10).needs().run_totals);
     }
 }

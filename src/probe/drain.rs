@@ -7,7 +7,7 @@
 use std::cell::RefCell;
 use std::mem::MaybeUninit;
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::decode;
@@ -15,7 +15,7 @@ use super::kallsyms::Kallsyms;
 use super::load::{self, Loaded};
 use super::rings;
 use super::skel::types::js_record;
-use super::stats::{self, LiveCost, RunTimeStats};
+use super::stats::{self, LiveCostCell, RunTimeStats};
 use super::threads;
 use super::watch;
 use super::{JitterscopeSkel, ProbeBatch, ProbeConfig, ProbeError, ProbeSummary};
@@ -50,7 +50,7 @@ pub(super) fn run(
     commands: Receiver<Command>,
     batches: Batches,
     ready: SyncSender<Result<Loaded, ProbeError>>,
-    live: Arc<Mutex<Option<LiveCost>>>,
+    live: Arc<LiveCostCell>,
 ) -> Result<ProbeSummary, ProbeError> {
     if !cfg.drain_cpus.is_empty() {
         // Best effort: the drain thread belongs on a housekeeping CPU.
@@ -207,7 +207,7 @@ fn serve(
     commands: &Receiver<Command>,
     skel: &mut JitterscopeSkel,
     mut stats: Option<&mut RunTimeStats>,
-    live: &Mutex<Option<LiveCost>>,
+    live: &LiveCostCell,
     pacer: &RefCell<Pacer>,
     drain: &mut dyn FnMut(),
 ) {

@@ -32,7 +32,7 @@ mod skel {
 pub use skel::*;
 
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -184,7 +184,7 @@ pub struct ProbeSession {
     attach: Vec<AttachStatus>,
     /// Ok when the steal clock is read, else why not.
     steal: Result<i64, String>,
-    live: Arc<Mutex<Option<LiveCost>>>,
+    live: Arc<stats::LiveCostCell>,
     identity: Identity,
     /// Emptied batches back to the drain thread (see `recycle`).
     recycled: Sender<ProbeBatch>,
@@ -199,7 +199,7 @@ impl ProbeSession {
         let (batch_tx, batch_rx) = mpsc::channel();
         let (recycled, recycled_rx) = mpsc::channel();
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);
-        let live = Arc::new(Mutex::new(None));
+        let live = Arc::new(stats::LiveCostCell::default());
         let live_thread = live.clone();
         let batches = drain::Batches {
             out: batch_tx,
@@ -250,9 +250,10 @@ impl ProbeSession {
         let _ = self.recycled.send(batch);
     }
 
-    /// BPF cost so far (refreshed once a second), None when statistics are unavailable.
+    /// BPF cost so far (refreshed at most once a second while asked for), None when
+    /// statistics are unavailable or before the first refresh.
     pub fn live_cost(&self) -> Option<LiveCost> {
-        self.live.lock().ok().and_then(|l| *l)
+        self.live.look()
     }
 
     pub fn attach_report(&self) -> &[AttachStatus] {

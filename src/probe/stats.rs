@@ -3,6 +3,7 @@
 //! and read back as each program's run count and run time.
 
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -42,6 +43,24 @@ impl LiveCost {
     }
 }
 
+/// The totals the live view shows, refreshed by the drain thread only while somebody looks:
+/// reading them is a system call per program, and a run without the live view (plain lines,
+/// a watch) would pay for them every second on a CPU it may share with the workload.
+#[derive(Debug, Default)]
+pub struct LiveCostCell {
+    cost: Mutex<Option<LiveCost>>,
+    /// Set by a look, cleared by the refresh that answers it.
+    wanted: AtomicBool,
+}
+
+impl LiveCostCell {
+    /// The totals of the latest refresh (None before the first), asking for the next one.
+    pub fn look(&self) -> Option<LiveCost> {
+        self.wanted.store(true, Ordering::Relaxed);
+        self.cost.lock().ok().and_then(|l| *l)
+    }
+}
+
 /// Run-time statistics, on while this lives.
 pub(super) struct RunTimeStats {
     _enabled: OwnedFd,
@@ -60,22 +79,25 @@ impl RunTimeStats {
         })
     }
 
-    /// Puts the totals so far in `live`, once a second (called after every drain), a few
-    /// programs between two looks at `pacer` (a system call each).
+    /// Puts the totals so far in `live` when it was looked at since the last refresh, at most
+    /// once a second (called after every drain), a few programs between two looks at `pacer`
+    /// (a system call each).
     pub(super) fn refresh(
         &mut self,
         skel: &JitterscopeSkel,
-        live: &Mutex<Option<LiveCost>>,
+        live: &LiveCostCell,
         pacer: &mut Pacer,
     ) {
-        if Instant::now() < self.next_refresh {
+        let now = Instant::now();
+        if now < self.next_refresh || !live.wanted.load(Ordering::Relaxed) {
             return;
         }
-        self.next_refresh += Duration::from_secs(1);
+        self.next_refresh = now + Duration::from_secs(1);
+        live.wanted.store(false, Ordering::Relaxed);
         let costs = costs_of(skel, false, &mut || {
             pacer.between();
         });
-        if let Ok(mut l) = live.lock() {
+        if let Ok(mut l) = live.cost.lock() {
             *l = Some(LiveCost::of(&costs));
         }
     }
@@ -132,4 +154,23 @@ fn costs_of(skel: &JitterscopeSkel, floor: bool, pace: &mut dyn FnMut()) -> Vec<
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_look_asks_for_the_next_refresh_and_sees_the_last() {
+        let cell = LiveCostCell::default();
+        assert!(!cell.wanted.load(Ordering::Relaxed), "nobody looked yet");
+        assert_eq!(cell.look(), None, "nothing refreshed yet");
+        assert!(cell.wanted.load(Ordering::Relaxed));
+        let cost = LiveCost {
+            events: 3,
+            run_time_ns: 300,
+        };
+        *cell.cost.lock().unwrap() = Some(cost);
+        assert_eq!(cell.look(), Some(cost));
+    }
 }

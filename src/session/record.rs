@@ -12,7 +12,7 @@ use super::prepare::Prepared;
 use super::source::{SourceCounters, StallSource};
 use super::{Console, RunPlan};
 use crate::attribution::run::RunAttribution;
-use crate::live::frontend::Frontend;
+use crate::live::frontend::{Frontend, Needs};
 use crate::live::model::ConsumerView;
 use crate::live::{CulpritRow, LiveModel};
 use crate::model::{Ended, Nanos};
@@ -114,6 +114,8 @@ struct Recorder {
     /// Short slices when the collector shares the producer's CPU.
     pacer: Pacer,
     metrics: Option<MetricsFile>,
+    /// What the frontend shows: only that is kept up to date.
+    needs: Needs,
 }
 
 /// How often the collector wakes: each wake-up costs a switch and a cold cache on a CPU it
@@ -123,6 +125,9 @@ const TURN: Duration = Duration::from_millis(250);
 
 /// Stalls decided between two looks at the pacer (a few µs each).
 const DECIDE_STEP: usize = 4;
+/// Steps between two looks at the budget when the pacer has not paused (the thread's CPU
+/// clock is a system call: once a slice is enough).
+const BUDGET_LOOK_STEPS: usize = 64;
 /// Undecided stalls and spikes beyond which the collector decides past its budget (a storm
 /// that outlasts it must not grow memory without end).
 const MAX_PENDING: usize = 200_000;
@@ -136,7 +141,7 @@ pub(super) fn record(
     frontend: &mut dyn Frontend,
     out: &mut Console,
 ) -> Result<Recorded> {
-    let mut r = Recorder::new(plan, p);
+    let mut r = Recorder::new(plan, p, frontend.needs());
     let ended = loop {
         if StallSource::finished(&p.workload) {
             break EndReason::Completed;
@@ -162,6 +167,8 @@ pub(super) fn record(
         }
         let cpu_before = own_thread_cpu_ns();
         r.pacer.between();
+        // The live view may have fallen back to plain lines.
+        r.needs = frontend.needs();
         r.update_live(p, now);
         let asked = frontend.show(now, &r.live, out);
         spend(p, cpu_before);
@@ -291,7 +298,7 @@ fn take_records(attr: &mut RunAttribution, batch: &mut Vec<Record>, pacer: &mut 
 }
 
 impl Recorder {
-    fn new(plan: &RunPlan, p: &Prepared) -> Self {
+    fn new(plan: &RunPlan, p: &Prepared, needs: Needs) -> Self {
         let cfg = &p.cfg;
         let steal_clock = p.probe.as_ref().is_some_and(|(s, _)| s.steal_clock());
         let mut attr = RunAttribution::new(
@@ -329,6 +336,7 @@ impl Recorder {
             cpu_last: None,
             pacer: Pacer::new(p.every_cpu_measured),
             metrics: plan.metrics.clone().map(|m| MetricsFile::new(m, Mode::Run)),
+            needs,
         }
     }
 
@@ -386,10 +394,13 @@ impl Recorder {
             self.pacer.between();
             // Within the budget, unless what waits would outgrow memory.
             let budget = p.budget.as_deref();
+            let mut steps = 0;
             while self.attr.decide_some(watermark, DECIDE_STEP, &mut |_| {}) {
-                self.pacer.between();
-                let spent = own_thread_cpu_ns().saturating_sub(cpu_before);
-                if budget.is_some_and(|b| !b.allows(spent))
+                steps += 1;
+                let look = self.pacer.between() || steps % BUDGET_LOOK_STEPS == 0;
+                if look
+                    && budget
+                        .is_some_and(|b| !b.allows(own_thread_cpu_ns().saturating_sub(cpu_before)))
                     && self.attr.engine.pending() < MAX_PENDING
                 {
                     break;
@@ -413,6 +424,7 @@ impl Recorder {
 
     /// Everything the stall source produced since the last turn.
     fn drain(&mut self, p: &mut Prepared) {
+        let run_totals = self.needs.run_totals;
         let (totals, attr, live, view_totals, hlog_error, pacer) = (
             &mut self.totals,
             &mut self.attr,
@@ -452,10 +464,12 @@ impl Recorder {
                 }));
                 t.last_messages = hists.transit.len();
                 t.last_interval_ns = hists.end_ns.saturating_sub(hists.start_ns);
-                pacer.between();
-                add_paced(&mut view_totals[consumer], &hists.transit, &mut || {
+                if run_totals {
                     pacer.between();
-                });
+                    add_paced(&mut view_totals[consumer], &hists.transit, &mut || {
+                        pacer.between();
+                    });
+                }
                 if !hists.transit.is_empty() {
                     live.push_max(consumer, hists.transit.max());
                 }
@@ -486,6 +500,7 @@ impl Recorder {
         live.bpf_cost = p
             .probe
             .as_ref()
+            .filter(|_| self.needs.bpf_cost)
             .and_then(|(s, _)| s.live_cost())
             .filter(|c| c.events > 0)
             .map(|c| {
@@ -497,6 +512,9 @@ impl Recorder {
         for (i, c) in live.consumers.iter_mut().enumerate() {
             pacer.between();
             c.interval = self.totals.get(i).and_then(|t| t.last_transit.clone());
+            if !self.needs.run_totals {
+                continue;
+            }
             c.total = self.view_totals.get(i).filter(|h| !h.is_empty()).map(|h| {
                 Summary::brief_paced(h, &mut || {
                     pacer.between();
@@ -505,12 +523,17 @@ impl Recorder {
         }
         if self.attr.probes_on {
             pacer.between();
-            live.culprits = culprit_rows(&self.attr, p.record_from, &mut || {
-                pacer.between();
-            });
+            live.culprits =
+                culprit_rows(&self.attr, p.record_from, self.needs.culprits, &mut || {
+                    pacer.between();
+                });
         }
         // Each spike once: those decided since the last look (the latest few).
-        for v in &std::mem::take(&mut self.attr.fresh_spikes) {
+        let fresh = std::mem::take(&mut self.attr.fresh_spikes);
+        if !self.needs.feed {
+            return;
+        }
+        for v in &fresh {
             pacer.between();
             let line = text::spike_line(p.record_from, &spike_entry(v, self.attr.probes_on));
             if live.feed.back() != Some(&line) {
@@ -523,16 +546,42 @@ impl Recorder {
 /// Culprits the live view is given (more than a terminal shows: it sorts them its own ways).
 const LIVE_CULPRITS: usize = 50;
 
-/// The ranking as the live view lists it: inferred time is a row of its own, never added to
-/// a culprit's measured time.
+/// The first `limit` rows of the ranking as the live view lists it (all of them for
+/// `usize::MAX`): inferred time is a row of its own, never added to a culprit's measured time.
 /// `pace` is called between rows (see `Pacer`).
 pub(super) fn culprit_rows(
     attr: &RunAttribution,
     record_from: Nanos,
+    limit: usize,
+    pace: &mut dyn FnMut(),
+) -> Vec<CulpritRow> {
+    // A culprit's rows never hold more than its total, and the ranking is by total: once the
+    // `limit`-th row holds at least the last culprit taken's total, no culprit after it can
+    // come before that row (ties keep ranking order). A few culprits answer the plain line.
+    let mut n = limit.saturating_mul(2).clamp(4, LIVE_CULPRITS);
+    loop {
+        let top = attr.ranking.top(n);
+        let last_total = top.last().map_or(0, |c| c.total_ns());
+        let taken = top.len();
+        let mut rows = rows_of(top, record_from, pace);
+        let settled = rows
+            .get(limit.saturating_sub(1))
+            .is_some_and(|r| limit > 0 && r.total_ns >= last_total);
+        if taken < n || n == LIVE_CULPRITS || settled {
+            rows.truncate(limit);
+            return rows;
+        }
+        n = n.saturating_mul(4).min(LIVE_CULPRITS);
+    }
+}
+
+/// Rows of `top` culprits, the most stolen time first.
+fn rows_of(
+    top: Vec<crate::attribution::ranking::RankedCulprit>,
+    record_from: Nanos,
     pace: &mut dyn FnMut(),
 ) -> Vec<CulpritRow> {
     let mut rows: Vec<CulpritRow> = Vec::new();
-    let top = attr.ranking.top(LIVE_CULPRITS);
     for c in top {
         pace();
         let all = c.total_ns().max(1) as f64;
@@ -603,6 +652,68 @@ fn write_interval(
         if let Err(e) = w {
             *error = Some(e);
             return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attribution::engine::{Share, Verdict};
+    use crate::model::{CulpritClass, Stall, ThreadRole};
+
+    fn share(name: &str, measured_ns: Nanos, inferred_ns: Nanos) -> Share {
+        Share {
+            class: CulpritClass::Task,
+            name: name.into(),
+            detail: "SCHED_OTHER".into(),
+            via: String::new(),
+            measured_ns,
+            inferred_ns,
+            episodes: 1,
+            longest_ns: measured_ns,
+            share: 0.0,
+        }
+    }
+
+    /// Culprits whose totals fall in ranking order while their rows do not: the first
+    /// culprits split into a measured and an inferred row each smaller than the rows of
+    /// culprits ranked after them, with ties among the rows.
+    fn attribution() -> RunAttribution {
+        let mut attr = RunAttribution::new(0, vec![1], 10, true, true, 0);
+        let parts: Vec<(String, Nanos, Nanos)> = (0..40u64)
+            .map(|k| match k {
+                0..=5 => (format!("split[{k}]"), 60 - k, 60),
+                _ => (format!("whole[{k}]"), 100 - k.min(30), 0),
+            })
+            .collect();
+        for (name, measured, inferred) in parts {
+            attr.keep_verdict(Verdict {
+                stall: Stall {
+                    cpu: 0,
+                    thread: ThreadRole::Producer,
+                    start_ns: 0,
+                    end_ns: measured + inferred,
+                },
+                culprits: vec![share(&name, measured, inferred)],
+                explained_share: 1.0,
+                incomplete: false,
+                timeline: vec![],
+                hypervisor: vec![],
+            });
+        }
+        attr
+    }
+
+    #[test]
+    fn the_first_rows_are_the_head_of_all_rows() {
+        let attr = attribution();
+        let all = culprit_rows(&attr, 0, usize::MAX, &mut || {});
+        assert_eq!(all.len(), 46, "6 split culprits give two rows each");
+        assert_eq!(all[0].name, "whole[6]", "a later culprit's row comes first");
+        for limit in 0..=all.len() + 2 {
+            let head = culprit_rows(&attr, 0, limit, &mut || {});
+            assert_eq!(head, all[..limit.min(all.len())].to_vec(), "limit {limit}");
         }
     }
 }

@@ -130,7 +130,7 @@ fn watch_phases(plan: WatchPlan, found: Vec<Found>, out: &mut Console) -> Result
 fn frontend_for(plan: &WatchPlan, from: Nanos, out: &mut Console) -> Box<dyn Frontend> {
     let end = plan.duration_ns.map_or(Nanos::MAX, |d| from + d);
     if plan.tui {
-        match LiveView::enter(500_000_000, PlainLines::new(from, end)) {
+        match LiveView::enter(500_000_000, PlainLines::watch(from, end)) {
             Ok(view) => return Box::new(view),
             Err(e) => {
                 let _ = writeln!(
@@ -141,7 +141,7 @@ fn frontend_for(plan: &WatchPlan, from: Nanos, out: &mut Console) -> Box<dyn Fro
         }
     }
     if plan.progress {
-        Box::new(PlainLines::new(from, end))
+        Box::new(PlainLines::watch(from, end))
     } else {
         Box::new(Silent)
     }
@@ -567,7 +567,7 @@ fn update_live(live: &mut LiveModel, s: &Session, now: Nanos) {
             max_history: t.interval_max.clone(),
         })
         .collect();
-    live.culprits = super::record::culprit_rows(&s.attr, s.record_from, &mut || {});
+    live.culprits = super::record::culprit_rows(&s.attr, s.record_from, usize::MAX, &mut || {});
 }
 
 /// The path of /proc this process sees.
