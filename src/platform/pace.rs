@@ -65,7 +65,9 @@ impl Pacer {
 }
 
 /// What the collector threads may spend of one CPU, shared between them: over each second,
-/// at most `share` of it. When a storm brings more records than that buys, they hold back —
+/// at most `share` of it. Some work is always done (the workload's stalls are taken in, the
+/// live view is shown): it is spent as `spend_always`, and the work that can wait keeps room
+/// for as much of it as the last second had. When a storm brings more records than that buys, they hold back —
 /// the drain thread leaves the records in the probes' per-CPU rings (which hold them, or drop
 /// and count them per CPU: the stalls there are marked incomplete), and the collector decides
 /// nothing newer than what was drained — rather than take the measured thread's CPU.
@@ -74,6 +76,10 @@ pub struct Budget {
     limit_ns: u64,
     window_start_ns: AtomicU64,
     spent_ns: AtomicU64,
+    /// This window's spending on work that is always done (part of `spent_ns`).
+    always_ns: AtomicU64,
+    /// The last window's: the room kept for it in this one.
+    reserve_ns: AtomicU64,
     /// Times a thread held back because the budget was spent.
     held_back: AtomicU64,
     /// When the last drain that emptied the ring began (CLOCK_MONOTONIC): every record
@@ -96,32 +102,49 @@ impl Budget {
             limit_ns,
             window_start_ns: AtomicU64::new(monotonic_ns()),
             spent_ns: AtomicU64::new(0),
+            always_ns: AtomicU64::new(0),
+            reserve_ns: AtomicU64::new(0),
             held_back: AtomicU64::new(0),
             drained_at_ns: AtomicU64::new(u64::MAX),
         }
     }
 
-    /// Adds a thread's CPU time (a new window starts every second).
+    /// Adds a thread's CPU time on work that can wait (a new window starts every second).
     pub fn spend(&self, ns: u64) {
         self.roll();
         self.spent_ns.fetch_add(ns, Ordering::Relaxed);
     }
 
-    /// True when this window's budget is spent; counted as a hold-back.
-    pub fn hold_back(&self) -> bool {
+    /// Adds a thread's CPU time on work that is always done, whatever the budget.
+    pub fn spend_always(&self, ns: u64) {
         self.roll();
-        let over = self.spent_ns.load(Ordering::Relaxed) >= self.limit_ns;
+        self.spent_ns.fetch_add(ns, Ordering::Relaxed);
+        self.always_ns.fetch_add(ns, Ordering::Relaxed);
+    }
+
+    /// True when this window's budget is spent, less the room kept for what is always done;
+    /// counted as a hold-back.
+    pub fn hold_back(&self) -> bool {
+        let over = !self.allows(0);
         if over {
             self.held_back.fetch_add(1, Ordering::Relaxed);
         }
         over
     }
 
-    /// True while this window's spending plus `more` (work under way, not yet spent) is
-    /// within the budget.
+    /// True while this window's spending plus `more` (work under way, not yet spent) leaves
+    /// the room kept for what is always done.
     pub fn allows(&self, more: u64) -> bool {
         self.roll();
-        self.spent_ns.load(Ordering::Relaxed).saturating_add(more) < self.limit_ns
+        let kept = self
+            .reserve_ns
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.always_ns.load(Ordering::Relaxed));
+        self.spent_ns
+            .load(Ordering::Relaxed)
+            .saturating_add(more)
+            .saturating_add(kept)
+            < self.limit_ns
     }
 
     pub fn held_back(&self) -> u64 {
@@ -149,6 +172,8 @@ impl Budget {
                 .is_ok()
         {
             self.spent_ns.store(0, Ordering::Relaxed);
+            let always = self.always_ns.swap(0, Ordering::Relaxed);
+            self.reserve_ns.store(always, Ordering::Relaxed);
         }
     }
 }
@@ -188,6 +213,24 @@ mod tests {
         let b = Budget::new(0.01);
         assert!(b.allows(9_000_000));
         assert!(!b.allows(10_000_000), "work under way counts");
+    }
+
+    #[test]
+    fn room_is_kept_for_what_is_always_done() {
+        let b = Budget::new(0.01);
+        b.spend_always(3_000_000);
+        assert!(b.allows(6_000_000), "no reserve in the first window");
+        // The next window keeps room for the last one's 3 ms, less what it already spent.
+        b.window_start_ns.store(0, Ordering::Relaxed);
+        assert!(b.allows(6_000_000));
+        assert!(!b.allows(7_000_000), "6 + 3 kept + 7 > 10 ms");
+        b.spend_always(1_000_000);
+        assert!(b.allows(6_000_000), "1 + 2 kept + 6 < 10");
+        assert!(!b.allows(7_000_000));
+        b.spend(6_500_000);
+        assert!(!b.hold_back(), "7.5 spent + 2 kept: room for 0.5 ms");
+        b.spend(500_000);
+        assert!(b.hold_back(), "8 spent + 2 kept: no room for more");
     }
 
     #[test]

@@ -154,7 +154,7 @@ pub(super) fn record(
             if let Err(why) = r.rewrite_metrics(p, now) {
                 note_metrics_failure(&r.metrics, &why, plan.tui, out);
             }
-            spend(p, cpu_before);
+            spend_always(p, cpu_before);
         }
         if let Some((end, message)) = stop_asked(&p.workload) {
             frontend.close();
@@ -171,7 +171,7 @@ pub(super) fn record(
         r.needs = frontend.needs();
         r.update_live(p, now);
         let asked = frontend.show(now, &r.live, out);
-        spend(p, cpu_before);
+        spend_always(p, cpu_before);
         if asked.reset {
             r.view_totals.iter_mut().for_each(|h| h.reset());
         }
@@ -228,10 +228,18 @@ fn note_metrics_failure(file: &Option<MetricsFile>, why: &str, tui: bool, out: &
     }
 }
 
-/// This thread's CPU time since `cpu_before` counts against the collector's budget.
+/// This thread's CPU time since `cpu_before`, on work that could wait, counts against the
+/// collector's budget.
 fn spend(p: &Prepared, cpu_before: u64) {
     if let Some(b) = &p.budget {
         b.spend(own_thread_cpu_ns().saturating_sub(cpu_before));
+    }
+}
+
+/// Like `spend`, for work done whatever the budget (the budget keeps room for it).
+fn spend_always(p: &Prepared, cpu_before: u64) {
+    if let Some(b) = &p.budget {
+        b.spend_always(own_thread_cpu_ns().saturating_sub(cpu_before));
     }
 }
 
@@ -377,9 +385,11 @@ impl Recorder {
     /// When every CPU is measured, it works in short slices (see `Pacer`).
     /// Over its budget (see `Budget`), it takes in the workload's stalls only: the records wait.
     fn turn(&mut self, p: &mut Prepared) {
-        let cpu_before = own_thread_cpu_ns();
+        let intake_before = own_thread_cpu_ns();
         self.pacer.begin();
         self.drain(p);
+        spend_always(p, intake_before);
+        let cpu_before = own_thread_cpu_ns();
         let now = monotonic_ns();
         if !p.budget.as_ref().is_some_and(|b| b.hold_back()) {
             if let Some((session, rx)) = &p.probe {
