@@ -4,7 +4,8 @@
 use super::abi::{self, CauseCode, Kind, F_WORK_UNREAD, HRT_SELF, HRT_SLEEPER, HRT_SOFT};
 use super::kallsyms::Kallsyms;
 use super::skel::types::js_record;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasherDefault;
 
 use crate::model::{
     vector, Cause, CauseKind, CulpritClass, Interruption, StealSample, Text, ThreadEvent, Wait,
@@ -159,10 +160,73 @@ fn hrtimer(r: &js_record, syms: &mut Kallsyms) -> (CulpritClass, String, String)
 
 /// One shared copy of each distinct name and detail the decoder produced, so that a record
 /// costs no allocation that outlives its decoding (records of a storm are dropped by the
-/// thousand on the collector, on a CPU it may share with the workload).
+/// thousand on the collector, on a CPU it may share with the workload); and the texts of
+/// each kind of record seen, so that a record like an earlier one (the next tick, the same
+/// IRQ) is named without making its texts again.
 #[derive(Debug, Default)]
 pub struct Names {
     known: HashSet<Text>,
+    made: HashMap<Made, (CulpritClass, Text, Text), BuildHasherDefault<FieldHasher>>,
+}
+
+/// Every field of an interruption record that its class, name and detail are made from
+/// (all of them but its times, nesting and victim, which are copied as they are).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Made {
+    class: u16,
+    cpu: u32,
+    id: u64,
+    detail: u64,
+    pid: u32,
+    aux: u32,
+    flags: u32,
+    name: [i8; 32],
+}
+
+impl Made {
+    fn of(r: &js_record) -> Made {
+        Made {
+            class: r.class_,
+            cpu: r.cpu,
+            id: r.id,
+            detail: r.detail,
+            pid: r.pid,
+            aux: r.aux,
+            flags: r.flags,
+            name: r.name,
+        }
+    }
+}
+
+/// Hashes `Made`'s integer fields a word at a time (FxHash's step) rather than through
+/// SipHash: the key is looked up for every record.
+#[derive(Default)]
+struct FieldHasher(u64);
+
+impl std::hash::Hasher for FieldHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+
+    fn write_u16(&mut self, n: u16) {
+        self.write_u64(u64::from(n));
+    }
 }
 
 /// Distinct texts kept before the set starts over (names carry pids: a long run of short
@@ -177,6 +241,7 @@ impl Names {
         }
         if self.known.len() >= NAMES_KEPT {
             self.known.clear();
+            self.made.clear();
         }
         let t: Text = s.into();
         self.known.insert(t.clone());
@@ -245,12 +310,16 @@ pub fn decode_with(r: &js_record, syms: &mut Kallsyms, names: &mut Names) -> Opt
 }
 
 fn interruption(r: &js_record, syms: &mut Kallsyms, names: &mut Names) -> Option<Interruption> {
-    let (class, name, detail) = match abi::Class::from_code(r.class_)? {
-        abi::Class::Hrtimer => hrtimer(r, syms),
-        code => {
-            let class = culprit_of(code)?;
-            let (name, detail) = name_and_detail(class, r, syms)?;
-            (class, name, detail)
+    let key = Made::of(r);
+    let (class, name, detail) = match names.made.get(&key) {
+        Some(made) => made.clone(),
+        None => {
+            let made = named(r, syms, names)?;
+            if names.made.len() >= NAMES_KEPT {
+                names.made.clear();
+            }
+            names.made.insert(key, made.clone());
+            made
         }
     };
     Some(Interruption {
@@ -259,12 +328,29 @@ fn interruption(r: &js_record, syms: &mut Kallsyms, names: &mut Names) -> Option
         start_ns: r.start_ns,
         end_ns: r.end_ns.max(r.start_ns),
         id: r.id,
-        name: names.text(&name),
-        detail: names.text(&detail),
+        name,
+        detail,
         pid: r.pid,
         parent: class_of(r.parent),
         victim: r.victim,
     })
+}
+
+/// An interruption record's class, name and detail, made from its fields.
+fn named(
+    r: &js_record,
+    syms: &mut Kallsyms,
+    names: &mut Names,
+) -> Option<(CulpritClass, Text, Text)> {
+    let (class, name, detail) = match abi::Class::from_code(r.class_)? {
+        abi::Class::Hrtimer => hrtimer(r, syms),
+        code => {
+            let class = culprit_of(code)?;
+            let (name, detail) = name_and_detail(class, r, syms)?;
+            (class, name, detail)
+        }
+    };
+    Some((class, names.text(&name), names.text(&detail)))
 }
 
 /// How an episode of `class` reads: `kworker/3:1` running `vmstat_update`, `36 virtio1-req.0`,
@@ -351,6 +437,48 @@ mod tests {
         let b = n.text(&String::from("local timer"));
         assert!(std::sync::Arc::ptr_eq(&a, &b));
         assert_eq!(&*n.text("NET_RX"), "NET_RX");
+    }
+
+    #[test]
+    fn a_record_like_an_earlier_one_is_named_alike_and_shares_its_texts() {
+        let syms_text = "ffffffff81000100 t vmstat_update\nffffffff81000200 t tick_nohz_handler\n";
+        let mut shared = Names::default();
+        let mut shared_syms = Kallsyms::parse(syms_text);
+        // Each field a name can be made from, changed alone: a warm cache must name the
+        // changed record as a fresh decoder does (a field left out of the key would name it
+        // like the one before).
+        let changes: [fn(&mut js_record); 8] = [
+            |_| {},
+            |r| r.pid += 1,
+            |r| r.aux += 1,
+            |r| r.flags ^= HRT_SLEEPER | HRT_SELF,
+            |r| r.id = 0xffffffff81000200,
+            |r| r.detail = 0,
+            |r| r.cpu += 1,
+            |r| r.name = name("bash"),
+        ];
+        for class in 0..14u16 {
+            for flags in [0, 1, HRT_SLEEPER, HRT_SOFT] {
+                for change in changes {
+                    let mut r = rec(Kind::Interruption, class);
+                    (r.pid, r.aux, r.flags, r.id) = (41, 1, flags, 36);
+                    (r.detail, r.name) = (0xffffffff81000100, name("kworker/3:1"));
+                    let before = decode_with(&r, &mut shared_syms, &mut shared);
+                    assert_eq!(before, decode(&r, &mut Kallsyms::parse(syms_text)));
+                    change(&mut r);
+                    r.start_ns += 1;
+                    let fresh = decode(&r, &mut Kallsyms::parse(syms_text));
+                    let warm = decode_with(&r, &mut shared_syms, &mut shared);
+                    assert_eq!(warm, fresh, "class {class}, flags {flags}");
+                    let again = decode_with(&r, &mut shared_syms, &mut shared);
+                    if let (Some(Record::Interruption(a)), Some(Record::Interruption(b))) =
+                        (&warm, &again)
+                    {
+                        assert!(std::sync::Arc::ptr_eq(&a.detail, &b.detail), "cached");
+                    }
+                }
+            }
+        }
     }
 
     #[test]
