@@ -34,9 +34,10 @@
 //!   piece is swept again over its clipped window, so a spike's culprits never add up to
 //!   more than its transit.
 
-use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
 use super::chunked::Chunked;
+use super::fast_hash::FastMap;
 use crate::model::{
     vector, Cause, CauseKind, Cpu, CulpritClass, Interruption, Nanos, Spike, Stall, StealSample,
     Text, ThreadRole,
@@ -210,28 +211,8 @@ fn is_own_run(r: &Interruption, own: u32) -> bool {
     own != 0 && r.pid == own && r.class.level() == 1 && r.class != CulpritClass::Fault
 }
 
-/// Maps keyed by CPU: a CPU number hashed by one multiplication (Fibonacci hashing) instead of
-/// SipHash — the engine looks a CPU up for every record and every stall.
-type ByCpu<T> = HashMap<Cpu, T, std::hash::BuildHasherDefault<CpuHasher>>;
-
-#[derive(Default)]
-struct CpuHasher(u64);
-
-impl std::hash::Hasher for CpuHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-
-    fn write_u32(&mut self, n: u32) {
-        self.0 = u64::from(n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
+/// Maps keyed by CPU: the engine looks a CPU up for every record and every stall.
+type ByCpu<T> = FastMap<Cpu, T>;
 
 /// A steal-clock growth window and the part of its growth not yet given to a stall.
 #[derive(Debug, Clone, Copy)]
@@ -287,7 +268,7 @@ pub struct Engine {
     /// Decided stalls still inside the retention window, per CPU, in end order.
     /// In chunks, like the records: under a storm that outruns the decisions this grows by
     /// thousands a second, and a doubling `VecDeque` was a megabyte copied and populated at once.
-    recent: HashMap<(Cpu, ThreadRole), Chunked<RecentStall>>,
+    recent: FastMap<(Cpu, ThreadRole), Chunked<RecentStall>>,
     /// Undecided spikes by receive time, with (producer CPU, consumer CPU).
     spikes: BTreeMap<(Nanos, u64), (Spike, Cpu, Cpu)>,
     decided_spikes: Vec<SpikeVerdict>,
