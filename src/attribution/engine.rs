@@ -259,11 +259,12 @@ pub struct Engine {
     steal: ByCpu<VecDeque<StealWindow>>,
     /// Set once a steal sample arrived or the probes said the clock exists.
     steal_clock: bool,
-    /// Undecided stalls by end time.
-    pending: BTreeMap<(Nanos, u64), Stall>,
-    /// Start times of the undecided stalls, with how many start there (the oldest bounds
-    /// what records must be kept).
-    pending_starts: BTreeMap<Nanos, u32>,
+    /// Undecided stalls by (end time, arrival), in that order: they arrive nearly so, and a
+    /// sorted queue takes them at its back where a `BTreeMap` searched and split nodes.
+    pending: Chunked<((Nanos, u64), Stall)>,
+    /// Start times of the undecided stalls, sorted (the oldest bounds what records must be
+    /// kept).
+    pending_starts: Chunked<Nanos>,
     seq: u64,
     /// Decided stalls still inside the retention window, per CPU, in end order.
     /// In chunks, like the records: under a storm that outruns the decisions this grows by
@@ -533,8 +534,9 @@ impl Engine {
 
     pub fn push_stall(&mut self, s: Stall) {
         self.seq += 1;
-        self.pending.insert((s.end_ns, self.seq), s);
-        *self.pending_starts.entry(s.start_ns).or_default() += 1;
+        let key = (s.end_ns, self.seq);
+        self.pending.insert_by_key((key, s), |p| p.0);
+        self.pending_starts.insert_by_key(s.start_ns, |&t| t);
     }
 
     pub fn push_interruption(&mut self, i: Interruption) {
@@ -651,7 +653,7 @@ impl Engine {
     /// beyond what is pending.
     pub fn advance_some(&mut self, watermark: Nanos, limit: usize, out: &mut Vec<Verdict>) -> bool {
         let mut stalls = 0;
-        while let Some((&(end, _), _)) = self.pending.first_key_value() {
+        while let Some(&((end, _), _)) = self.pending.front() {
             if end > watermark {
                 break;
             }
@@ -659,13 +661,9 @@ impl Engine {
                 return true;
             }
             stalls += 1;
-            if let Some((_, s)) = self.pending.pop_first() {
-                if let Some(n) = self.pending_starts.get_mut(&s.start_ns) {
-                    *n -= 1;
-                    if *n == 0 {
-                        self.pending_starts.remove(&s.start_ns);
-                    }
-                }
+            if let Some((_, s)) = self.pending.pop_front() {
+                let at = self.pending_starts.position(|&t| t < s.start_ns);
+                self.pending_starts.remove(at);
                 let v = self.decide(&s);
                 self.recent
                     .entry((s.cpu, s.thread))
@@ -699,10 +697,7 @@ impl Engine {
     /// records and stalls per call; true once nothing is left to drop.
     fn forget_before(&mut self, horizon: Nanos, limit: usize) -> bool {
         let mut left = limit;
-        let oldest_pending = self
-            .pending_starts
-            .first_key_value()
-            .map_or(u64::MAX, |(&start, _)| start);
+        let oldest_pending = self.pending_starts.front().map_or(u64::MAX, |&start| start);
         let keep_from = horizon.min(oldest_pending.saturating_sub(self.cfg.freq_lookback_ns));
         for r in self.recent.values_mut() {
             left -= r.drop_front_while(left, |v| v.stall.end_ns < keep_from);
