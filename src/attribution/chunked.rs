@@ -33,15 +33,19 @@ pub struct Chunked<T> {
 
 impl<T> Default for Chunked<T> {
     fn default() -> Self {
+        Chunked::new()
+    }
+}
+
+impl<T> Chunked<T> {
+    pub const fn new() -> Self {
         Chunked {
             chunks: VecDeque::new(),
             spare: Vec::new(),
             len: 0,
         }
     }
-}
 
-impl<T> Chunked<T> {
     pub fn len(&self) -> usize {
         self.len
     }

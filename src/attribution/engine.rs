@@ -243,6 +243,16 @@ struct CpuRecords {
     lost: VecDeque<(Nanos, Nanos)>,
 }
 
+/// What a CPU without records reads: shared, so that deciding its stalls builds and drops
+/// nothing.
+static NO_RECORDS: CpuRecords = CpuRecords {
+    records: Chunked::new(),
+    long: VecDeque::new(),
+    freq: VecDeque::new(),
+    causes: Chunked::new(),
+    lost: VecDeque::new(),
+};
+
 /// A decided stall kept for the spikes that overlap it.
 #[derive(Debug, Clone)]
 struct RecentStall {
@@ -731,8 +741,7 @@ impl Engine {
 
     /// The verdict for one stall, spending the steal it is given.
     fn decide(&mut self, s: &Stall) -> Verdict {
-        let empty = CpuRecords::default();
-        let c = self.cpus.get(&s.cpu).unwrap_or(&empty);
+        let c = self.cpus.get(&s.cpu).unwrap_or(&NO_RECORDS);
         let (start, end) = (s.start_ns, s.end_ns.max(s.start_ns));
         let own = match s.thread {
             ThreadRole::Watched(tid) => tid,
@@ -820,8 +829,7 @@ impl Engine {
         b: Nanos,
         hypervisor: &[(Nanos, Nanos)],
     ) -> Vec<Share> {
-        let empty = CpuRecords::default();
-        let c = self.cpus.get(&cpu).unwrap_or(&empty);
+        let c = self.cpus.get(&cpu).unwrap_or(&NO_RECORDS);
         // Spikes are few: their sweeps get buffers of their own.
         let mut scratch = Scratch::default();
         let sweep = Sweep::over(c, (a, b), self.cfg.edge_ns, 0, &mut scratch);

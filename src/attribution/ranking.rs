@@ -199,8 +199,12 @@ impl super::engine::Share {
     fn detail_key(&self) -> Text {
         match self.class {
             CulpritClass::FreqChange => self.detail.split(", ").next().unwrap_or_default().into(),
-            // One row per CPU's steal, not per stall.
-            CulpritClass::Hypervisor => "KVM steal clock".into(),
+            // One row per CPU's steal, not per stall (the text made once: most stalls of a
+            // busy VM carry steal).
+            CulpritClass::Hypervisor => {
+                static STEAL: std::sync::OnceLock<Text> = std::sync::OnceLock::new();
+                STEAL.get_or_init(|| "KVM steal clock".into()).clone()
+            }
             CulpritClass::Kworker
             | CulpritClass::Kthread
             | CulpritClass::Task
