@@ -5,6 +5,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 
 use super::engine::Verdict;
+use super::fast_hash::FastMap;
 use crate::model::{Cpu, Nanos};
 
 /// Count, total and longest of a set of stalls.
@@ -38,7 +39,7 @@ pub struct StallBook {
     /// Min-heap on (duration, arrival) over the `keep` longest stalls, whose verdicts sit in
     /// `kept` by arrival number.
     worst: BinaryHeap<Reverse<(u64, u64)>>,
-    kept: std::collections::HashMap<u64, Verdict>,
+    kept: FastMap<u64, Verdict>,
     seq: u64,
 }
 
@@ -49,7 +50,7 @@ impl StallBook {
             all: Tally::default(),
             per_cpu: BTreeMap::new(),
             worst: BinaryHeap::new(),
-            kept: std::collections::HashMap::new(),
+            kept: FastMap::default(),
             seq: 0,
         }
     }

@@ -34,9 +34,10 @@
 //!   piece is swept again over its clipped window, so a spike's culprits never add up to
 //!   more than its transit.
 
-use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
 use super::chunked::Chunked;
+use super::fast_hash::FastMap;
 use crate::model::{
     vector, Cause, CauseKind, Cpu, CulpritClass, Interruption, Nanos, Spike, Stall, StealSample,
     Text, ThreadRole,
@@ -210,28 +211,8 @@ fn is_own_run(r: &Interruption, own: u32) -> bool {
     own != 0 && r.pid == own && r.class.level() == 1 && r.class != CulpritClass::Fault
 }
 
-/// Maps keyed by CPU: a CPU number hashed by one multiplication (Fibonacci hashing) instead of
-/// SipHash — the engine looks a CPU up for every record and every stall.
-type ByCpu<T> = HashMap<Cpu, T, std::hash::BuildHasherDefault<CpuHasher>>;
-
-#[derive(Default)]
-struct CpuHasher(u64);
-
-impl std::hash::Hasher for CpuHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-
-    fn write_u32(&mut self, n: u32) {
-        self.0 = u64::from(n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
+/// Maps keyed by CPU: the engine looks a CPU up for every record and every stall.
+type ByCpu<T> = FastMap<Cpu, T>;
 
 /// A steal-clock growth window and the part of its growth not yet given to a stall.
 #[derive(Debug, Clone, Copy)]
@@ -262,6 +243,16 @@ struct CpuRecords {
     lost: VecDeque<(Nanos, Nanos)>,
 }
 
+/// What a CPU without records reads: shared, so that deciding its stalls builds and drops
+/// nothing.
+static NO_RECORDS: CpuRecords = CpuRecords {
+    records: Chunked::new(),
+    long: VecDeque::new(),
+    freq: VecDeque::new(),
+    causes: Chunked::new(),
+    lost: VecDeque::new(),
+};
+
 /// A decided stall kept for the spikes that overlap it.
 #[derive(Debug, Clone)]
 struct RecentStall {
@@ -278,52 +269,125 @@ pub struct Engine {
     steal: ByCpu<VecDeque<StealWindow>>,
     /// Set once a steal sample arrived or the probes said the clock exists.
     steal_clock: bool,
-    /// Undecided stalls by end time.
-    pending: BTreeMap<(Nanos, u64), Stall>,
-    /// Start times of the undecided stalls, with how many start there (the oldest bounds
-    /// what records must be kept).
-    pending_starts: BTreeMap<Nanos, u32>,
+    /// Undecided stalls by (end time, arrival), in that order: they arrive nearly so, and a
+    /// sorted queue takes them at its back where a `BTreeMap` searched and split nodes.
+    pending: Chunked<((Nanos, u64), Stall)>,
+    /// Start times of the undecided stalls, sorted (the oldest bounds what records must be
+    /// kept).
+    pending_starts: Chunked<Nanos>,
     seq: u64,
     /// Decided stalls still inside the retention window, per CPU, in end order.
     /// In chunks, like the records: under a storm that outruns the decisions this grows by
     /// thousands a second, and a doubling `VecDeque` was a megabyte copied and populated at once.
-    recent: HashMap<(Cpu, ThreadRole), Chunked<RecentStall>>,
+    recent: FastMap<(Cpu, ThreadRole), Chunked<RecentStall>>,
     /// Undecided spikes by receive time, with (producer CPU, consumer CPU).
     spikes: BTreeMap<(Nanos, u64), (Spike, Cpu, Cpu)>,
     decided_spikes: Vec<SpikeVerdict>,
     /// Verdicts of stalls shorter than this carry no timeline (only the worst stalls are
     /// kept with theirs; copying records for every stall is the engine's largest cost).
     timeline_from_ns: Nanos,
+    scratch: Scratch,
+}
+
+/// A piece of a sweep: `[a, b)` and the record that wins it, `None` where none covers it.
+type Piece = (Nanos, Nanos, Option<usize>);
+
+/// A record in the sweep's heap, ordered like the nesting rule (see `Sweep::cover`).
+type Active = (u8, Nanos, std::cmp::Reverse<Nanos>, usize);
+
+/// Buffers of the sweeps and verdicts, kept by the engine between stalls: allocating them
+/// afresh for every stall was a sixth of a stall's cost.
+#[derive(Default)]
+struct Scratch {
+    /// Always empty here: only its capacity is kept (`relabel`).
+    records: Vec<&'static Interruption>,
+    woke: Vec<Option<usize>>,
+    cuts: Vec<Nanos>,
+    active: BinaryHeap<Active>,
+    pieces: Vec<Piece>,
+    ends_at: Vec<(Nanos, usize)>,
+    starts_at: Vec<(Nanos, usize)>,
+    uncovered: Vec<(Nanos, Nanos)>,
+    /// Per record of a sweep: (measured, inferred) time it was given.
+    per_record: Vec<(Nanos, Nanos)>,
+    /// Uncovered time the steal did not take, and what of it no record's entry/exit took.
+    rest: Vec<(Nanos, Nanos)>,
+    unexplained: Vec<(Nanos, Nanos)>,
+}
+
+/// An emptied vector of record references, its capacity kept for references of another
+/// lifetime: the standard library collects a mapped `into_iter` in place when the layouts
+/// agree, and the vector being empty, nothing is mapped.
+fn relabel<'b>(mut v: Vec<&Interruption>) -> Vec<&'b Interruption> {
+    v.clear();
+    v.into_iter().map(|_| unreachable!("empty")).collect()
 }
 
 /// The elementary pieces of a window `[start, end]` on one CPU: each covered by the record
-/// that wins it under the nesting rule, or uncovered.
+/// that wins it under the nesting rule, or uncovered. Its buffers come from a `Scratch` and
+/// go back to it (`give_back`).
 struct Sweep<'a> {
     records: Vec<&'a Interruption>,
     /// For a reschedule IPI: the task-level run it woke (named in its `via`).
     woke: Vec<Option<usize>>,
     /// Consecutive pieces, `None` where no record covers the time.
-    pieces: Vec<(Nanos, Nanos, Option<usize>)>,
+    pieces: Vec<Piece>,
     /// A record ending / starting exactly here (clamped to the window): where an uncovered
     /// piece's entry/exit path is inferred to belong.
     ends_at: Vec<(Nanos, usize)>,
     starts_at: Vec<(Nanos, usize)>,
+    /// The uncovered pieces, in time order.
+    uncovered: Vec<(Nanos, Nanos)>,
 }
 
 impl<'a> Sweep<'a> {
     /// `own`: a watched thread's kernel tid whose own runs are left out (a thread does not
     /// interrupt itself; its runs are recorded when another watched thread waits for the
     /// CPU), 0 for none.
-    fn over(c: &'a CpuRecords, start: Nanos, end: Nanos, edge_ns: Nanos, own: u32) -> Sweep<'a> {
-        // Short records starting before the window ends, back to the reach of the longest of
-        // them; long ones that reach into it.
+    fn over(
+        c: &'a CpuRecords,
+        (start, end): (Nanos, Nanos),
+        edge_ns: Nanos,
+        own: u32,
+        scratch: &mut Scratch,
+    ) -> Sweep<'a> {
+        let mut sweep = Sweep {
+            records: relabel(std::mem::take(&mut scratch.records)),
+            woke: take_cleared(&mut scratch.woke),
+            pieces: take_cleared(&mut scratch.pieces),
+            ends_at: take_cleared(&mut scratch.ends_at),
+            starts_at: take_cleared(&mut scratch.starts_at),
+            uncovered: take_cleared(&mut scratch.uncovered),
+        };
+        sweep.gather(c, start, end, own);
+        sweep.find_wake_ups(edge_ns);
+        sweep.cut(start, end, &mut scratch.cuts);
+        sweep.cover(&scratch.cuts, &mut scratch.active);
+        let uncovered = sweep.pieces.iter().filter(|p| p.2.is_none());
+        sweep.uncovered.extend(uncovered.map(|p| (p.0, p.1)));
+        sweep
+    }
+
+    /// Hands the buffers back for the next sweep.
+    fn give_back(self, scratch: &mut Scratch) {
+        scratch.records = relabel(self.records);
+        scratch.woke = self.woke;
+        scratch.pieces = self.pieces;
+        scratch.ends_at = self.ends_at;
+        scratch.starts_at = self.starts_at;
+        scratch.uncovered = self.uncovered;
+    }
+
+    /// Short records starting before the window ends, back to the reach of the longest of
+    /// them; long ones that reach into it; sorted by start, then end.
+    fn gather(&mut self, c: &'a CpuRecords, start: Nanos, end: Nanos, own: u32) {
         let upto = c.records.position(|r| r.start_ns < end);
         let from = c
             .records
             .position(|r| r.start_ns < start.saturating_sub(SHORT_NS));
         let long_upto = c.long.partition_point(|r| r.start_ns < end);
-        let mut records: Vec<&Interruption> = Vec::new();
         let keep = |r: &Interruption| r.end_ns > start && !is_own_run(r, own);
+        let records = &mut self.records;
         c.records.for_each_between(from, upto, |r| {
             if keep(r) {
                 records.push(r);
@@ -331,47 +395,51 @@ impl<'a> Sweep<'a> {
         });
         records.extend(c.long.range(..long_upto).filter(|r| keep(r)));
         records.sort_by_key(|r| (r.start_ns, r.end_ns));
+    }
 
-        // A reschedule IPI immediately followed by a task-level run was that run's wake-up
-        // (`records` is sorted by start: the first such run from the IPI's end on).
-        let woke: Vec<Option<usize>> = records
-            .iter()
-            .map(|r| {
-                if r.class != CulpritClass::Ipi || r.id != vector::RESCHEDULE {
-                    return None;
-                }
-                let from = records.partition_point(|t| t.start_ns < r.end_ns);
-                records[from..]
-                    .iter()
-                    .take_while(|t| t.start_ns - r.end_ns <= edge_ns)
-                    .position(|t| t.class.level() == 1)
-                    .map(|i| from + i)
-            })
-            .collect();
+    /// A reschedule IPI immediately followed by a task-level run was that run's wake-up
+    /// (`records` is sorted by start: the first such run from the IPI's end on).
+    fn find_wake_ups(&mut self, edge_ns: Nanos) {
+        let records = &self.records;
+        self.woke.extend(records.iter().map(|r| {
+            if r.class != CulpritClass::Ipi || r.id != vector::RESCHEDULE {
+                return None;
+            }
+            let from = records.partition_point(|t| t.start_ns < r.end_ns);
+            records[from..]
+                .iter()
+                .take_while(|t| t.start_ns - r.end_ns <= edge_ns)
+                .position(|t| t.class.level() == 1)
+                .map(|i| from + i)
+        }));
+    }
 
-        let mut cuts: Vec<Nanos> = vec![start, end];
+    /// The window's cut points (its bounds and every record's, clamped), sorted and
+    /// distinct; and where each record starts and ends.
+    fn cut(&mut self, start: Nanos, end: Nanos, cuts: &mut Vec<Nanos>) {
+        cuts.clear();
+        cuts.extend([start, end]);
         // Few records per window: a list searched in order beats hashing (first one wins).
-        let mut ends_at: Vec<(Nanos, usize)> = Vec::with_capacity(records.len());
-        let mut starts_at: Vec<(Nanos, usize)> = Vec::with_capacity(records.len());
-        for (i, r) in records.iter().enumerate() {
+        for (i, r) in self.records.iter().enumerate() {
             let (rs, re) = (r.start_ns.clamp(start, end), r.end_ns.clamp(start, end));
             cuts.push(rs);
             cuts.push(re);
-            ends_at.push((re, i));
-            starts_at.push((rs, i));
+            self.ends_at.push((re, i));
+            self.starts_at.push((rs, i));
         }
         cuts.sort_unstable();
         cuts.dedup();
+    }
 
-        // The covering record of each piece is the top of a heap ordered like the rule
-        // (deepest level, then latest start, then earliest end — of two records starting
-        // together at one level the shorter is inside the other, as a work item resumed at
-        // its worker's switch-in — then latest in sort order); records that ended before the
-        // piece are dropped lazily from the top. O(k log k) in the records.
-        let mut active: BinaryHeap<(u8, Nanos, std::cmp::Reverse<Nanos>, usize)> =
-            BinaryHeap::new();
+    /// The covering record of each piece is the top of a heap ordered like the rule
+    /// (deepest level, then latest start, then earliest end — of two records starting
+    /// together at one level the shorter is inside the other, as a work item resumed at
+    /// its worker's switch-in — then latest in sort order); records that ended before the
+    /// piece are dropped lazily from the top. O(k log k) in the records.
+    fn cover(&mut self, cuts: &[Nanos], active: &mut BinaryHeap<Active>) {
+        active.clear();
+        let records = &self.records;
         let mut next = 0;
-        let mut pieces: Vec<(Nanos, Nanos, Option<usize>)> = Vec::new();
         for w in cuts.windows(2) {
             let (a, b) = (w[0], w[1]);
             while next < records.len() && records[next].start_ns <= a {
@@ -388,17 +456,10 @@ impl<'a> Sweep<'a> {
                 active.pop();
             }
             let winner = active.peek().map(|&(.., i)| i);
-            match pieces.last_mut() {
+            match self.pieces.last_mut() {
                 Some(last) if last.1 == a && last.2 == winner => last.1 = b,
-                _ => pieces.push((a, b, winner)),
+                _ => self.pieces.push((a, b, winner)),
             }
-        }
-        Sweep {
-            records,
-            woke,
-            pieces,
-            ends_at,
-            starts_at,
         }
     }
 
@@ -411,14 +472,13 @@ impl<'a> Sweep<'a> {
     fn record_starting_at(&self, t: Nanos) -> Option<usize> {
         self.starts_at.iter().find(|e| e.0 == t).map(|e| e.1)
     }
+}
 
-    fn uncovered(&self) -> Vec<(Nanos, Nanos)> {
-        self.pieces
-            .iter()
-            .filter(|p| p.2.is_none())
-            .map(|p| (p.0, p.1))
-            .collect()
-    }
+/// A buffer taken out of the scratch, emptied.
+fn take_cleared<T>(v: &mut Vec<T>) -> Vec<T> {
+    let mut v = std::mem::take(v);
+    v.clear();
+    v
 }
 
 /// Gives steal growth to uncovered pieces (in time order): each window's growth goes to the
@@ -448,9 +508,9 @@ fn spend_steal(
     given
 }
 
-/// `pieces` minus `taken` (both sorted, `taken` inside `pieces`).
-fn subtract(pieces: &[(Nanos, Nanos)], taken: &[(Nanos, Nanos)]) -> Vec<(Nanos, Nanos)> {
-    let mut out = Vec::new();
+/// `pieces` minus `taken` (both sorted, `taken` inside `pieces`), into `out`.
+fn subtract(pieces: &[(Nanos, Nanos)], taken: &[(Nanos, Nanos)], out: &mut Vec<(Nanos, Nanos)>) {
+    out.clear();
     for &(a, b) in pieces {
         let mut at = a;
         for &(ta, tb) in taken.iter().filter(|t| t.0 < b && t.1 > a) {
@@ -463,7 +523,6 @@ fn subtract(pieces: &[(Nanos, Nanos)], taken: &[(Nanos, Nanos)]) -> Vec<(Nanos, 
             out.push((at, b));
         }
     }
-    out
 }
 
 /// Clips sorted pieces to `[a, b]`.
@@ -475,9 +534,6 @@ fn clip(pieces: &[(Nanos, Nanos)], a: Nanos, b: Nanos) -> Vec<(Nanos, Nanos)> {
         .collect()
 }
 
-/// Per record of a sweep: (measured, inferred) time it was given.
-type RecordTime = Vec<(Nanos, Nanos)>;
-
 impl Engine {
     pub fn new(cfg: EngineConfig) -> Self {
         Engine {
@@ -488,8 +544,9 @@ impl Engine {
 
     pub fn push_stall(&mut self, s: Stall) {
         self.seq += 1;
-        self.pending.insert((s.end_ns, self.seq), s);
-        *self.pending_starts.entry(s.start_ns).or_default() += 1;
+        let key = (s.end_ns, self.seq);
+        self.pending.insert_by_key((key, s), |p| p.0);
+        self.pending_starts.insert_by_key(s.start_ns, |&t| t);
     }
 
     pub fn push_interruption(&mut self, i: Interruption) {
@@ -606,7 +663,7 @@ impl Engine {
     /// beyond what is pending.
     pub fn advance_some(&mut self, watermark: Nanos, limit: usize, out: &mut Vec<Verdict>) -> bool {
         let mut stalls = 0;
-        while let Some((&(end, _), _)) = self.pending.first_key_value() {
+        while let Some(&((end, _), _)) = self.pending.front() {
             if end > watermark {
                 break;
             }
@@ -614,13 +671,9 @@ impl Engine {
                 return true;
             }
             stalls += 1;
-            if let Some((_, s)) = self.pending.pop_first() {
-                if let Some(n) = self.pending_starts.get_mut(&s.start_ns) {
-                    *n -= 1;
-                    if *n == 0 {
-                        self.pending_starts.remove(&s.start_ns);
-                    }
-                }
+            if let Some((_, s)) = self.pending.pop_front() {
+                let at = self.pending_starts.position(|&t| t < s.start_ns);
+                self.pending_starts.remove(at);
                 let v = self.decide(&s);
                 self.recent
                     .entry((s.cpu, s.thread))
@@ -654,10 +707,7 @@ impl Engine {
     /// records and stalls per call; true once nothing is left to drop.
     fn forget_before(&mut self, horizon: Nanos, limit: usize) -> bool {
         let mut left = limit;
-        let oldest_pending = self
-            .pending_starts
-            .first_key_value()
-            .map_or(u64::MAX, |(&start, _)| start);
+        let oldest_pending = self.pending_starts.front().map_or(u64::MAX, |&start| start);
         let keep_from = horizon.min(oldest_pending.saturating_sub(self.cfg.freq_lookback_ns));
         for r in self.recent.values_mut() {
             left -= r.drop_front_while(left, |v| v.stall.end_ns < keep_from);
@@ -691,28 +741,29 @@ impl Engine {
 
     /// The verdict for one stall, spending the steal it is given.
     fn decide(&mut self, s: &Stall) -> Verdict {
-        let empty = CpuRecords::default();
-        let c = self.cpus.get(&s.cpu).unwrap_or(&empty);
+        let c = self.cpus.get(&s.cpu).unwrap_or(&NO_RECORDS);
         let (start, end) = (s.start_ns, s.end_ns.max(s.start_ns));
         let own = match s.thread {
             ThreadRole::Watched(tid) => tid,
             ThreadRole::Producer | ThreadRole::Consumer(_) => 0,
         };
-        let sweep = Sweep::over(c, start, end, self.cfg.edge_ns, own);
+        let sweep = Sweep::over(c, (start, end), self.cfg.edge_ns, own, &mut self.scratch);
         let hypervisor = match self.steal.get_mut(&s.cpu) {
-            Some(w) => spend_steal(w, &sweep.uncovered()),
+            Some(w) => spend_steal(w, &sweep.uncovered),
             None => Vec::new(),
         };
         let with_timeline = end - start >= self.timeline_from_ns;
-        verdict_of(
+        let v = verdict_of(
             &self.cfg,
             self.steal_clock,
-            c,
+            (c, &sweep),
             s,
-            &sweep,
             hypervisor,
             with_timeline,
-        )
+            &mut self.scratch,
+        );
+        sweep.give_back(&mut self.scratch);
+        v
     }
 
     fn spike_verdict(&self, spike: Spike, producer_cpu: Cpu, consumer_cpu: Cpu) -> SpikeVerdict {
@@ -778,9 +829,10 @@ impl Engine {
         b: Nanos,
         hypervisor: &[(Nanos, Nanos)],
     ) -> Vec<Share> {
-        let empty = CpuRecords::default();
-        let c = self.cpus.get(&cpu).unwrap_or(&empty);
-        let sweep = Sweep::over(c, a, b, self.cfg.edge_ns, 0);
+        let c = self.cpus.get(&cpu).unwrap_or(&NO_RECORDS);
+        // Spikes are few: their sweeps get buffers of their own.
+        let mut scratch = Scratch::default();
+        let sweep = Sweep::over(c, (a, b), self.cfg.edge_ns, 0, &mut scratch);
         let stall = Stall {
             cpu,
             thread: ThreadRole::Producer,
@@ -790,11 +842,11 @@ impl Engine {
         verdict_of(
             &self.cfg,
             self.steal_clock,
-            c,
+            (c, &sweep),
             &stall,
-            &sweep,
             clip(hypervisor, a, b),
             false,
+            &mut scratch,
         )
         .culprits
     }
@@ -804,24 +856,27 @@ impl Engine {
 fn verdict_of(
     cfg: &EngineConfig,
     steal_clock: bool,
-    c: &CpuRecords,
+    (c, sweep): (&CpuRecords, &Sweep<'_>),
     s: &Stall,
-    sweep: &Sweep<'_>,
     hypervisor: Vec<(Nanos, Nanos)>,
     with_timeline: bool,
+    scratch: &mut Scratch,
 ) -> Verdict {
     let (start, end) = (s.start_ns, s.end_ns.max(s.start_ns));
     let total = end - start;
-    let mut per_record: RecordTime = vec![(0, 0); sweep.records.len()];
+    let per_record = &mut scratch.per_record;
+    per_record.clear();
+    per_record.resize(sweep.records.len(), (0, 0));
     for &(a, b, w) in &sweep.pieces {
         if let Some(i) = w {
             per_record[i].0 += b - a;
         }
     }
     // Uncovered time: steal first, then the entry/exit rule, then nothing.
-    let rest = subtract(&sweep.uncovered(), &hypervisor);
-    let mut unexplained = Vec::new();
-    for (a, b) in rest {
+    subtract(&sweep.uncovered, &hypervisor, &mut scratch.rest);
+    let unexplained = &mut scratch.unexplained;
+    unexplained.clear();
+    for &(a, b) in &scratch.rest {
         let next_to = (b - a <= cfg.edge_ns)
             .then(|| {
                 sweep
@@ -834,7 +889,7 @@ fn verdict_of(
             None => unexplained.push((a, b)),
         }
     }
-    let mut culprits = record_shares(cfg, c, sweep, &per_record);
+    let mut culprits = record_shares(cfg, c, sweep, per_record);
     freq_shares(cfg, c, start, end, &mut culprits);
     if !hypervisor.is_empty() {
         culprits.push(Share::uncovered(
@@ -868,7 +923,7 @@ fn verdict_of(
             class,
             name.clone(),
             detail.clone(),
-            &unexplained,
+            unexplained,
         ));
     }
     set_shares(&mut culprits, total);
@@ -902,7 +957,7 @@ fn record_shares(
     cfg: &EngineConfig,
     c: &CpuRecords,
     sweep: &Sweep<'_>,
-    per_record: &RecordTime,
+    per_record: &[(Nanos, Nanos)],
 ) -> Vec<Share> {
     let mut out: Vec<Share> = Vec::new();
     for (i, &(measured, inferred)) in per_record.iter().enumerate() {

@@ -1,10 +1,9 @@
 //! The run-wide ranking: culprits grouped by (class, name, detail) with count, stolen time,
 //! the longest single theft and their share of all stall time, per CPU too.
 
-use std::collections::HashMap;
-
 use super::advice::{advice, Machine};
 use super::engine::Verdict;
+use super::fast_hash::FastMap;
 use crate::model::{Cpu, CulpritClass, Nanos, Text};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -50,12 +49,12 @@ struct Tally {
     inferred: Nanos,
     longest: Nanos,
     last: Nanos,
-    per_cpu: HashMap<Cpu, (Nanos, Nanos)>,
+    per_cpu: FastMap<Cpu, (Nanos, Nanos)>,
 }
 
 #[derive(Debug, Clone)]
 pub struct Ranking {
-    by: HashMap<(CulpritClass, Text, Text), Tally>,
+    by: FastMap<(CulpritClass, Text, Text), Tally>,
     stall_ns: Nanos,
     stalls: u64,
     incomplete: u64,
@@ -88,7 +87,7 @@ impl Ranking {
     /// keeps fewer than the run's: many threads may be watched at once).
     pub fn with_cap(cap: usize) -> Self {
         Ranking {
-            by: HashMap::new(),
+            by: FastMap::default(),
             stall_ns: 0,
             stalls: 0,
             incomplete: 0,
@@ -200,8 +199,12 @@ impl super::engine::Share {
     fn detail_key(&self) -> Text {
         match self.class {
             CulpritClass::FreqChange => self.detail.split(", ").next().unwrap_or_default().into(),
-            // One row per CPU's steal, not per stall.
-            CulpritClass::Hypervisor => "KVM steal clock".into(),
+            // One row per CPU's steal, not per stall (the text made once: most stalls of a
+            // busy VM carry steal).
+            CulpritClass::Hypervisor => {
+                static STEAL: std::sync::OnceLock<Text> = std::sync::OnceLock::new();
+                STEAL.get_or_init(|| "KVM steal clock".into()).clone()
+            }
             CulpritClass::Kworker
             | CulpritClass::Kthread
             | CulpritClass::Task

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::engine::Verdict;
+use super::engine::{Share, Verdict};
 use crate::model::{without_pid, Cpu, CulpritClass, Nanos};
 
 /// Upper bounds (ns) of the buckets a class's part of one interruption is counted in:
@@ -92,13 +92,19 @@ pub struct TheftTally {
 /// The culprit as a label: without its pid, and a kworker by the work it ran (its own name,
 /// `kworker/3:1`, changes as the kernel adds and retires workers).
 pub fn culprit_label(class: CulpritClass, name: &str, detail: &str) -> String {
+    label_of(class, name, detail).to_string()
+}
+
+/// `culprit_label` borrowed from the culprit's texts (a stall's culprits are mostly known
+/// already: no copy to look them up).
+fn label_of<'a>(class: CulpritClass, name: &'a str, detail: &'a str) -> &'a str {
     match class {
         CulpritClass::Kworker => {
             let function = detail.split([',', ' ']).next().unwrap_or_default();
             if function.is_empty() {
-                without_pid(name).to_string()
+                without_pid(name)
             } else {
-                function.to_string()
+                function
             }
         }
         CulpritClass::Kthread
@@ -113,7 +119,7 @@ pub fn culprit_label(class: CulpritClass, name: &str, detail: &str) -> String {
         | CulpritClass::SelfNoise
         | CulpritClass::Hypervisor
         | CulpritClass::Unexplained
-        | CulpritClass::Lost => without_pid(name).to_string(),
+        | CulpritClass::Lost => without_pid(name),
     }
 }
 
@@ -122,18 +128,22 @@ impl TheftTally {
     /// into its totals, and each class's part of it, once, into the class's distribution.
     pub fn add(&mut self, v: &Verdict) {
         let cpu = v.stall.cpu;
-        let mut per_class: BTreeMap<CulpritClass, Nanos> = BTreeMap::new();
         for c in &v.culprits {
             let ns = c.ns();
             if ns == 0 {
                 continue;
             }
-            let label = culprit_label(c.class, &c.name, &c.detail);
+            let label = label_of(c.class, &c.name, &c.detail);
             self.steal(cpu, c.class, label, u64::from(c.episodes), ns);
-            *per_class.entry(c.class).or_default() += ns;
         }
-        for (class, ns) in per_class {
-            self.class(cpu, class).parts.observe(ns);
+        // Each class's part once, at its first culprit (a stall has few: a scan, no map).
+        for (i, c) in v.culprits.iter().enumerate() {
+            let of_class = |o: &&Share| o.class == c.class && o.ns() > 0;
+            if c.ns() == 0 || v.culprits[..i].iter().any(|o| of_class(&o)) {
+                continue;
+            }
+            let ns = v.culprits[i..].iter().filter(of_class).map(Share::ns).sum();
+            self.class(cpu, c.class).parts.observe(ns);
         }
         self.stall(v);
     }
@@ -149,7 +159,7 @@ impl TheftTally {
     /// One kernel record that held `cpu` for `ns` (`jitterscope probe`): one episode, one
     /// observation.
     pub fn record(&mut self, cpu: Cpu, class: CulpritClass, label: String, ns: Nanos) {
-        self.steal(cpu, class, label, 1, ns);
+        self.steal(cpu, class, &label, 1, ns);
         self.class(cpu, class).parts.observe(ns);
     }
 
@@ -157,13 +167,18 @@ impl TheftTally {
         self.by.entry((cpu, class)).or_default()
     }
 
-    fn steal(&mut self, cpu: Cpu, class: CulpritClass, label: String, episodes: u64, ns: Nanos) {
+    /// The label is copied only when it is new to the tally.
+    fn steal(&mut self, cpu: Cpu, class: CulpritClass, label: &str, episodes: u64, ns: Nanos) {
         let t = self.class(cpu, class);
         t.total.add(episodes, ns);
         let room = t.culprits.len() < CULPRITS_TALLIED;
-        match t.culprits.get_mut(&label) {
+        match t.culprits.get_mut(label) {
             Some(c) => c.add(episodes, ns),
-            None if room => t.culprits.entry(label).or_default().add(episodes, ns),
+            None if room => t
+                .culprits
+                .entry(label.to_string())
+                .or_default()
+                .add(episodes, ns),
             None => {}
         }
     }

@@ -1,10 +1,11 @@
 //! The engine's throughput on a synthetic but realistic stream (scripts/bench.sh): two CPUs,
 //! ticks, IRQs, softirqs and kworker runs with nested IRQs, a stall per group of records, fed
-//! in drain-sized batches behind a watermark as a run feeds them.
+//! in drain-sized batches behind a watermark as a run feeds them; each verdict kept as a run
+//! keeps it (ranking and worst stalls), that being part of a stall's cost in the collector.
 
 use std::time::Instant;
 
-use super::engine::{Engine, EngineConfig};
+use super::run::RunAttribution;
 use crate::model::{CulpritClass, Interruption, Stall, ThreadRole};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -18,9 +19,9 @@ pub struct Throughput {
 }
 
 pub fn measure(records: u64) -> Throughput {
-    let mut e = Engine::new(EngineConfig::default());
-    // As in a run: only the worst stalls keep their records.
-    e.set_timeline_from(150_000);
+    // As a run without a metrics file: probes on, no steal clock, the default 200 worst
+    // stalls kept (only those stalls get their records copied).
+    let mut e = RunAttribution::new(0, vec![1], 200, true, false, 0);
     let kinds = [
         (CulpritClass::TimerTick, "local timer", "", 3_000u64),
         (CulpritClass::Softirq, "TIMER", "", 1_500),
@@ -61,9 +62,9 @@ pub fn measure(records: u64) -> Throughput {
         r.cpu = cpu;
         r.start_ns = t;
         r.end_ns = t + dur;
-        e.push_interruption(r);
+        e.interruption(r);
         if i % 4 == 0 {
-            e.push_stall(Stall {
+            e.stall(Stall {
                 cpu,
                 thread: ThreadRole::Consumer(0),
                 start_ns: t.saturating_sub(500),
@@ -73,8 +74,8 @@ pub fn measure(records: u64) -> Throughput {
         }
         t += dur + 5_000;
         if i % 5_000 == 0 {
-            e.advance(t.saturating_sub(500_000_000));
-            peak = peak.max(e.retained());
+            e.decide(t.saturating_sub(500_000_000));
+            peak = peak.max(e.engine.retained());
         }
     }
     e.finish();
