@@ -5,8 +5,8 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 
 use super::engine::Verdict;
-use super::fast_hash::FastMap;
 use crate::model::{Cpu, Nanos};
+use crate::platform::fast_hash::FastMap;
 
 /// Count, total and longest of a set of stalls.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -37,11 +37,11 @@
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
 use super::chunked::Chunked;
-use super::fast_hash::FastMap;
 use crate::model::{
     vector, Cause, CauseKind, Cpu, CulpritClass, Interruption, Nanos, Spike, Stall, StealSample,
     Text, ThreadRole,
 };
+use crate::platform::fast_hash::FastMap;
 use crate::units::fmt_ns;
 
 #[derive(Debug, Clone)]

@@ -6,7 +6,6 @@ pub mod advice;
 pub mod book;
 pub mod chunked;
 pub mod engine;
-pub mod fast_hash;
 pub mod ranking;
 pub mod run;
 pub mod theft;

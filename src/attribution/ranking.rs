@@ -3,8 +3,8 @@
 
 use super::advice::{advice, Machine};
 use super::engine::Verdict;
-use super::fast_hash::FastMap;
 use crate::model::{Cpu, CulpritClass, Nanos, Text};
+use crate::platform::fast_hash::FastMap;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct RankedCulprit {

@@ -3,5 +3,6 @@
 
 pub mod affinity;
 pub mod clock;
+pub mod fast_hash;
 pub mod heap;
 pub mod pace;

@@ -4,13 +4,13 @@
 use super::abi::{self, CauseCode, Kind, F_WORK_UNREAD, HRT_SELF, HRT_SLEEPER, HRT_SOFT};
 use super::kallsyms::Kallsyms;
 use super::skel::types::js_record;
-use std::collections::{HashMap, HashSet};
-use std::hash::BuildHasherDefault;
+use std::collections::HashSet;
 
 use crate::model::{
     vector, Cause, CauseKind, CulpritClass, Interruption, StealSample, Text, ThreadEvent, Wait,
     WaitKind,
 };
+use crate::platform::fast_hash::FastMap;
 
 const _: () = assert!(std::mem::size_of::<js_record>() == 96);
 
@@ -166,7 +166,7 @@ fn hrtimer(r: &js_record, syms: &mut Kallsyms) -> (CulpritClass, String, String)
 #[derive(Debug, Default)]
 pub struct Names {
     known: HashSet<Text>,
-    made: HashMap<Made, (CulpritClass, Text, Text), BuildHasherDefault<FieldHasher>>,
+    made: FastMap<Made, (CulpritClass, Text, Text)>,
 }
 
 /// Every field of an interruption record that its class, name and detail are made from
@@ -198,40 +198,10 @@ impl Made {
     }
 }
 
-/// Hashes `Made`'s integer fields a word at a time (FxHash's step) rather than through
-/// SipHash: the key is looked up for every record.
-#[derive(Default)]
-struct FieldHasher(u64);
-
-impl std::hash::Hasher for FieldHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut word = [0u8; 8];
-            word[..chunk.len()].copy_from_slice(chunk);
-            self.write_u64(u64::from_le_bytes(word));
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-
-    fn write_u32(&mut self, n: u32) {
-        self.write_u64(u64::from(n));
-    }
-
-    fn write_u16(&mut self, n: u16) {
-        self.write_u64(u64::from(n));
-    }
-}
-
 /// Distinct texts kept before the set starts over (names carry pids: a long run of short
 /// tasks would grow it without end — a shell loop forking ten times a second grew a soak's
-/// memory 3 KiB a second with 65,536). Texts already handed out stay valid.
+/// memory 3 KiB a second with 65,536). Texts already handed out stay valid. The records'
+/// texts start over at the same size.
 const NAMES_KEPT: usize = 2048;
 
 impl Names {

@@ -1,6 +1,7 @@
-//! A cheap hasher for the attribution's maps looked up per stall and per culprit (CPUs,
-//! threads, culprit names): a multiply and a rotate per word (rustc's FxHash) instead of std's
-//! SipHash, which was a tenth of a stall's cost in the ranking alone. Not proof against keys
+//! A cheap hasher for maps looked up per stall, per culprit or per record (the attribution's
+//! CPUs, threads and culprit names; the decoder's record fields): a multiply and a rotate per
+//! word (rustc's FxHash) instead of std's SipHash, which was a tenth of a stall's cost in the
+//! ranking alone. Not proof against keys
 //! chosen to collide (task names are a local user's to choose), which is why every map keyed
 //! by them here is bounded (`MAX_CULPRITS`, `CULPRITS_TALLIED`).
 
