@@ -123,11 +123,14 @@ struct Recorder {
 /// live view still refreshes every second, half a second behind (`DECISION_LAG_NS`).
 const TURN: Duration = Duration::from_millis(250);
 
-/// Stalls decided between two looks at the pacer (a few µs each).
-const DECIDE_STEP: usize = 4;
+/// Stalls decided between two looks at the pacer (under a µs each; a step also looks for
+/// records to forget).
+const DECIDE_STEP: usize = 12;
 /// Steps between two looks at the budget when the pacer has not paused (the thread's CPU
 /// clock is a system call: once a slice is enough).
-const BUDGET_LOOK_STEPS: usize = 64;
+const BUDGET_LOOK_STEPS: usize = 24;
+/// Stalls taken in between two looks at the pacer (a queue pop and an insert at the back).
+const INTAKE_STEP: usize = 16;
 /// Undecided stalls and spikes beyond which the collector decides past its budget (a storm
 /// that outlasts it must not grow memory without end).
 const MAX_PENDING: usize = 200_000;
@@ -444,9 +447,13 @@ impl Recorder {
             &mut self.pacer,
         );
         let (hlog, base_mono) = (&mut p.hlog, p.base_mono);
+        let mut taken = 0usize;
         StallSource::drain(&mut p.workload, &mut |o| match o {
             Output::Stall(s) => {
-                pacer.between();
+                taken += 1;
+                if taken.is_multiple_of(INTAKE_STEP) {
+                    pacer.between();
+                }
                 attr.stall(s);
                 None
             }
