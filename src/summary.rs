@@ -53,6 +53,19 @@ pub struct Summary {
     pub curve: Vec<(f64, u64)>,
 }
 
+/// A histogram's recorded buckets, (highest value, count) in order: read once
+/// (`read_buckets`), then added, summarised and logged from (each walk of a histogram goes
+/// through every count up to its largest value's bucket, some 20,000 for a transit of a few
+/// milliseconds, cold after a second's sleep).
+pub type Buckets = Vec<(u64, u64)>;
+
+/// The recorded buckets of `h` into `out` (emptied first), in one paced walk
+/// (`for_each_recorded`).
+pub fn read_buckets(h: &Histogram<u64>, pace: &mut dyn FnMut(), out: &mut Buckets) {
+    out.clear();
+    for_each_recorded(h, pace, |value, count| out.push((value, count)));
+}
+
 impl Summary {
     /// The figures without the percentile curve: cheap enough for once-a-second updates.
     pub fn brief(h: &Histogram<u64>) -> Summary {
@@ -63,6 +76,13 @@ impl Summary {
     /// figures are the crate's `mean` and `value_at_quantile`, computed the same way (one pass
     /// each, cold every second, was the collector's longest piece of work).
     pub fn brief_paced(h: &Histogram<u64>, pace: &mut dyn FnMut()) -> Summary {
+        let mut buckets = Buckets::new();
+        read_buckets(h, pace, &mut buckets);
+        Summary::brief_of(h, &buckets)
+    }
+
+    /// `brief` from the recorded buckets of `h`, already read (`read_buckets`).
+    pub fn brief_of(h: &Histogram<u64>, buckets: &[(u64, u64)]) -> Summary {
         let total = h.len();
         let mut values = [0u64; PERCENTILES.len()];
         let mut mean = 0.0;
@@ -71,14 +91,14 @@ impl Summary {
             let targets =
                 PERCENTILES.map(|(_, _, q)| ((q.min(1.0) * total as f64).ceil() as u64).max(1));
             let (mut next, mut below) = (0, 0u64);
-            for_each_recorded(h, pace, |value, count| {
+            for &(value, count) in buckets {
                 mean += h.median_equivalent(value) as f64 * count as f64 / total as f64;
                 below += count;
                 while next < targets.len() && below >= targets[next] {
                     values[next] = value;
                     next += 1;
                 }
-            });
+            }
         }
         let empty = total == 0;
         Summary {

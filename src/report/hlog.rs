@@ -12,11 +12,13 @@ use hdrhistogram::serialization::Serializer;
 use hdrhistogram::{Counter, Histogram};
 
 use crate::platform::pace::Pacer;
-use crate::summary::for_each_recorded;
+use crate::summary::{read_buckets, Buckets};
 
 pub struct HlogWriter {
     out: BufWriter<File>,
     enc: Encoder,
+    /// The recorded buckets of the histogram `write` is given (kept between intervals).
+    buckets: Buckets,
 }
 
 /// The V2 compressed encoding HdrHistogram's readers expect (cookie, length, zlib stream of
@@ -98,10 +100,10 @@ impl Encoder {
         }
     }
 
-    /// Step one: the V2 encoding of `h` into `raw`, from its recorded buckets: a run of empty
-    /// buckets is written as its negated length, a single one as 0, up to the bucket of the
-    /// largest value.
-    fn encode(&mut self, h: &Histogram<u64>, pacer: &mut Pacer) -> std::io::Result<()> {
+    /// Step one: the V2 encoding of `h` into `raw`, from its recorded buckets (`buckets`,
+    /// read beforehand): a run of empty buckets is written as its negated length, a single
+    /// one as 0, up to the bucket of the largest value.
+    fn encode(&mut self, h: &Histogram<u64>, buckets: &[(u64, u64)]) -> std::io::Result<()> {
         let raw = &mut self.raw;
         raw.clear();
         raw.extend_from_slice(&V2_COOKIE.to_be_bytes());
@@ -112,10 +114,7 @@ impl Encoder {
         raw.extend_from_slice(&1.0f64.to_be_bytes());
         let layout = Layout::of(h);
         let (mut next, mut too_large) = (0u64, false);
-        let mut pace = || {
-            pacer.between();
-        };
-        for_each_recorded(h, &mut pace, |value, count| {
+        for &(value, count) in buckets {
             let index = layout.index(value);
             match index.saturating_sub(next) {
                 0 => {}
@@ -128,7 +127,7 @@ impl Encoder {
             });
             put_varint(raw, count);
             next = index + 1;
-        });
+        }
         if too_large {
             return Err(std::io::Error::other(
                 "V2 encoding: a count does not fit in 63 bits",
@@ -228,6 +227,7 @@ impl HlogWriter {
         let mut w = HlogWriter {
             out: BufWriter::new(file),
             enc: Encoder::new(),
+            buckets: Buckets::new(),
         };
         let start = UNIX_EPOCH + Duration::from_nanos(start_unix_ns);
         IntervalLogWriterBuilder::new()
@@ -251,7 +251,30 @@ impl HlogWriter {
         length_ns: u64,
         pacer: &mut Pacer,
     ) -> std::io::Result<()> {
-        self.enc.encode(h, pacer)?;
+        let mut buckets = std::mem::take(&mut self.buckets);
+        read_buckets(
+            h,
+            &mut || {
+                pacer.between();
+            },
+            &mut buckets,
+        );
+        let written = self.write_buckets(tag, h, &buckets, offset_ns, length_ns, pacer);
+        self.buckets = buckets;
+        written
+    }
+
+    /// `write`, from the recorded buckets of `h` read beforehand (`summary::read_buckets`).
+    pub fn write_buckets(
+        &mut self,
+        tag: &str,
+        h: &Histogram<u64>,
+        buckets: &[(u64, u64)],
+        offset_ns: u64,
+        length_ns: u64,
+        pacer: &mut Pacer,
+    ) -> std::io::Result<()> {
+        self.enc.encode(h, buckets)?;
         pacer.between();
         self.enc.compress(pacer.enabled())?;
         pacer.between();
@@ -295,7 +318,7 @@ mod tests {
         let mut enc = Encoder::new();
         for seed in 1..4 {
             let h = histogram(seed);
-            enc.encode(&h, &mut Pacer::new(false)).unwrap();
+            encode(&mut enc, &h);
             enc.compress(false).unwrap();
             let back: Histogram<u64> = Deserializer::new()
                 .deserialize(&mut std::io::Cursor::new(&enc.out))
@@ -357,26 +380,35 @@ mod tests {
         cases.push(h);
         let mut enc = Encoder::new();
         for (n, h) in cases.iter().enumerate() {
-            enc.encode(h, &mut Pacer::new(false)).unwrap();
+            encode(&mut enc, h);
             assert_eq!(enc.raw, theirs(h), "case {n}");
         }
     }
 
+    /// The V2 encoding of `h` from its buckets, read unpaced.
+    fn encode(enc: &mut Encoder, h: &Histogram<u64>) {
+        let mut buckets = Buckets::new();
+        read_buckets(h, &mut || {}, &mut buckets);
+        enc.encode(h, &buckets).unwrap();
+    }
+
     #[test]
-    fn a_paced_encoding_looks_at_the_pacer_between_steps_and_writes_the_same() {
+    fn a_paced_write_reads_the_buckets_in_steps_and_writes_the_same() {
         // A slice of 0 ns: every look at the pacer pauses (1 µs here).
         let mut pacer = Pacer::with(true, 0, std::time::Duration::from_micros(1));
         let mut h = crate::workload::histograms::new_histogram();
         for v in 0..3000u64 {
             h.record(10 + v * 37).unwrap();
         }
-        let mut enc = Encoder::new();
-        enc.encode(&h, &mut pacer).unwrap();
-        assert_eq!(enc.raw, theirs(&h));
+        let file = tempfile::tempfile().unwrap();
+        let mut w = HlogWriter::new(file, 0, "test", "tags").unwrap();
+        w.write("t", &h, 0, 1, &mut pacer).unwrap();
+        assert_eq!(w.enc.raw, theirs(&h));
         let buckets = h.iter_recorded().count();
+        // The walk's steps, then one look after the encoding and one after the zlib stream.
         assert_eq!(
             pacer.pauses as usize,
-            buckets / crate::summary::PACE_BUCKETS,
+            buckets / crate::summary::PACE_BUCKETS + 2,
             "{buckets} buckets"
         );
     }
@@ -397,7 +429,7 @@ mod tests {
         // A whole interval, stored: HdrHistogram's deserializer reads it back.
         let mut enc = Encoder::new();
         let h = histogram(9);
-        enc.encode(&h, &mut Pacer::new(false)).unwrap();
+        encode(&mut enc, &h);
         enc.compress(true).unwrap();
         let back: Histogram<u64> = Deserializer::new()
             .deserialize(&mut std::io::Cursor::new(&enc.out))

@@ -26,9 +26,9 @@ use crate::report::hlog::HlogWriter;
 use crate::report::metrics::{ConsumerSeries, Exposure, MetricsFile, Mode};
 use crate::report::text::{self, inferred_row_name};
 use crate::signals;
-use crate::summary::Summary;
+use crate::summary::{read_buckets, Buckets, Summary};
 use crate::system::cputime;
-use crate::workload::histograms::{add_paced, new_histogram, IntervalHistograms};
+use crate::workload::histograms::{add_buckets, new_histogram, IntervalHistograms};
 use crate::workload::Output;
 
 /// How far behind "now" stalls are decided: records reach user space within a couple of
@@ -116,6 +116,15 @@ struct Recorder {
     metrics: Option<MetricsFile>,
     /// What the frontend shows: only that is kept up to date.
     needs: Needs,
+    /// The recorded buckets of the interval under way (kept between intervals).
+    buckets: IntervalBuckets,
+}
+
+/// An interval's histograms as recorded buckets (`summary::read_buckets`).
+#[derive(Default)]
+struct IntervalBuckets {
+    transit: Buckets,
+    inter_message: Buckets,
 }
 
 /// How often the collector wakes: each wake-up costs a switch and a cold cache on a CPU it
@@ -349,6 +358,7 @@ impl Recorder {
             pacer: Pacer::new(p.every_cpu_measured),
             metrics: plan.metrics.clone().map(|m| MetricsFile::new(m, Mode::Run)),
             needs,
+            buckets: IntervalBuckets::default(),
         }
     }
 
@@ -439,13 +449,14 @@ impl Recorder {
     /// Everything the stall source produced since the last turn.
     fn drain(&mut self, p: &mut Prepared) {
         let run_totals = self.needs.run_totals;
-        let (totals, attr, live, view_totals, hlog_error, pacer) = (
+        let (totals, attr, live, view_totals, hlog_error, pacer, buckets) = (
             &mut self.totals,
             &mut self.attr,
             &mut self.live,
             &mut self.view_totals,
             &mut self.hlog_error,
             &mut self.pacer,
+            &mut self.buckets,
         );
         let (hlog, base_mono) = (&mut p.hlog, p.base_mono);
         let mut taken = 0usize;
@@ -468,30 +479,39 @@ impl Recorder {
                 mut hists,
             } => {
                 pacer.between();
+                // Each histogram's counts walked once; everything below reads its buckets.
+                read_buckets(
+                    &hists.transit,
+                    &mut || {
+                        pacer.between();
+                    },
+                    &mut buckets.transit,
+                );
+                pacer.between();
+                let (transit, inter_message) = (&buckets.transit, &mut buckets.inter_message);
+                read_buckets(
+                    &hists.inter_message,
+                    &mut || {
+                        pacer.between();
+                    },
+                    inter_message,
+                );
+                pacer.between();
                 let t = &mut totals[consumer];
-                add_paced(&mut t.transit, &hists.transit, &mut || {
-                    pacer.between();
-                });
+                add_buckets(&mut t.transit, transit);
+                add_buckets(&mut t.inter_message, inter_message);
                 pacer.between();
-                add_paced(&mut t.inter_message, &hists.inter_message, &mut || {
-                    pacer.between();
-                });
-                pacer.between();
-                t.last_transit = Some(Summary::brief_paced(&hists.transit, &mut || {
-                    pacer.between();
-                }));
+                t.last_transit = Some(Summary::brief_of(&hists.transit, transit));
                 t.last_messages = hists.transit.len();
                 t.last_interval_ns = hists.end_ns.saturating_sub(hists.start_ns);
                 if run_totals {
-                    pacer.between();
-                    add_paced(&mut view_totals[consumer], &hists.transit, &mut || {
-                        pacer.between();
-                    });
+                    add_buckets(&mut view_totals[consumer], transit);
                 }
                 if !hists.transit.is_empty() {
                     live.push_max(consumer, hists.transit.max());
                 }
-                write_interval(hlog, consumer, &hists, base_mono, hlog_error, pacer);
+                let log = (&mut *hlog, base_mono, &mut *hlog_error);
+                write_interval(log, consumer, &hists, buckets, pacer);
                 pacer.between();
                 hists.clear_paced(&mut || {
                     pacer.between();
@@ -650,12 +670,14 @@ fn initial_model(plan: &RunPlan, p: &Prepared) -> LiveModel {
     }
 }
 
+/// The interval log, the base time its offsets count from, and its first error.
+type IntervalLog<'a> = (&'a mut HlogWriter, Nanos, &'a mut Option<std::io::Error>);
+
 fn write_interval(
-    hlog: &mut HlogWriter,
+    (hlog, base_mono, error): IntervalLog<'_>,
     consumer: usize,
     h: &IntervalHistograms,
-    base_mono: Nanos,
-    error: &mut Option<std::io::Error>,
+    buckets: &IntervalBuckets,
     pacer: &mut Pacer,
 ) {
     if error.is_some() || h.transit.is_empty() {
@@ -664,9 +686,12 @@ fn write_interval(
     let offset = h.start_ns.saturating_sub(base_mono);
     let length = h.end_ns.saturating_sub(h.start_ns);
     let key = consumer_key(consumer);
-    for (kind, hist) in [("transit", &h.transit), ("inter_message", &h.inter_message)] {
+    for (kind, hist, b) in [
+        ("transit", &h.transit, &buckets.transit),
+        ("inter_message", &h.inter_message, &buckets.inter_message),
+    ] {
         pacer.between();
-        let w = hlog.write(&format!("{key}.{kind}"), hist, offset, length, pacer);
+        let w = hlog.write_buckets(&format!("{key}.{kind}"), hist, b, offset, length, pacer);
         if let Err(e) = w {
             *error = Some(e);
             return;

@@ -4,7 +4,6 @@
 use hdrhistogram::Histogram;
 
 use crate::model::Nanos;
-use crate::summary::for_each_recorded;
 
 /// Lowest and highest trackable values (ns) and precision: 1 ns to 100 s, 3 digits.
 pub const LOWEST_NS: u64 = 1;
@@ -58,23 +57,23 @@ impl IntervalHistograms {
     }
 }
 
-/// `into.add(from)` for histograms of the same bounds, from `from`'s recorded buckets in
-/// paced steps (`summary::for_each_recorded`): the crate's `add` walks every count of the
-/// source (some 230 KiB, cold) in one go.
-pub fn add_paced(into: &mut Histogram<u64>, from: &Histogram<u64>, pace: &mut dyn FnMut()) {
-    for_each_recorded(from, pace, |value, count| {
+/// `into.add(from)` for histograms of the same bounds, from `from`'s recorded buckets read
+/// beforehand (`summary::read_buckets`): the crate's `add` walks every count of the source
+/// (some 230 KiB, cold), and the collector reads them once for all it does with them.
+pub fn add_buckets(into: &mut Histogram<u64>, buckets: &[(u64, u64)]) {
+    for &(value, count) in buckets {
         // Same bounds: every value of `from` fits, so this cannot fail.
         let _ = into.record_n(value, count);
-    });
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::summary::PACE_BUCKETS;
+    use crate::summary::{read_buckets, PACE_BUCKETS};
 
     #[test]
-    fn a_paced_add_is_the_crates_add() {
+    fn adding_the_buckets_is_the_crates_add() {
         let mut x = 3u64;
         let mut next = || {
             x = x
@@ -92,7 +91,9 @@ mod tests {
                     .unwrap();
             }
             let mut paces = 0;
-            add_paced(&mut ours, &from, &mut || paces += 1);
+            let mut buckets = Vec::new();
+            read_buckets(&from, &mut || paces += 1, &mut buckets);
+            add_buckets(&mut ours, &buckets);
             theirs.add(&from).unwrap();
             assert_eq!(ours, theirs, "round {round}");
             assert_eq!(
