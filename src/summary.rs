@@ -21,22 +21,6 @@ pub const PERCENTILES: [(&str, &str, f64); 7] = [
     ("99.9999", "99.9999%", 0.999999),
 ];
 
-/// Recorded buckets between two calls of a paced walk's `pace` (well under a µs each).
-pub const PACE_BUCKETS: usize = 256;
-
-/// Calls `f` with each recorded bucket of `h` (the highest value it holds, its count), in
-/// order, and `pace` every `PACE_BUCKETS` of them: how the collector reads a histogram when it
-/// may share a CPU with the workload (see `platform::pace`) — the recorded buckets only, not
-/// every count (28,672 of them, 230 KiB, cold after a second's sleep).
-pub fn for_each_recorded(h: &Histogram<u64>, pace: &mut dyn FnMut(), mut f: impl FnMut(u64, u64)) {
-    for (n, v) in h.iter_recorded().enumerate() {
-        if n % PACE_BUCKETS == PACE_BUCKETS - 1 {
-            pace();
-        }
-        f(v.value_iterated_to(), v.count_at_value());
-    }
-}
-
 /// A histogram reduced to the figures the reports print (and the run file stores).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
@@ -59,11 +43,68 @@ pub struct Summary {
 /// milliseconds, cold after a second's sleep).
 pub type Buckets = Vec<(u64, u64)>;
 
-/// The recorded buckets of `h` into `out` (emptied first), in one paced walk
-/// (`for_each_recorded`).
+/// Parts a span of equally wide buckets is summed in before its buckets are looked at one
+/// by one (64 to 128 buckets each with the workload's bounds).
+const SPAN_PARTS: u64 = 16;
+
+/// The recorded buckets of `h` into `out` (emptied first), in order, as the crate's
+/// `iter_recorded` yields them, calling `pace` after each span (a few µs of work at most):
+/// how the collector reads a histogram when it may share a CPU with the workload (see
+/// `platform::pace`). The crate's iterator does a dozen steps of bookkeeping for
+/// every count up to the largest value's (some 20,000 for a transit of a few ms); here each
+/// span of equally wide buckets (a power of two of values) is summed in parts, a tight loop
+/// over the counts, and only the parts holding anything are looked at bucket by bucket.
 pub fn read_buckets(h: &Histogram<u64>, pace: &mut dyn FnMut(), out: &mut Buckets) {
     out.clear();
-    for_each_recorded(h, pace, |value, count| out.push((value, count)));
+    if h.is_empty() {
+        return;
+    }
+    let max = h.max();
+    let mut lo = 0u64;
+    while lo <= max {
+        let width = h.equivalent_range(lo);
+        let end = span_end(h, lo, width, max);
+        let part = ((end - lo) / SPAN_PARTS).max(width);
+        let mut a = lo;
+        while a < end && a <= max {
+            let last = (a + part - 1).min(end - 1);
+            if h.count_between(a, last) > 0 {
+                let mut v = a;
+                while v <= last {
+                    let count = h.count_at(v);
+                    if count > 0 {
+                        out.push((h.highest_equivalent(v), count));
+                    }
+                    v += width;
+                }
+            }
+            a += part;
+        }
+        pace();
+        lo = end;
+    }
+}
+
+/// Where the span of buckets as wide as `width` from `lo` ends (exclusive): the first power of
+/// two past `lo` whose buckets are wider, or past `max`.
+fn span_end(h: &Histogram<u64>, lo: u64, width: u64, max: u64) -> u64 {
+    let mut end = lo.max(1);
+    while end <= max && h.equivalent_range(end) == width {
+        end = end.saturating_mul(2);
+    }
+    end
+}
+
+/// The spans `read_buckets` walks (and paces after) for a histogram of the workload's bounds
+/// (1 ns to 100 s, 3 digits): values below 2048 in one, then one per power of two up to `h`'s
+/// largest.
+#[cfg(test)]
+pub fn spans_walked(h: &Histogram<u64>) -> usize {
+    match h.max() {
+        _ if h.is_empty() => 0,
+        max if max < 2048 => 1,
+        max => (64 - max.leading_zeros()) as usize - 10,
+    }
 }
 
 impl Summary {
@@ -72,7 +113,7 @@ impl Summary {
         Summary::brief_paced(h, &mut || {})
     }
 
-    /// `brief` in one paced pass over the recorded buckets (`for_each_recorded`). The
+    /// `brief` in one paced pass over the recorded buckets (`read_buckets`). The
     /// figures are the crate's `mean` and `value_at_quantile`, computed the same way (one pass
     /// each, cold every second, was the collector's longest piece of work).
     pub fn brief_paced(h: &Histogram<u64>, pace: &mut dyn FnMut()) -> Summary {
@@ -189,15 +230,46 @@ mod tests {
     }
 
     #[test]
-    fn the_pass_paces_every_few_hundred_buckets() {
+    fn the_buckets_read_are_the_crates_recorded_ones() {
+        let mut x = 11u64;
+        for n in [0usize, 1, 3, 100, 10_000] {
+            let mut h = histogram();
+            for _ in 0..n {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let v = match x >> 61 {
+                    0 => (x >> 20) % 100_000_000_000,
+                    1 => (x >> 30) % 4_096,
+                    2 => 2_047 + (x >> 40) % 3,
+                    _ => 50 + (x >> 40) % 5_000_000,
+                };
+                h.record(v).unwrap();
+            }
+            if n == 3 {
+                h.record(0).unwrap();
+                h.record(100_000_000_000).unwrap();
+            }
+            let theirs: Vec<(u64, u64)> = h
+                .iter_recorded()
+                .map(|v| (v.value_iterated_to(), v.count_at_value()))
+                .collect();
+            let mut ours = Buckets::new();
+            read_buckets(&h, &mut || {}, &mut ours);
+            assert_eq!(ours, theirs, "{n} values");
+        }
+    }
+
+    #[test]
+    fn the_pass_paces_after_each_span() {
         let mut h = histogram();
         for v in 0..2_000u64 {
             h.record(1_000 + v * 1_000).unwrap();
         }
-        let buckets = h.iter_recorded().count();
         let mut paces = 0;
         let s = Summary::brief_paced(&h, &mut || paces += 1);
-        assert_eq!(paces, buckets / PACE_BUCKETS, "{buckets} buckets");
+        assert_eq!(paces, spans_walked(&h), "max {}", h.max());
+        assert_eq!(paces, 11, "values to 2 ms: 2048 ns, then 10 powers of two");
         assert_eq!(s, Summary::brief(&h));
     }
 }

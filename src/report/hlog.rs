@@ -404,13 +404,9 @@ mod tests {
         let mut w = HlogWriter::new(file, 0, "test", "tags").unwrap();
         w.write("t", &h, 0, 1, &mut pacer).unwrap();
         assert_eq!(w.enc.raw, theirs(&h));
-        let buckets = h.iter_recorded().count();
-        // The walk's steps, then one look after the encoding and one after the zlib stream.
-        assert_eq!(
-            pacer.pauses as usize,
-            buckets / crate::summary::PACE_BUCKETS + 2,
-            "{buckets} buckets"
-        );
+        // The walk's spans, then one look after the encoding and one after the zlib stream.
+        let spans = crate::summary::spans_walked(&h);
+        assert_eq!(pacer.pauses as usize, spans + 2, "{spans} spans");
     }
 
     #[test]
