@@ -36,7 +36,7 @@
 
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
-use super::chunked::Chunked;
+use super::chunked::{Chunked, Pos};
 use crate::model::{
     vector, Cause, CauseKind, Cpu, CulpritClass, Interruption, Nanos, Spike, Stall, StealSample,
     Text, ThreadRole,
@@ -313,6 +313,9 @@ struct Scratch {
     /// Uncovered time the steal did not take, and what of it no record's entry/exit took.
     rest: Vec<(Nanos, Nanos)>,
     unexplained: Vec<(Nanos, Nanos)>,
+    /// Per CPU (numbers are small and dense), where the last stall's sweep began among its
+    /// short records: the next stall's search starts there.
+    near: Vec<Pos>,
 }
 
 /// An emptied vector of record references, its capacity kept for references of another
@@ -345,7 +348,7 @@ impl<'a> Sweep<'a> {
     /// interrupt itself; its runs are recorded when another watched thread waits for the
     /// CPU), 0 for none.
     fn over(
-        c: &'a CpuRecords,
+        (cpu, c): (Cpu, &'a CpuRecords),
         (start, end): (Nanos, Nanos),
         edge_ns: Nanos,
         own: u32,
@@ -359,7 +362,9 @@ impl<'a> Sweep<'a> {
             starts_at: take_cleared(&mut scratch.starts_at),
             uncovered: take_cleared(&mut scratch.uncovered),
         };
-        sweep.gather(c, start, end, own);
+        let near = scratch.near.get(cpu as usize).copied().unwrap_or_default();
+        let from = sweep.gather(c, (start, end), own, near);
+        remember_near(&mut scratch.near, cpu, from);
         sweep.find_wake_ups(edge_ns);
         sweep.cut(start, end, &mut scratch.cuts);
         sweep.cover(&scratch.cuts, &mut scratch.active);
@@ -379,22 +384,33 @@ impl<'a> Sweep<'a> {
     }
 
     /// Short records starting before the window ends, back to the reach of the longest of
-    /// them; long ones that reach into it; sorted by start, then end.
-    fn gather(&mut self, c: &'a CpuRecords, start: Nanos, end: Nanos, own: u32) {
-        let upto = c.records.position(|r| r.start_ns < end);
-        let from = c
-            .records
-            .position(|r| r.start_ns < start.saturating_sub(SHORT_NS));
+    /// them; long ones that reach into it; sorted by start, then end. The search for the
+    /// first short one starts at `near`; returns where it ended.
+    fn gather(
+        &mut self,
+        c: &'a CpuRecords,
+        (start, end): (Nanos, Nanos),
+        own: u32,
+        near: Pos,
+    ) -> Pos {
+        let reach = start.saturating_sub(SHORT_NS);
+        let from = c.records.position_near(near, |r| r.start_ns < reach);
         let long_upto = c.long.partition_point(|r| r.start_ns < end);
         let keep = |r: &Interruption| r.end_ns > start && !is_own_run(r, own);
         let records = &mut self.records;
-        c.records.for_each_between(from, upto, |r| {
+        // Sorted by start: the window's records end at the first starting after it.
+        c.records.for_each_from_while(from, |r| {
+            if r.start_ns >= end {
+                return false;
+            }
             if keep(r) {
                 records.push(r);
             }
+            true
         });
         records.extend(c.long.range(..long_upto).filter(|r| keep(r)));
         records.sort_by_key(|r| (r.start_ns, r.end_ns));
+        from
     }
 
     /// A reschedule IPI immediately followed by a task-level run was that run's wake-up
@@ -472,6 +488,21 @@ impl<'a> Sweep<'a> {
     fn record_starting_at(&self, t: Nanos) -> Option<usize> {
         self.starts_at.iter().find(|e| e.0 == t).map(|e| e.1)
     }
+}
+
+/// The kernel's largest `NR_CPUS`: CPU numbers past it get no remembered place.
+const MAX_CPUS: usize = 8192;
+
+/// Remembers where `cpu`'s last sweep began (its place in `near` made on first use).
+fn remember_near(near: &mut Vec<Pos>, cpu: Cpu, from: Pos) {
+    let i = cpu as usize;
+    if i >= MAX_CPUS {
+        return;
+    }
+    if i >= near.len() {
+        near.resize(i + 1, Pos::default());
+    }
+    near[i] = from;
 }
 
 /// A buffer taken out of the scratch, emptied.
@@ -672,8 +703,13 @@ impl Engine {
             }
             stalls += 1;
             if let Some((_, s)) = self.pending.pop_front() {
-                let at = self.pending_starts.position(|&t| t < s.start_ns);
-                self.pending_starts.remove(at);
+                // Stalls end nearly in start order too: the start is nearly always first.
+                if self.pending_starts.front() == Some(&s.start_ns) {
+                    self.pending_starts.pop_front();
+                } else {
+                    let at = self.pending_starts.position(|&t| t < s.start_ns);
+                    self.pending_starts.remove(at);
+                }
                 let v = self.decide(&s);
                 self.recent
                     .entry((s.cpu, s.thread))
@@ -747,7 +783,13 @@ impl Engine {
             ThreadRole::Watched(tid) => tid,
             ThreadRole::Producer | ThreadRole::Consumer(_) => 0,
         };
-        let sweep = Sweep::over(c, (start, end), self.cfg.edge_ns, own, &mut self.scratch);
+        let sweep = Sweep::over(
+            (s.cpu, c),
+            (start, end),
+            self.cfg.edge_ns,
+            own,
+            &mut self.scratch,
+        );
         let hypervisor = match self.steal.get_mut(&s.cpu) {
             Some(w) => spend_steal(w, &sweep.uncovered),
             None => Vec::new(),
@@ -832,7 +874,7 @@ impl Engine {
         let c = self.cpus.get(&cpu).unwrap_or(&NO_RECORDS);
         // Spikes are few: their sweeps get buffers of their own.
         let mut scratch = Scratch::default();
-        let sweep = Sweep::over(c, (a, b), self.cfg.edge_ns, 0, &mut scratch);
+        let sweep = Sweep::over((cpu, c), (a, b), self.cfg.edge_ns, 0, &mut scratch);
         let stall = Stall {
             cpu,
             thread: ThreadRole::Producer,
