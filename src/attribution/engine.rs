@@ -224,6 +224,10 @@ struct StealWindow {
 /// Old records and stalls dropped per stall decided, at most, in one step of `advance_some`.
 const FORGET_PER_STALL: usize = 16;
 
+/// Culprit lists kept for reuse, at most: what a step of `advance_some` decides in a run
+/// (a few) and a backlog's batch in part; a few hundred bytes each.
+const SPARE_CULPRITS: usize = 256;
+
 /// Records longer than this are held apart (`CpuRecords::long`): a stall's sweep then looks
 /// this far back among the short ones, whatever the longest record held — under an interrupt
 /// storm tens of thousands of records a second, of which a few long task runs.
@@ -313,6 +317,8 @@ struct Scratch {
     /// Uncovered time the steal did not take, and what of it no record's entry/exit took.
     rest: Vec<(Nanos, Nanos)>,
     unexplained: Vec<(Nanos, Nanos)>,
+    /// Culprit lists of verdicts no one kept, emptied, for the next ones (`Engine::recycle`).
+    spare_culprits: Vec<Vec<Share>>,
     /// Per CPU (numbers are small and dense), where the last stall's sweep began among its
     /// short records: the next stall's search starts there.
     near: Vec<Pos>,
@@ -770,6 +776,17 @@ impl Engine {
         left > 0
     }
 
+    /// Takes back a verdict no one keeps: its culprit list's storage serves a later stall
+    /// (allocating one per stall and freeing it was a twentieth of a stall's cost).
+    pub fn recycle(&mut self, v: Verdict) {
+        let mut culprits = v.culprits;
+        let spare = &mut self.scratch.spare_culprits;
+        if culprits.capacity() > 0 && spare.len() < SPARE_CULPRITS {
+            culprits.clear();
+            spare.push(culprits);
+        }
+    }
+
     /// Decides everything still pending (end of run).
     pub fn finish(&mut self) -> Vec<Verdict> {
         self.advance(u64::MAX)
@@ -931,7 +948,8 @@ fn verdict_of(
             None => unexplained.push((a, b)),
         }
     }
-    let mut culprits = record_shares(cfg, c, sweep, per_record);
+    let out = scratch.spare_culprits.pop().unwrap_or_default();
+    let mut culprits = record_shares(cfg, c, sweep, per_record, out);
     freq_shares(cfg, c, start, end, &mut culprits);
     if !hypervisor.is_empty() {
         culprits.push(Share::uncovered(
@@ -994,14 +1012,14 @@ fn verdict_of(
     }
 }
 
-/// The records' time grouped by culprit, longest first.
+/// The records' time grouped by culprit, longest first, in `out` (empty, its capacity reused).
 fn record_shares(
     cfg: &EngineConfig,
     c: &CpuRecords,
     sweep: &Sweep<'_>,
     per_record: &[(Nanos, Nanos)],
+    mut out: Vec<Share>,
 ) -> Vec<Share> {
-    let mut out: Vec<Share> = Vec::new();
     for (i, &(measured, inferred)) in per_record.iter().enumerate() {
         if measured + inferred == 0 {
             continue;
