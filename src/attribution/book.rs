@@ -55,7 +55,9 @@ impl StallBook {
         }
     }
 
-    pub fn add(&mut self, v: Verdict) {
+    /// Counts the stall and keeps its verdict if it is among the longest; returns the verdict
+    /// that is not kept (this one, or the one it displaced), so its storage can serve again.
+    pub fn add(&mut self, v: Verdict) -> Option<Verdict> {
         let s = v.stall;
         let d = s.duration_ns();
         self.all.add(d);
@@ -66,13 +68,17 @@ impl StallBook {
         if self.worst.len() < self.keep {
             self.worst.push(Reverse(key));
             self.kept.insert(self.seq, v);
-        } else if let Some(&Reverse(min)) = self.worst.peek() {
-            if key > min {
+            return None;
+        }
+        match self.worst.peek() {
+            Some(&Reverse(min)) if key > min => {
                 self.worst.pop();
-                self.kept.remove(&(u64::MAX - min.1));
+                let displaced = self.kept.remove(&(u64::MAX - min.1));
                 self.worst.push(Reverse(key));
                 self.kept.insert(self.seq, v);
+                displaced
             }
+            _ => Some(v),
         }
     }
 

@@ -16,7 +16,7 @@ use std::collections::VecDeque;
 const CHUNK: usize = 512;
 
 /// A position in a `Chunked`: the chunk, and the element in it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Pos {
     chunk: usize,
     at: usize,
@@ -143,6 +143,33 @@ impl<T> Chunked<T> {
         Pos { chunk, at }
     }
 
+    /// `position`, its chunk searched for outward from `near`'s (where a search for a nearby
+    /// key ended: stalls come nearly in time order, so each search is a few steps instead of
+    /// a binary search over every chunk). Any `near` gives the same answer.
+    #[inline]
+    pub fn position_near(&self, near: Pos, before: impl Fn(&T) -> bool) -> Pos {
+        let chunk_before = |i: usize| self.chunks[i].back().is_some_and(&before);
+        let (lo, hi) = gallop(near.chunk, self.chunks.len(), chunk_before);
+        let chunk = partition_between(lo, hi, chunk_before);
+        let at = self
+            .chunks
+            .get(chunk)
+            .map_or(0, |c| c.partition_point(&before));
+        Pos { chunk, at }
+    }
+
+    /// Calls `f` on each element from `from` on, in order, until it returns false.
+    #[inline]
+    pub fn for_each_from_while<'a>(&'a self, from: Pos, mut f: impl FnMut(&'a T) -> bool) {
+        let first = from.chunk.min(self.chunks.len());
+        for (i, c) in self.chunks.range(first..).enumerate() {
+            let lo = if i == 0 { from.at.min(c.len()) } else { 0 };
+            if !c.range(lo..).all(&mut f) {
+                return;
+            }
+        }
+    }
+
     /// Inserts `x` at `position(before)`: after every `before` element. A full chunk is split
     /// first, its upper half moved to a chunk of its own (a spare one when there is one).
     pub fn insert(&mut self, x: T, before: impl Fn(&T) -> bool) {
@@ -211,6 +238,43 @@ impl<T> Chunked<T> {
             }
         }
     }
+}
+
+/// Bounds `[lo, hi]` of the partition point of `before` over `0..n`, found by steps doubling
+/// away from `near`.
+#[inline]
+fn gallop(near: usize, n: usize, before: impl Fn(usize) -> bool) -> (usize, usize) {
+    let near = near.min(n);
+    let mut step = 1;
+    if near < n && before(near) {
+        let mut lo = near + 1;
+        while lo + step - 1 < n && before(lo + step - 1) {
+            lo += step;
+            step *= 2;
+        }
+        (lo, (lo + step - 1).min(n))
+    } else {
+        let mut hi = near;
+        while hi >= step && !before(hi - step) {
+            hi -= step;
+            step *= 2;
+        }
+        (hi.saturating_sub(step - 1), hi)
+    }
+}
+
+/// The partition point of `before` over `lo..hi` (true before it, false from it on).
+#[inline]
+fn partition_between(mut lo: usize, mut hi: usize, before: impl Fn(usize) -> bool) -> usize {
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if before(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
 }
 
 #[cfg(test)]
@@ -286,8 +350,21 @@ mod tests {
                     let (a, b) = (a.min(b), a.max(b));
                     let from = ours.position(|&e| e < a);
                     let to = ours.position(|&e| e < b);
+                    let near = Pos {
+                        chunk: (next() % 300) as usize,
+                        at: 0,
+                    };
+                    assert_eq!(ours.position_near(near, |&e| e < a), from, "step {step}");
                     let mut got: Vec<u64> = Vec::new();
                     ours.for_each_between(from, to, |&e| got.push(e));
+                    let mut upto_b: Vec<u64> = Vec::new();
+                    ours.for_each_from_while(from, |&e| {
+                        e < b && {
+                            upto_b.push(e);
+                            true
+                        }
+                    });
+                    assert_eq!(upto_b, got, "step {step}: from {a} while below {b}");
                     let (fa, fb) = (
                         theirs.partition_point(|&e| e < a),
                         theirs.partition_point(|&e| e < b),

@@ -36,7 +36,7 @@
 
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
-use super::chunked::Chunked;
+use super::chunked::{Chunked, Pos};
 use crate::model::{
     vector, Cause, CauseKind, Cpu, CulpritClass, Interruption, Nanos, Spike, Stall, StealSample,
     Text, ThreadRole,
@@ -224,6 +224,10 @@ struct StealWindow {
 /// Old records and stalls dropped per stall decided, at most, in one step of `advance_some`.
 const FORGET_PER_STALL: usize = 16;
 
+/// Culprit lists kept for reuse, at most: what a step of `advance_some` decides in a run
+/// (a few) and a backlog's batch in part; a few hundred bytes each.
+const SPARE_CULPRITS: usize = 256;
+
 /// Records longer than this are held apart (`CpuRecords::long`): a stall's sweep then looks
 /// this far back among the short ones, whatever the longest record held — under an interrupt
 /// storm tens of thousands of records a second, of which a few long task runs.
@@ -313,6 +317,11 @@ struct Scratch {
     /// Uncovered time the steal did not take, and what of it no record's entry/exit took.
     rest: Vec<(Nanos, Nanos)>,
     unexplained: Vec<(Nanos, Nanos)>,
+    /// Culprit lists of verdicts no one kept, emptied, for the next ones (`Engine::recycle`).
+    spare_culprits: Vec<Vec<Share>>,
+    /// Per CPU (numbers are small and dense), where the last stall's sweep began among its
+    /// short records: the next stall's search starts there.
+    near: Vec<Pos>,
 }
 
 /// An emptied vector of record references, its capacity kept for references of another
@@ -345,7 +354,7 @@ impl<'a> Sweep<'a> {
     /// interrupt itself; its runs are recorded when another watched thread waits for the
     /// CPU), 0 for none.
     fn over(
-        c: &'a CpuRecords,
+        (cpu, c): (Cpu, &'a CpuRecords),
         (start, end): (Nanos, Nanos),
         edge_ns: Nanos,
         own: u32,
@@ -359,7 +368,9 @@ impl<'a> Sweep<'a> {
             starts_at: take_cleared(&mut scratch.starts_at),
             uncovered: take_cleared(&mut scratch.uncovered),
         };
-        sweep.gather(c, start, end, own);
+        let near = scratch.near.get(cpu as usize).copied().unwrap_or_default();
+        let from = sweep.gather(c, (start, end), own, near);
+        remember_near(&mut scratch.near, cpu, from);
         sweep.find_wake_ups(edge_ns);
         sweep.cut(start, end, &mut scratch.cuts);
         sweep.cover(&scratch.cuts, &mut scratch.active);
@@ -379,22 +390,33 @@ impl<'a> Sweep<'a> {
     }
 
     /// Short records starting before the window ends, back to the reach of the longest of
-    /// them; long ones that reach into it; sorted by start, then end.
-    fn gather(&mut self, c: &'a CpuRecords, start: Nanos, end: Nanos, own: u32) {
-        let upto = c.records.position(|r| r.start_ns < end);
-        let from = c
-            .records
-            .position(|r| r.start_ns < start.saturating_sub(SHORT_NS));
+    /// them; long ones that reach into it; sorted by start, then end. The search for the
+    /// first short one starts at `near`; returns where it ended.
+    fn gather(
+        &mut self,
+        c: &'a CpuRecords,
+        (start, end): (Nanos, Nanos),
+        own: u32,
+        near: Pos,
+    ) -> Pos {
+        let reach = start.saturating_sub(SHORT_NS);
+        let from = c.records.position_near(near, |r| r.start_ns < reach);
         let long_upto = c.long.partition_point(|r| r.start_ns < end);
         let keep = |r: &Interruption| r.end_ns > start && !is_own_run(r, own);
         let records = &mut self.records;
-        c.records.for_each_between(from, upto, |r| {
+        // Sorted by start: the window's records end at the first starting after it.
+        c.records.for_each_from_while(from, |r| {
+            if r.start_ns >= end {
+                return false;
+            }
             if keep(r) {
                 records.push(r);
             }
+            true
         });
         records.extend(c.long.range(..long_upto).filter(|r| keep(r)));
         records.sort_by_key(|r| (r.start_ns, r.end_ns));
+        from
     }
 
     /// A reschedule IPI immediately followed by a task-level run was that run's wake-up
@@ -472,6 +494,21 @@ impl<'a> Sweep<'a> {
     fn record_starting_at(&self, t: Nanos) -> Option<usize> {
         self.starts_at.iter().find(|e| e.0 == t).map(|e| e.1)
     }
+}
+
+/// The kernel's largest `NR_CPUS`: CPU numbers past it get no remembered place.
+const MAX_CPUS: usize = 8192;
+
+/// Remembers where `cpu`'s last sweep began (its place in `near` made on first use).
+fn remember_near(near: &mut Vec<Pos>, cpu: Cpu, from: Pos) {
+    let i = cpu as usize;
+    if i >= MAX_CPUS {
+        return;
+    }
+    if i >= near.len() {
+        near.resize(i + 1, Pos::default());
+    }
+    near[i] = from;
 }
 
 /// A buffer taken out of the scratch, emptied.
@@ -672,8 +709,13 @@ impl Engine {
             }
             stalls += 1;
             if let Some((_, s)) = self.pending.pop_front() {
-                let at = self.pending_starts.position(|&t| t < s.start_ns);
-                self.pending_starts.remove(at);
+                // Stalls end nearly in start order too: the start is nearly always first.
+                if self.pending_starts.front() == Some(&s.start_ns) {
+                    self.pending_starts.pop_front();
+                } else {
+                    let at = self.pending_starts.position(|&t| t < s.start_ns);
+                    self.pending_starts.remove(at);
+                }
                 let v = self.decide(&s);
                 self.recent
                     .entry((s.cpu, s.thread))
@@ -734,6 +776,17 @@ impl Engine {
         left > 0
     }
 
+    /// Takes back a verdict no one keeps: its culprit list's storage serves a later stall
+    /// (allocating one per stall and freeing it was a twentieth of a stall's cost).
+    pub fn recycle(&mut self, v: Verdict) {
+        let mut culprits = v.culprits;
+        let spare = &mut self.scratch.spare_culprits;
+        if culprits.capacity() > 0 && spare.len() < SPARE_CULPRITS {
+            culprits.clear();
+            spare.push(culprits);
+        }
+    }
+
     /// Decides everything still pending (end of run).
     pub fn finish(&mut self) -> Vec<Verdict> {
         self.advance(u64::MAX)
@@ -747,7 +800,13 @@ impl Engine {
             ThreadRole::Watched(tid) => tid,
             ThreadRole::Producer | ThreadRole::Consumer(_) => 0,
         };
-        let sweep = Sweep::over(c, (start, end), self.cfg.edge_ns, own, &mut self.scratch);
+        let sweep = Sweep::over(
+            (s.cpu, c),
+            (start, end),
+            self.cfg.edge_ns,
+            own,
+            &mut self.scratch,
+        );
         let hypervisor = match self.steal.get_mut(&s.cpu) {
             Some(w) => spend_steal(w, &sweep.uncovered),
             None => Vec::new(),
@@ -832,7 +891,7 @@ impl Engine {
         let c = self.cpus.get(&cpu).unwrap_or(&NO_RECORDS);
         // Spikes are few: their sweeps get buffers of their own.
         let mut scratch = Scratch::default();
-        let sweep = Sweep::over(c, (a, b), self.cfg.edge_ns, 0, &mut scratch);
+        let sweep = Sweep::over((cpu, c), (a, b), self.cfg.edge_ns, 0, &mut scratch);
         let stall = Stall {
             cpu,
             thread: ThreadRole::Producer,
@@ -889,7 +948,8 @@ fn verdict_of(
             None => unexplained.push((a, b)),
         }
     }
-    let mut culprits = record_shares(cfg, c, sweep, per_record);
+    let out = scratch.spare_culprits.pop().unwrap_or_default();
+    let mut culprits = record_shares(cfg, c, sweep, per_record, out);
     freq_shares(cfg, c, start, end, &mut culprits);
     if !hypervisor.is_empty() {
         culprits.push(Share::uncovered(
@@ -952,14 +1012,14 @@ fn verdict_of(
     }
 }
 
-/// The records' time grouped by culprit, longest first.
+/// The records' time grouped by culprit, longest first, in `out` (empty, its capacity reused).
 fn record_shares(
     cfg: &EngineConfig,
     c: &CpuRecords,
     sweep: &Sweep<'_>,
     per_record: &[(Nanos, Nanos)],
+    mut out: Vec<Share>,
 ) -> Vec<Share> {
-    let mut out: Vec<Share> = Vec::new();
     for (i, &(measured, inferred)) in per_record.iter().enumerate() {
         if measured + inferred == 0 {
             continue;

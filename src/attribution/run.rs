@@ -195,7 +195,9 @@ impl RunAttribution {
             let longest = self.longest_self.entry(v.stall.cpu).or_default();
             *longest = (*longest).max(c.longest_ns);
         }
-        self.book.add(v);
+        if let Some(rejected) = self.book.add(v) {
+            self.engine.recycle(rejected);
+        }
     }
 
     fn keep_spikes(&mut self) {
