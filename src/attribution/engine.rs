@@ -268,6 +268,8 @@ struct RecentStall {
 pub struct Engine {
     cfg: EngineConfig,
     cpus: ByCpu<CpuRecords>,
+    /// The bound of the last forgetting that dropped all it could (`forget_before`).
+    forgotten_to: Option<Nanos>,
     /// Steal windows per CPU, oldest first (apart from `cpus`: deciding a stall reads the
     /// records and spends steal at once).
     steal: ByCpu<VecDeque<StealWindow>>,
@@ -751,6 +753,13 @@ impl Engine {
         let mut left = limit;
         let oldest_pending = self.pending_starts.front().map_or(u64::MAX, |&start| start);
         let keep_from = horizon.min(oldest_pending.saturating_sub(self.cfg.freq_lookback_ns));
+        // The collector decides a few stalls per call: within one of its turns the bound
+        // seldom moves, and a pass with the bound of one that dropped all it could would
+        // find nothing (a record arriving late behind it waits for the bound to move: no
+        // stall still to decide can reach it).
+        if self.forgotten_to == Some(keep_from) {
+            return true;
+        }
         for r in self.recent.values_mut() {
             left -= r.drop_front_while(left, |v| v.stall.end_ns < keep_from);
         }
@@ -773,7 +782,11 @@ impl Engine {
             left -= c.causes.drop_front_while(left, |r| r.at_ns < cause_from);
             c.lost.retain(|l| l.1 >= keep_from);
         }
-        left > 0
+        let done = left > 0;
+        if done {
+            self.forgotten_to = Some(keep_from);
+        }
+        done
     }
 
     /// Takes back a verdict no one keeps: its culprit list's storage serves a later stall
