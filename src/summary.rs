@@ -181,6 +181,18 @@ mod tests {
         Histogram::new_with_bounds(1, 100_000_000_000, 3).unwrap()
     }
 
+    /// A histogram of `n` values, each `pick`ed from the next number of a generator at `x`.
+    fn filled(n: usize, x: &mut u64, pick: impl Fn(u64) -> u64) -> Histogram<u64> {
+        let mut h = histogram();
+        for _ in 0..n {
+            *x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            h.record(pick(*x)).unwrap();
+        }
+        h
+    }
+
     /// The figures as the crate computes them, one pass each.
     fn crates(h: &Histogram<u64>) -> (f64, Vec<u64>) {
         let empty = h.is_empty();
@@ -197,20 +209,12 @@ mod tests {
         let mut cases = vec![histogram()];
         let mut x = 7u64;
         for n in [1usize, 2, 10, 1_000, 100_000] {
-            let mut h = histogram();
-            for _ in 0..n {
-                x = x
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                // Mostly short, a long tail, a few outliers far out.
-                let v = match x >> 60 {
-                    0 => 1_000_000 + (x >> 20) % 50_000_000_000,
-                    1..=3 => 5_000 + (x >> 30) % 500_000,
-                    _ => 50 + (x >> 40) % 400,
-                };
-                h.record(v).unwrap();
-            }
-            cases.push(h);
+            // Mostly short, a long tail, a few outliers far out.
+            cases.push(filled(n, &mut x, |x| match x >> 60 {
+                0 => 1_000_000 + (x >> 20) % 50_000_000_000,
+                1..=3 => 5_000 + (x >> 30) % 500_000,
+                _ => 50 + (x >> 40) % 400,
+            }));
         }
         let mut h = histogram();
         h.record_n(100, 999_999).unwrap();
@@ -233,19 +237,13 @@ mod tests {
     fn the_buckets_read_are_the_crates_recorded_ones() {
         let mut x = 11u64;
         for n in [0usize, 1, 3, 100, 10_000] {
-            let mut h = histogram();
-            for _ in 0..n {
-                x = x
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                let v = match x >> 61 {
-                    0 => (x >> 20) % 100_000_000_000,
-                    1 => (x >> 30) % 4_096,
-                    2 => 2_047 + (x >> 40) % 3,
-                    _ => 50 + (x >> 40) % 5_000_000,
-                };
-                h.record(v).unwrap();
-            }
+            // Anywhere in the bounds, around the first span's end, the usual transits.
+            let mut h = filled(n, &mut x, |x| match x >> 61 {
+                0 => (x >> 20) % 100_000_000_000,
+                1 => (x >> 30) % 4_096,
+                2 => 2_047 + (x >> 40) % 3,
+                _ => 50 + (x >> 40) % 5_000_000,
+            });
             if n == 3 {
                 h.record(0).unwrap();
                 h.record(100_000_000_000).unwrap();

@@ -136,6 +136,13 @@ impl<T> Chunked<T> {
         let chunk = self
             .chunks
             .partition_point(|c| c.back().is_some_and(&before));
+        self.position_in(chunk, before)
+    }
+
+    /// The first position in `chunk` (the first whose last element is not `before`) whose
+    /// element is not `before`.
+    #[inline]
+    fn position_in(&self, chunk: usize, before: impl Fn(&T) -> bool) -> Pos {
         let at = self
             .chunks
             .get(chunk)
@@ -151,11 +158,7 @@ impl<T> Chunked<T> {
         let chunk_before = |i: usize| self.chunks[i].back().is_some_and(&before);
         let (lo, hi) = gallop(near.chunk, self.chunks.len(), chunk_before);
         let chunk = partition_between(lo, hi, chunk_before);
-        let at = self
-            .chunks
-            .get(chunk)
-            .map_or(0, |c| c.partition_point(&before));
-        Pos { chunk, at }
+        self.position_in(chunk, before)
     }
 
     /// Calls `f` on each element from `from` on, in order, until it returns false.
