@@ -172,7 +172,7 @@ fn a_competing_task_is_named_with_its_comm_and_pid() {
     let spinner = Spinner::start(CPU as usize);
     session.set_workload_tids(&[spinner.tid()]).unwrap();
     let hog = Competitor::start(CPU as usize);
-    let records = collect(&rx, Instant::now() + Duration::from_millis(600));
+    let records = collect(&rx, Instant::now() + Duration::from_millis(1100));
     let pid = hog.pid();
     drop(hog);
     drop(spinner);

@@ -28,6 +28,8 @@ const DRAIN_HEAP_ROOM: usize = 4 << 20;
 
 /// Records decoded between two looks at the pacer (about a µs each).
 const CONSUME_STEP: usize = 8;
+/// Records sent to the collector at once (a quiet drain sends its records in one batch).
+const BATCH_RECORDS: usize = 1024;
 
 /// What the session asks of the drain thread.
 pub(super) enum Command {
@@ -41,6 +43,8 @@ pub(super) enum Command {
 pub(super) struct Batches {
     pub(super) out: Sender<ProbeBatch>,
     pub(super) recycled: Receiver<ProbeBatch>,
+    /// A beat after each drain, for a collector waiting on it (`ProbeSession::wait_drained`).
+    pub(super) drained: SyncSender<()>,
 }
 
 /// The drain thread's body: `ready` gets what loading found (or why it failed) as soon as the
@@ -102,17 +106,20 @@ pub(super) fn run(
         let mut pacer = pacer.borrow_mut();
         pacer.begin();
         let mut rings = rings.borrow_mut();
+        let send = |batch: &mut ProbeBatch| {
+            if !batch.is_empty() {
+                let fresh = batches.recycled.try_recv().unwrap_or_default();
+                let _ = batches.out.send(std::mem::replace(batch, fresh));
+            }
+        };
         let emptied = loop {
             let n = rings.consume(CONSUME_STEP, &mut |r| decoded.push(&r));
-            if !decoded.batch.is_empty() {
-                let fresh = batches.recycled.try_recv().unwrap_or_default();
-                let _ = batches
-                    .out
-                    .send(std::mem::replace(&mut decoded.batch, fresh));
-            }
             // Fewer than asked: the rings are empty for now (or wait for a slot being written).
             if n < CONSUME_STEP {
                 break true;
+            }
+            if decoded.batch.len() >= BATCH_RECORDS {
+                send(&mut decoded.batch);
             }
             // Once a slice (the CPU clock is a system call): a storm's backlog is taken in
             // over several drains within the budget, not in one drain past it.
@@ -125,6 +132,7 @@ pub(super) fn run(
                 break false;
             }
         };
+        send(&mut decoded.batch);
         if let Some(b) = &budget {
             b.spend(own_thread_cpu_ns().saturating_sub(cpu_before));
             // Only an emptied ring vouches for every record committed before the drain began.
@@ -141,6 +149,7 @@ pub(super) fn run(
         &live,
         &pacer,
         &mut || drain(false),
+        &batches.drained,
     );
     drop(links);
     drain(true);
@@ -222,6 +231,7 @@ fn serve(
     live: &LiveCostCell,
     pacer: &RefCell<Pacer>,
     drain: &mut dyn FnMut(),
+    drained: &SyncSender<()>,
 ) {
     let mut next = Instant::now() + cfg.drain_interval;
     loop {
@@ -247,6 +257,8 @@ fn serve(
         if let Some(stats) = stats.as_deref_mut() {
             stats.refresh(skel, live, &mut pacer.borrow_mut());
         }
+        // Full when nobody waits (a watch, or a collector still at its last turn): dropped.
+        let _ = drained.try_send(());
     }
 }
 

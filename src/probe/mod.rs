@@ -57,9 +57,8 @@ pub const MANDATORY: [&str; 7] = [
     "workqueue_execute_end",
 ];
 
-/// How often the drain thread empties the record rings: each wake-up costs a switch and a
-/// cold cache on a CPU it may share with the workload, so it wakes as seldom as the rings
-/// (8 MiB per measured CPU by default, 131,072 records) and the decision lag allow.
+/// How often the drain thread empties the record rings by default (a run sets its own: see
+/// `session::record::turn`).
 pub const DRAIN_INTERVAL: Duration = Duration::from_millis(250);
 
 #[derive(Debug, Clone)]
@@ -188,6 +187,8 @@ pub struct ProbeSession {
     identity: Identity,
     /// Emptied batches back to the drain thread (see `recycle`).
     recycled: Sender<ProbeBatch>,
+    /// A beat after each drain (see `wait_drained`).
+    drained: Receiver<()>,
 }
 
 impl ProbeSession {
@@ -199,11 +200,14 @@ impl ProbeSession {
         let (batch_tx, batch_rx) = mpsc::channel();
         let (recycled, recycled_rx) = mpsc::channel();
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);
+        // One beat pending at most: a collector that missed several takes one turn for all.
+        let (drained_tx, drained) = mpsc::sync_channel(1);
         let live = Arc::new(stats::LiveCostCell::default());
         let live_thread = live.clone();
         let batches = drain::Batches {
             out: batch_tx,
             recycled: recycled_rx,
+            drained: drained_tx,
         };
         let thread = std::thread::Builder::new()
             .name("js-probe-drain".into())
@@ -227,6 +231,7 @@ impl ProbeSession {
                     live,
                     identity,
                     recycled,
+                    drained,
                 },
                 batch_rx,
             )),
@@ -248,6 +253,14 @@ impl ProbeSession {
     pub fn recycle(&self, mut batch: ProbeBatch) {
         batch.clear();
         let _ = self.recycled.send(batch);
+    }
+
+    /// Waits until the drain thread has finished a drain since the last call, or `timeout`
+    /// passed; true if it did. A collector that takes its turn right after each drain, on the
+    /// CPU the drain thread shares with the workload, interrupts the measured thread once per
+    /// drain instead of twice, and decides what was just drained.
+    pub fn wait_drained(&self, timeout: Duration) -> bool {
+        self.drained.recv_timeout(timeout).is_ok()
     }
 
     /// BPF cost so far (refreshed at most once a second while asked for), None when

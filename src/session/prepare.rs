@@ -67,7 +67,7 @@ pub(super) fn prepare(plan: &RunPlan, out: &mut Console) -> Result<Prepared> {
     let budget = every_cpu_measured.then(|| Arc::new(Budget::new(COLLECTOR_BUDGET)));
     // Before the drain thread starts: the room it makes in its heap is kept.
     crate::system::keep_allocations_in_place();
-    let probe = start_probes(plan, &measured, housekeeping, budget.clone())?;
+    let probe = start_probes(plan, &measured, housekeeping, budget.clone(), every_cpu_measured)?;
     check_startup()?;
     // From here on, no page-table change of this address space may reach the workload's
     // CPUs as a TLB-shootdown IPI: memory is populated when mapped and never given back.
@@ -150,6 +150,7 @@ fn start_probes(
     measured: &[Cpu],
     housekeeping: Vec<Cpu>,
     budget: Option<Arc<Budget>>,
+    every_cpu_measured: bool,
 ) -> Result<Option<(ProbeSession, std::sync::mpsc::Receiver<ProbeBatch>)>> {
     let Some(ringbuf_bytes) = plan.probes else {
         return Ok(None);
@@ -158,6 +159,7 @@ fn start_probes(
     pc.ringbuf_bytes = ringbuf_bytes;
     pc.drain_cpus = housekeeping;
     pc.budget = budget;
+    pc.drain_interval = super::record::turn(every_cpu_measured);
     Ok(Some(ProbeSession::start(pc).context(
         "cannot start the kernel probes (--no-probes measures without attribution)",
     )?))

@@ -64,7 +64,7 @@ impl WorkloadConfig {
             spike_threshold_ns: 10_000,
             histogram_interval_ns: 1_000_000_000,
             ring_capacity: 4096,
-            stall_queue_capacity: 16384,
+            stall_queue_capacity: 32768,
         }
     }
 }
