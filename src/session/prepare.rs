@@ -67,7 +67,13 @@ pub(super) fn prepare(plan: &RunPlan, out: &mut Console) -> Result<Prepared> {
     let budget = every_cpu_measured.then(|| Arc::new(Budget::new(COLLECTOR_BUDGET)));
     // Before the drain thread starts: the room it makes in its heap is kept.
     crate::system::keep_allocations_in_place();
-    let probe = start_probes(plan, &measured, housekeeping, budget.clone(), every_cpu_measured)?;
+    let probe = start_probes(
+        plan,
+        &measured,
+        housekeeping,
+        budget.clone(),
+        every_cpu_measured,
+    )?;
     check_startup()?;
     // From here on, no page-table change of this address space may reach the workload's
     // CPUs as a TLB-shootdown IPI: memory is populated when mapped and never given back.
