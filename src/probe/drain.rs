@@ -148,8 +148,11 @@ pub(super) fn run(
         stats.as_mut(),
         &live,
         &pacer,
-        &mut || drain(false),
-        &batches.drained,
+        &mut || {
+            drain(false);
+            // Full when nobody waits (a watch, or a collector still at its last turn): dropped.
+            let _ = batches.drained.try_send(());
+        },
     );
     drop(links);
     drain(true);
@@ -231,7 +234,6 @@ fn serve(
     live: &LiveCostCell,
     pacer: &RefCell<Pacer>,
     drain: &mut dyn FnMut(),
-    drained: &SyncSender<()>,
 ) {
     let mut next = Instant::now() + cfg.drain_interval;
     loop {
@@ -257,8 +259,6 @@ fn serve(
         if let Some(stats) = stats.as_deref_mut() {
             stats.refresh(skel, live, &mut pacer.borrow_mut());
         }
-        // Full when nobody waits (a watch, or a collector still at its last turn): dropped.
-        let _ = drained.try_send(());
     }
 }
 
