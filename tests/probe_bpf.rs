@@ -342,6 +342,55 @@ fn a_busy_cpu_takes_timer_ticks() {
 }
 
 #[test]
+fn a_collector_waiting_on_the_drain_wakes_with_that_drains_records() {
+    if skip_bpf("a_collector_waiting_on_the_drain_wakes_with_that_drains_records") {
+        return;
+    }
+    if nproc() < 2 {
+        return;
+    }
+    let _cpus = exclusive();
+    let mut cfg = config();
+    cfg.drain_interval = Duration::from_millis(300);
+    let (session, rx) = start(cfg);
+    let spinner = Spinner::start(CPU as usize);
+    session.set_workload_tids(&[spinner.tid()]).unwrap();
+    // The first beat may be of a drain from before the spinner ran.
+    assert!(
+        session.wait_drained(Duration::from_secs(5)),
+        "no drain in 5 s"
+    );
+    while rx.try_recv().is_ok() {}
+    for turn in 0..3 {
+        assert!(
+            session.wait_drained(Duration::from_secs(5)),
+            "turn {turn}: no drain in 5 s"
+        );
+        let beat_ns = jitterscope::platform::clock::monotonic_ns();
+        // Each drain sends its records before its beat: they are there when the beat is, up
+        // to the ticks of the last few ms (a busy CPU takes one every 1–10 ms). A beat sent
+        // before the drain would find only the last drain's, 300 ms old.
+        let mut newest = None;
+        while let Ok(batch) = rx.try_recv() {
+            newest = interruptions(&batch)
+                .iter()
+                .filter(|i| i.class == CulpritClass::TimerTick && i.cpu == CPU)
+                .map(|i| i.end_ns)
+                .chain(newest)
+                .max();
+        }
+        let newest = newest.unwrap_or_else(|| panic!("turn {turn}: the beat came without ticks"));
+        let age_ms = beat_ns.saturating_sub(newest) / 1_000_000;
+        assert!(
+            age_ms < 100,
+            "turn {turn}: the newest tick at the beat was {age_ms} ms old: not this drain's"
+        );
+    }
+    drop(spinner);
+    session.stop().unwrap();
+}
+
+#[test]
 fn the_probes_learn_this_process_and_each_registering_thread_in_kernel_numbers() {
     if skip_bpf("the_probes_learn_this_process_and_each_registering_thread_in_kernel_numbers") {
         return;
