@@ -258,9 +258,17 @@ impl ProbeSession {
     /// Waits until the drain thread has finished a drain since the last call, or `timeout`
     /// passed; true if it did. A collector that takes its turn right after each drain, on the
     /// CPU the drain thread shares with the workload, interrupts the measured thread once per
-    /// drain instead of twice, and decides what was just drained.
+    /// drain instead of twice, and decides what was just drained. With the drain thread gone,
+    /// it still waits `timeout` (a caller in a loop must not spin on a measured CPU).
     pub fn wait_drained(&self, timeout: Duration) -> bool {
-        self.drained.recv_timeout(timeout).is_ok()
+        match self.drained.recv_timeout(timeout) {
+            Ok(()) => true,
+            Err(mpsc::RecvTimeoutError::Timeout) => false,
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                std::thread::sleep(timeout);
+                false
+            }
+        }
     }
 
     /// BPF cost so far (refreshed at most once a second while asked for), None when

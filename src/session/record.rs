@@ -140,8 +140,8 @@ struct IntervalBuckets {
 pub(super) fn turn(every_cpu_measured: bool) -> Duration {
     Duration::from_millis(if every_cpu_measured { 500 } else { 250 })
 }
-/// How long past its turn the collector waits for a drain (a drain held up by the budget or the host
-/// still lets the workload's stalls be taken in on time).
+/// How long past its turn the collector waits for a drain (a drain held up by the budget or
+/// the host still lets the workload's stalls be taken in on time).
 const TURN_SLACK: Duration = Duration::from_millis(100);
 
 /// Stalls, and spikes, decided between two looks at the pacer: a stall takes under a µs, a
@@ -316,8 +316,6 @@ fn stop_probes(
     Some((attach, summary))
 }
 
-/// The probes' records into the attribution, a step at a time.
-/// Empties `batch`, whose storage the caller can hand back (`ProbeSession::recycle`).
 /// Hands the stalls gathered so far to the engine in time order. The workload hands them over
 /// thread by thread, so the second thread's stalls of a turn fall between the first's: taken
 /// as they came, each went into the middle of the engine's pending queue, shifting the rest of
@@ -334,6 +332,8 @@ fn take_stalls(attr: &mut RunAttribution, stalls: &mut Vec<Stall>, pacer: &mut P
     }
 }
 
+/// The probes' records into the attribution, a step at a time.
+/// Empties `batch`, whose storage the caller can hand back (`ProbeSession::recycle`).
 fn take_records(attr: &mut RunAttribution, batch: &mut Vec<Record>, pacer: &mut Pacer) {
     for (i, r) in batch.drain(..).enumerate() {
         if i % TAKE_STEP == 0 {
