@@ -283,9 +283,20 @@ static __always_inline void take_over_lost(__u32 cpu, struct cpu_state *st, __u6
 	slot = &lost_pending[cpu & (JS_MAX_CPUS - 1)];
 	if (!slot->count)
 		return;
+	/* The window stays visible to user space throughout: in `lost_open` before it leaves
+	 * the slot, until its record is committed (reserve). */
+	since = *(volatile __u64 *)&slot->since;
+	if (since && (!st->lost_count || since < st->lost_since))
+		*(volatile __u64 *)&counters[cpu & (JS_MAX_CPUS - 1)].lost_open = since;
+	barrier();
 	count = __sync_lock_test_and_set(&slot->count, 0);
-	if (!count)
+	if (!count) {
+		/* A program nested in this one took the slot over (and may have reported it):
+		 * `lost_open` says again what this CPU's state holds. */
+		*(volatile __u64 *)&counters[cpu & (JS_MAX_CPUS - 1)].lost_open =
+			st->lost_count ? st->lost_since : 0;
 		return;
+	}
 	since = __sync_lock_test_and_set(&slot->since, 0);
 	/* A drop counted after its time was taken by the previous take-over: it happened
 	 * after that take-over began. */
@@ -295,6 +306,7 @@ static __always_inline void take_over_lost(__u32 cpu, struct cpu_state *st, __u6
 		st->lost_since = since;
 	st->lost_count += count;
 	st->lost_flushed_at = now;
+	*(volatile __u64 *)&counters[cpu & (JS_MAX_CPUS - 1)].lost_open = st->lost_since;
 }
 
 /* Watch mode: `t`'s entry in `watched`, or NULL; no lookup for another process's task when all
@@ -409,6 +421,10 @@ static __always_inline struct js_record *reserve(__u32 cpu, struct cpu_state *st
 			r->id = st->lost_count;
 			ring_commit(r);
 			st->lost_count = 0;
+			/* After the commit: a reader that finds the window closed finds its record. */
+			barrier();
+			if (cpu < JS_MAX_CPUS)
+				*(volatile __u64 *)&counters[cpu & (JS_MAX_CPUS - 1)].lost_open = 0;
 		}
 	}
 	r = ring_take();
@@ -416,8 +432,11 @@ static __always_inline struct js_record *reserve(__u32 cpu, struct cpu_state *st
 		if (cpu < JS_MAX_CPUS)
 			__sync_fetch_and_add(&counters[cpu & (JS_MAX_CPUS - 1)].rb_drops, 1);
 		if (st) {
-			if (!st->lost_count)
+			if (!st->lost_count) {
 				st->lost_since = now;
+				if (cpu < JS_MAX_CPUS)
+					*(volatile __u64 *)&counters[cpu & (JS_MAX_CPUS - 1)].lost_open = now;
+			}
 			st->lost_count++;
 		} else {
 			note_lost_atomic(cpu, now);

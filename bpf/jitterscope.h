@@ -168,7 +168,11 @@ struct js_cpu_counters {
 	__u64 tail;     /* this CPU's ring: slots handed back by the reader */
 	__u32 ring_base; /* this CPU's ring: its first entry in `rings` */
 	__u32 ring_mask; /* this CPU's ring: its slots less one (0: no ring) */
-	__u64 pad[3];
+	/* Start of this CPU's lost window not yet reported in a record (0: none); see
+	 * lost_pending for the drops noted from elsewhere. Read by user space at each drain:
+	 * a window still open there may hold records of stalls it is about to decide. */
+	__u64 lost_open;
+	__u64 pad[2];
 };
 
 _Static_assert(sizeof(struct js_cpu_counters) == 64, "js_cpu_counters ABI");

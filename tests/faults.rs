@@ -744,6 +744,26 @@ fn storms_on_a_measured_cpu_count_drops_per_cpu_and_mark_stalls_incomplete() {
                 "{stressor}: {s:?}"
             );
         }
+        // Under the storm something ran in every long stall of CPU 1: a record said so, or
+        // it was lost. A window whose record had not arrived when the stall was decided (the
+        // ring still full at the drain) once made such stalls "no kernel event".
+        for s in run
+            .stalls
+            .iter()
+            .filter(|s| s.cpu == 1 && s.duration_ns >= 1_000_000)
+        {
+            let unexplained: f64 = s
+                .culprits
+                .iter()
+                .filter(|c| c.class == CulpritClass::Unexplained)
+                .map(|c| c.share)
+                .sum();
+            assert!(
+                unexplained < 0.5,
+                "{stressor}: a {} ns stall on the storm's CPU is mostly \"no kernel event\": {s:?}",
+                s.duration_ns
+            );
+        }
         assert!(
             run.culprits.iter().any(|c| c.class == CulpritClass::Lost),
             "{stressor}"

@@ -125,8 +125,10 @@ impl RunAttribution {
 
     /// `count` kernel records of `cpu` were lost in `[start_ns, end_ns]`.
     pub fn lost(&mut self, cpu: Cpu, start_ns: Nanos, end_ns: Nanos, count: u64) {
-        self.lost_records += count;
-        *self.lost_per_cpu.entry(cpu).or_default() += count;
+        if count > 0 {
+            self.lost_records += count;
+            *self.lost_per_cpu.entry(cpu).or_default() += count;
+        }
         self.engine.mark_lost(cpu, start_ns, end_ns);
     }
 

@@ -228,6 +228,17 @@ pub fn log_line(r: &Record, base_ns: Nanos) -> String {
             start_ns,
             end_ns,
             count,
+        } if *count == 0 => format!(
+            "+{:.6}s  CPU {:<3} LOST records, still at +{:.6}s (record ring full; counted when it has room)",
+            at(*start_ns),
+            cpu,
+            at(*end_ns)
+        ),
+        Record::Lost {
+            cpu,
+            start_ns,
+            end_ns,
+            count,
         } => format!(
             "+{:.6}s  CPU {:<3} LOST {count} records until +{:.6}s (record ring full)",
             at(*start_ns),

@@ -25,7 +25,8 @@ pub enum Record {
     Thread(ThreadEvent),
     /// The CPU's KVM steal clock grew (see `StealSample`).
     Steal(StealSample),
-    /// `count` records of `cpu` were lost between `start_ns` and `end_ns`.
+    /// `count` records of `cpu` were lost between `start_ns` and `end_ns`. A count of 0: the
+    /// window was still open at a drain (its record, with the count, comes later).
     Lost {
         cpu: u32,
         start_ns: u64,

@@ -10,7 +10,7 @@ use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::decode;
+use super::decode::{self, Record};
 use super::kallsyms::Kallsyms;
 use super::load::{self, Loaded};
 use super::rings;
@@ -95,6 +95,7 @@ pub(super) fn run(
     // Shared with the statistics refresh that follows a drain (`serve`).
     let pacer = RefCell::new(Pacer::new(shared));
     let budget = cfg.budget.clone();
+    let mut open_lost = Vec::new();
     // `last`: the drain after the probes detached, whatever the budget.
     let mut drain = |last: bool| {
         let began = crate::platform::clock::monotonic_ns();
@@ -106,6 +107,9 @@ pub(super) fn run(
         let mut pacer = pacer.borrow_mut();
         pacer.begin();
         let mut rings = rings.borrow_mut();
+        // Before reading: a window still open now has no record among those read below.
+        open_lost.clear();
+        rings.open_lost(&mut open_lost);
         let send = |batch: &mut ProbeBatch| {
             if !batch.is_empty() {
                 let fresh = batches.recycled.try_recv().unwrap_or_default();
@@ -132,6 +136,16 @@ pub(super) fn run(
                 break false;
             }
         };
+        // Its count comes with the window's own record (or, for the last windows of a run,
+        // only in the CPU's drop counter).
+        decoded
+            .batch
+            .extend(open_lost.iter().map(|&(cpu, since)| Record::Lost {
+                cpu,
+                start_ns: since,
+                end_ns: began.max(since),
+                count: 0,
+            }));
         send(&mut decoded.batch);
         if let Some(b) = &budget {
             b.spend(own_thread_cpu_ns().saturating_sub(cpu_before));

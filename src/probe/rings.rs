@@ -103,9 +103,17 @@ pub fn open(skel: &mut JitterscopeSkel, layout: &RingLayout) -> Result<Rings, Pr
         cause: "the BPF object's .bss is not memory-mapped".into(),
     })?;
     let at = positions_in(bss.counters.as_mut_ptr());
+    let noted = bss.lost_pending.as_ptr();
     // SAFETY: the .bss mapping lives as long as the skeleton, which the caller keeps longer
     // than the rings; `counters` has a line for each CPU of `layout` (capped by `size`).
-    unsafe { Rings::map(skel.maps.rings.as_fd(), layout, at) }
+    let mut rings = unsafe { Rings::map(skel.maps.rings.as_fd(), layout, at) }?;
+    for (cpu, ring) in rings.rings.iter_mut().enumerate() {
+        // SAFETY: `lost_pending` has as many slots as `counters` has lines, in the same
+        // mapping; `since` is an aligned u64.
+        ring.noted =
+            Some(unsafe { std::ptr::addr_of!((*noted.add(cpu)).since) } as *const AtomicU64);
+    }
+    Ok(rings)
 }
 
 /// One CPU's ring as the reader sees it: its positions are in the `counters` line of the CPU
@@ -116,6 +124,11 @@ struct Ring {
     mask: u64,
     head: *const AtomicU64,
     tail: *const AtomicU64,
+    /// The start of the CPU's lost window not yet reported in a record, 0 when none.
+    lost_open: *const AtomicU64,
+    /// The CPU's drops noted from elsewhere (`lost_pending`): their first one's time, 0 when
+    /// none. None where the programs' .bss is not there (tests).
+    noted: Option<*const AtomicU64>,
     /// The reader's position (what it last stored in `tail`, plus what it has taken since).
     next: u64,
 }
@@ -128,6 +141,7 @@ pub struct Positions {
     pub line: usize,
     pub head: usize,
     pub tail: usize,
+    pub lost_open: usize,
 }
 
 /// Reads the rings. Owns its mapping of the `rings` map (when made by `map`); the counters'
@@ -202,6 +216,8 @@ impl Rings {
                     slots: unsafe { slots.add(base as usize * RECORD_BYTES) },
                     mask: n as u64 - 1,
                     head: unsafe { line.add(at.head) } as *const AtomicU64,
+                    lost_open: unsafe { line.add(at.lost_open) } as *const AtomicU64,
+                    noted: None,
                     next: unsafe { (*tail).load(Ordering::Acquire) },
                     tail,
                 }
@@ -293,6 +309,26 @@ impl Rings {
         n
     }
 
+    /// The CPUs whose records are being lost in a window not yet reported in a record, with
+    /// the window's start, into `out`. Its record comes once the CPU's ring has room again,
+    /// after a drain made it: a drain that asks before it reads knows of every window whose
+    /// record it will not find, so that the stalls in it are not decided as having no kernel
+    /// event (`Record::Lost` with no count yet).
+    pub fn open_lost(&self, out: &mut Vec<(Cpu, u64)>) {
+        for (cpu, r) in self.rings.iter().enumerate() {
+            // The noted slot first: the programs move its time into `lost_open` before they
+            // clear it, and clear `lost_open` only after committing the window's record.
+            // SAFETY (both): aligned u64s in live mappings.
+            let noted = r
+                .noted
+                .map_or(0, |p| unsafe { (*p).load(Ordering::Acquire) });
+            let own = unsafe { (*r.lost_open).load(Ordering::Acquire) };
+            if let Some(since) = [noted, own].into_iter().filter(|&t| t != 0).min() {
+                out.push((cpu as Cpu, since));
+            }
+        }
+    }
+
     /// Slots taken by writers and not yet handed back, over all rings (what a drain left).
     pub fn pending(&self) -> u64 {
         self.rings
@@ -313,6 +349,7 @@ pub fn positions_in(base: *mut js_cpu_counters) -> Positions {
         line: std::mem::size_of::<js_cpu_counters>(),
         head: std::mem::offset_of!(js_cpu_counters, head),
         tail: std::mem::offset_of!(js_cpu_counters, tail),
+        lost_open: std::mem::offset_of!(js_cpu_counters, lost_open),
     }
 }
 
@@ -440,6 +477,33 @@ mod tests {
         // SAFETY: the slot taken above, in the fake's memory.
         unsafe { (*open).commit = 1 };
         assert_eq!(drain(&mut rings, 100), [(0, 1), (0, 2)]);
+    }
+
+    #[test]
+    fn open_lost_windows_are_read_from_the_cpus_line_and_its_noted_slot() {
+        let fake = Fake::new(RingLayout::new(4096, 3, &[1, 2]));
+        let rings = fake.reader();
+        let open = |rings: &Rings| {
+            let mut got = Vec::new();
+            rings.open_lost(&mut got);
+            got
+        };
+        assert!(open(&rings).is_empty());
+        // SAFETY (all): the fake's memory, no writer running.
+        unsafe { (*fake.lines.add(2)).lost_open = 700 };
+        assert_eq!(open(&rings), [(2, 700)]);
+        // The programs' slot for drops noted from elsewhere: the earlier start wins.
+        let mut noted = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(650)];
+        let mut rings = rings;
+        for (ring, slot) in rings.rings.iter_mut().zip(&mut noted) {
+            ring.noted = Some(slot as *const AtomicU64);
+        }
+        assert_eq!(open(&rings), [(2, 650)]);
+        noted[1].store(900, Ordering::Relaxed);
+        assert_eq!(open(&rings), [(1, 900), (2, 650)]);
+        noted[2].store(0, Ordering::Relaxed);
+        unsafe { (*fake.lines.add(2)).lost_open = 0 };
+        assert_eq!(open(&rings), [(1, 900)]);
     }
 
     #[test]
