@@ -35,6 +35,7 @@ fn model() -> LiveModel {
         planned_ns: 30_000_000_000,
         messages_per_s: 99_500.0,
         stalls: 1234,
+        awaiting: None,
         lost: 0,
         bpf_cost: Some((175.0, 0.0004)),
         probes: true,
@@ -148,6 +149,26 @@ fn the_plain_line_carries_the_key_figures() {
     assert!(
         line.contains("top culprit: kworker kworker/3:1 refresh_vm_stats 6.80ms"),
         "{line}"
+    );
+    assert!(line.contains("| stalls 1234 |"), "{line}");
+}
+
+/// Under a storm the attribution can fall behind the histograms (its records wait for the
+/// collector's budget): the plain line and the header say by how much, rather than show an
+/// old stall count as if it were current.
+#[test]
+fn stalls_awaiting_attribution_are_shown_with_how_far_behind_it_is() {
+    let mut m = model();
+    m.awaiting = Some((24_310, 2_400_000_000));
+    let line = m.plain_line();
+    assert!(
+        line.contains("| stalls 1234 (+24310 awaiting attribution, 2.400s behind) |"),
+        "{line}"
+    );
+    let t = text(&render(&m, 160, 36));
+    assert!(
+        t.contains("stalls 1234 (+24310 awaiting attribution, 2.400s behind)"),
+        "{t}"
     );
 }
 

@@ -671,6 +671,11 @@ impl Engine {
             .push_back((start_ns, end_ns));
     }
 
+    /// Stalls taken in and not decided yet, and the end of the oldest of them.
+    pub fn undecided_stalls(&self) -> (usize, Option<Nanos>) {
+        (self.pending.len(), self.pending.front().map(|p| p.1.end_ns))
+    }
+
     /// Stalls and spikes waiting for a decision.
     pub fn pending(&self) -> usize {
         self.pending.len() + self.spikes.len()

@@ -75,6 +75,10 @@ pub struct LiveModel {
     pub planned_ns: Nanos,
     pub messages_per_s: f64,
     pub stalls: u64,
+    /// Stalls taken in but not attributed yet, and how far behind the attribution is, when it
+    /// is further behind than it ever is in step (a storm's records wait for the collector's
+    /// budget): the stall count and the culprits are then older than the histograms.
+    pub awaiting: Option<(u64, Nanos)>,
     /// Kernel records lost + workload queue overflows so far.
     pub lost: u64,
     /// BPF cost, when probes run and statistics are on: (ns per event, share of one CPU).
@@ -141,6 +145,16 @@ impl LiveModel {
         line
     }
 
+    /// ` (+N awaiting attribution, 2.400s behind)`, or nothing while the attribution keeps up.
+    pub fn awaiting_text(&self) -> String {
+        match self.awaiting {
+            Some((n, behind)) => {
+                format!(" (+{n} awaiting attribution, {} behind)", fmt_ns(behind))
+            }
+            None => String::new(),
+        }
+    }
+
     /// Culprits in the chosen order.
     pub fn sorted_culprits(&self) -> Vec<&CulpritRow> {
         let mut v: Vec<&CulpritRow> = self.culprits.iter().collect();
@@ -177,6 +191,7 @@ impl LiveModel {
             }
         }
         line.push_str(&format!(" | stalls {}", self.stalls));
+        line.push_str(&self.awaiting_text());
         if self.lost > 0 {
             line.push_str(&format!(" | LOST {}", self.lost));
         }

@@ -72,13 +72,14 @@ fn header(m: &LiveModel) -> Paragraph<'static> {
             )
         } else {
             format!(
-                "  producer CPU {} → consumer CPU {}  {:.1}s / {:.0}s  {:.1}k msg/s  stalls {}  ",
+                "  producer CPU {} → consumer CPU {}  {:.1}s / {:.0}s  {:.1}k msg/s  stalls {}{}  ",
                 m.producer_cpu,
                 format_list(&m.consumer_cpus),
                 m.elapsed_ns as f64 / 1e9,
                 m.planned_ns as f64 / 1e9,
                 m.messages_per_s / 1e3,
-                m.stalls
+                m.stalls,
+                m.awaiting_text()
             )
         }),
         Span::styled(format!("lost {}", m.lost), lost_style),
@@ -311,11 +312,12 @@ fn draw_help(f: &mut Frame, area: Rect) {
 /// Small terminals: one line per fact.
 fn draw_minimal(f: &mut Frame, m: &LiveModel, area: Rect) {
     let mut lines = vec![Line::from(format!(
-        "{:.0}/{:.0}s {:.0}k msg/s stalls {}",
+        "{:.0}/{:.0}s {:.0}k msg/s stalls {}{}",
         m.elapsed_ns as f64 / 1e9,
         m.planned_ns as f64 / 1e9,
         m.messages_per_s / 1e3,
-        m.stalls
+        m.stalls,
+        m.awaiting_text()
     ))];
     if m.lost > 0 {
         lines.push(Line::styled(

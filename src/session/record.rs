@@ -148,6 +148,10 @@ const TURN_SLACK: Duration = Duration::from_millis(100);
 /// spike more (each stall piece in its window is swept again) — under an hrtimer storm, 12 of
 /// each per step made 252 of the collector's slices overrun 50 µs in a 10 s run, 3 made 29.
 const DECIDE_STEP: usize = 3;
+/// How far behind the attribution may be before the live view says so: in step, the oldest
+/// undecided stall is at most a turn and the decision lag old (0.6 s).
+const AWAITING_SHOWN_NS: Nanos = 1_000_000_000;
+
 /// Steps between two looks at the budget when the pacer has not paused (the thread's CPU
 /// clock is a system call: once a slice is enough).
 const BUDGET_LOOK_STEPS: usize = 96;
@@ -574,6 +578,11 @@ impl Recorder {
                 t.last_messages as f64 * 1e9 / t.last_interval_ns as f64
             });
         live.stalls = self.attr.book.count();
+        let (undecided, oldest) = self.attr.engine.undecided_stalls();
+        live.awaiting = oldest
+            .map(|end| now.saturating_sub(end))
+            .filter(|&behind| behind > AWAITING_SHOWN_NS)
+            .map(|behind| (undecided as u64, behind));
         live.lost = self.attr.lost_records + StallSource::counters(&p.workload).queue_drops;
         live.bpf_cost = p
             .probe
