@@ -76,8 +76,9 @@ pub struct LiveModel {
     pub messages_per_s: f64,
     pub stalls: u64,
     /// Stalls taken in but not attributed yet, and how far behind the attribution is, when it
-    /// is further behind than it ever is in step (a storm's records wait for the collector's
-    /// budget): the stall count and the culprits are then older than the histograms.
+    /// is further behind than it ever is in step (under a storm the decisions wait for the
+    /// collector's budget): the stall count and the culprits are then older than the
+    /// histograms.
     pub awaiting: Option<(u64, Nanos)>,
     /// Kernel records lost + workload queue overflows so far.
     pub lost: u64,
