@@ -507,6 +507,9 @@ impl Recorder {
                 stalls.push(s);
                 if stalls.len() >= STALLS_KEPT {
                     take_stalls(attr, stalls, pacer);
+                } else if stalls.len().is_multiple_of(INTAKE_STEP) {
+                    // Taking them off the workload's queues is work too (up to STALLS_KEPT).
+                    pacer.between();
                 }
                 None
             }
