@@ -414,11 +414,12 @@ pub fn costs(p: &ProbeSummary) -> String {
     }
     s.push('\n');
     if !p.floor.is_empty() {
-        s.push_str("Floor (reference programs on sched_switch):");
+        s.push_str("Floor (reference programs):");
         for x in &p.floor {
             let what = match x.program.as_str() {
-                "empty" => "an empty program",
-                "clock" => "a clock read alone",
+                "empty" => "an empty program on sched_switch",
+                "clock" => "a clock read alone on sched_switch",
+                "timer_empty" => "an empty program on local_timer_entry",
                 other => other,
             };
             let _ = write!(

@@ -81,7 +81,8 @@ pub struct ProbeConfig {
     /// What the drain thread may spend of a CPU (shared with the collector); None: no limit.
     pub budget: Option<std::sync::Arc<crate::platform::pace::Budget>>,
     /// Also load the reference programs (`js_floor_*`: an empty program and a clock read on
-    /// sched_switch), reported apart from the probes' costs (`ProbeSummary::floor`).
+    /// sched_switch, an empty program on local_timer_entry), reported apart from the probes'
+    /// costs (`ProbeSummary::floor`).
     pub floor: bool,
 }
 
@@ -131,7 +132,7 @@ pub struct ProbeSummary {
     pub events: Vec<(Cpu, u64)>,
     pub costs: Vec<ProgramCost>,
     /// The reference programs' costs, when loaded (`ProbeConfig::floor`): `empty` and
-    /// `clock`, on sched_switch.
+    /// `clock` on sched_switch, `timer_empty` on local_timer_entry.
     pub floor: Vec<ProgramCost>,
     /// False when the kernel refused run-time statistics (they need CAP_SYS_ADMIN).
     pub stats_enabled: bool,

@@ -109,7 +109,8 @@ pub(super) fn program_costs(skel: &JitterscopeSkel) -> Vec<ProgramCost> {
     costs_of(skel, false, &mut || {})
 }
 
-/// The reference programs' costs (`ProbeConfig::floor`), named `empty` and `clock`.
+/// The reference programs' costs (`ProbeConfig::floor`), named `empty`, `clock` and
+/// `timer_empty`.
 pub(super) fn floor_costs(skel: &JitterscopeSkel) -> Vec<ProgramCost> {
     costs_of(skel, true, &mut || {})
 }
