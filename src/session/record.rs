@@ -28,7 +28,7 @@ use crate::report::text::{self, inferred_row_name};
 use crate::signals;
 use crate::summary::{read_buckets, Buckets, Summary};
 use crate::system::cputime;
-use crate::workload::histograms::{add_buckets, new_histogram, IntervalHistograms};
+use crate::workload::histograms::{add_buckets, new_histogram, IntervalHistograms, RESET_NS};
 use crate::workload::Output;
 
 /// How far behind the last drain that emptied the rings stalls are decided. Every record
@@ -544,23 +544,28 @@ impl Recorder {
                 );
                 pacer.between();
                 let t = &mut totals[consumer];
-                add_buckets(&mut t.transit, transit);
-                add_buckets(&mut t.inter_message, inter_message);
+                add_buckets(&mut t.transit, transit, &mut || {
+                    pacer.between();
+                });
+                add_buckets(&mut t.inter_message, inter_message, &mut || {
+                    pacer.between();
+                });
                 pacer.between();
                 t.last_transit = Some(Summary::brief_of(&hists.transit, transit));
                 t.last_messages = hists.transit.len();
                 t.last_interval_ns = hists.end_ns.saturating_sub(hists.start_ns);
                 if run_totals {
-                    add_buckets(&mut view_totals[consumer], transit);
+                    add_buckets(&mut view_totals[consumer], transit, &mut || {
+                        pacer.between();
+                    });
                 }
                 if !hists.transit.is_empty() {
                     live.push_max(consumer, hists.transit.max());
                 }
                 let log = (&mut *hlog, base_mono, &mut *hlog_error);
                 write_interval(log, consumer, &hists, buckets, pacer);
-                pacer.between();
                 hists.clear_paced(&mut || {
-                    pacer.between();
+                    pacer.before(RESET_NS);
                 });
                 Some(hists)
             }
