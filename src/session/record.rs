@@ -361,9 +361,10 @@ fn in_end_order(stalls: &[Stall], each: &mut dyn FnMut(Stall)) {
             runs += 1;
         }
     }
+    // Each run begins where the one before it ends.
     let mut heads = [0usize; MERGED_RUNS];
-    for r in 1..runs {
-        heads[r] = ends[r - 1];
+    if runs > 1 {
+        heads[1..runs].copy_from_slice(&ends[..runs - 1]);
     }
     loop {
         let mut first: Option<usize> = None;
