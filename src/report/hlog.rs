@@ -37,13 +37,13 @@ struct Encoder {
 
 /// The cookies of the V2 format (base cookies with the word size bit).
 const V2_COOKIE: u32 = 0x1c84_9303 | 0x10;
-/// About how long writing one interval's line takes in one go (the crate's writer: base64 of
-/// the encoded histogram, and the file's write when the buffer fills): 50–58 µs measured here.
-const LINE_NS: u64 = 60_000;
 const V2_COMPRESSED_COOKIE: u32 = 0x1c84_9304 | 0x10;
 /// Cookie, payload length, normalizing index offset, significant digits, lowest and highest
 /// trackable values, integer-to-double ratio.
 const V2_HEADER_LEN: usize = 40;
+/// About how long writing one interval's line takes in one go (the crate's writer: base64 of
+/// the encoded histogram, and the file's write when the buffer fills): 50–58 µs measured here.
+const LINE_NS: u64 = 60_000;
 
 /// Where a value's bucket is in a histogram's counts array (HdrHistogram's layout: buckets
 /// of `2^sub_bucket_count_magnitude` sub-buckets, each after the first sharing its lower half
