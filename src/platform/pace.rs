@@ -162,6 +162,14 @@ impl Budget {
             < self.limit_ns
     }
 
+    /// `allows(more)` for work under way whose CPU time, `exact()` (a system call), is at
+    /// most `upper` — the wall time since it began, which one thread's CPU time cannot
+    /// outgrow: the exact figure is asked for only when `upper` does not fit (in a quiet run,
+    /// never).
+    pub fn allows_within(&self, upper: u64, exact: impl FnOnce() -> u64) -> bool {
+        self.allows(upper) || self.allows(exact())
+    }
+
     pub fn held_back(&self) -> u64 {
         self.held_back.load(Ordering::Relaxed)
     }
@@ -244,6 +252,29 @@ mod tests {
         let b = Budget::new(0.01);
         assert!(b.allows(9_000_000));
         assert!(!b.allows(10_000_000), "work under way counts");
+    }
+
+    #[test]
+    fn the_exact_cpu_time_is_asked_for_only_when_the_wall_time_does_not_fit() {
+        let b = Budget::new(0.01);
+        b.spend(5_000_000);
+        let mut asked = 0;
+        // 1 ms of wall time fits in the 5 ms left: no need to know the CPU time.
+        assert!(b.allows_within(1_000_000, || {
+            asked += 1;
+            1_000_000
+        }));
+        assert_eq!(asked, 0);
+        // 6 ms of wall time does not: the CPU time decides, either way.
+        assert!(b.allows_within(6_000_000, || {
+            asked += 1;
+            2_000_000
+        }));
+        assert!(!b.allows_within(6_000_000, || {
+            asked += 1;
+            5_000_000
+        }));
+        assert_eq!(asked, 2);
     }
 
     #[test]

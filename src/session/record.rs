@@ -492,8 +492,9 @@ impl Recorder {
         self.pacer.begin();
         self.drain(p);
         spend_always(p, intake_before);
-        let cpu_before = own_thread_cpu_ns();
+        // The wall clock first: the time since `now` bounds the CPU time since `cpu_before`.
         let now = monotonic_ns();
+        let cpu_before = own_thread_cpu_ns();
         if !p.budget.as_ref().is_some_and(|b| b.hold_back()) {
             if let Some((session, rx)) = &p.probe {
                 while let Ok(mut batch) = rx.try_recv() {
@@ -512,8 +513,11 @@ impl Recorder {
                 steps += 1;
                 let look = self.pacer.between() || steps % BUDGET_LOOK_STEPS == 0;
                 if look
-                    && budget
-                        .is_some_and(|b| !b.allows(own_thread_cpu_ns().saturating_sub(cpu_before)))
+                    && budget.is_some_and(|b| {
+                        !b.allows_within(monotonic_ns().saturating_sub(now), || {
+                            own_thread_cpu_ns().saturating_sub(cpu_before)
+                        })
+                    })
                     && self.attr.engine.pending() < MAX_PENDING
                 {
                     break;
