@@ -12,7 +12,10 @@
 #      sched_switch storm (perf bench sched pipe pinned to the measured consumer CPU);
 #   4. the attribution engine's throughput and peak memory on one core;
 #   5. a run under an hrtimer storm, and a watch's early exit on a CPU with nothing watched;
-#   6. issue 14's targets for the tracer's own cost, each beside the figure measured here.
+#   6. issue 14's targets for the tracer's own cost, each beside the figure measured here:
+#      the median of 3 runs of each kind (the two rounds' jitterscope rows and one more quiet
+#      run, 3 probes under the switch storm, 3 runs under the hrtimer storm, 3 watches of
+#      each kind), every run's figure listed beside it.
 # Usage: sudo scripts/bench.sh [--cpus 0,1] [--duration 10s]
 # Not a test: nothing here passes or fails on speed.
 # Installs linux-perf, bpftrace and bpftool when missing. Mounts tracefs if it is not mounted
@@ -294,6 +297,8 @@ order1=(none jitterscope watch perf bpftrace)
 order2=(bpftrace perf watch jitterscope none)
 for name in "${order1[@]}"; do row "$name" 1; done
 for name in "${order2[@]}"; do row "$name" 2; done
+# A third quiet run for the targets' medians (not a row of the comparison above).
+row jitterscope 3
 
 # `jitterscope probe` holds its CPU too: wait for another jitterscope to end, as the rows do.
 probe() {
@@ -309,30 +314,37 @@ probe idle
 setsid taskset -c "$consumer" perf bench sched pipe -l 100000000 >/dev/null 2>&1 &
 storm_pid=$!
 sleep 0.5
+# The first for the table of every program's cost, all three for the targets' medians.
 probe storm
+probe storm-2
+probe storm-3
 # The watch filter's early exit: a watch of a thread that never runs (a sleep on the
 # producer's CPU) while the storm runs on the consumer's, where nothing watched is — once with
 # the consumer's CPU left out of the watch (`--cpus`: an unwatched CPU), once with every CPU
 # watched (a watched CPU where nothing watched runs: its episodes are still timed, in case a
 # watched thread comes to wait there).
-taskset -c "${cpus%%,*}" sleep 60 &
+taskset -c "${cpus%%,*}" sleep 120 &
 sleeper=$!
-js_run "$js" watch --pid "$sleeper" --cpus "${cpus%%,*}" --duration 5s --no-tui --output "$out/early-exit-unwatched" \
-  >"$out/early-exit-unwatched.log" 2>&1 || echo "bench: the early-exit watch failed: $(tail -n 2 "$out/early-exit-unwatched.log")" >&2
-js_run "$js" watch --pid "$sleeper" --duration 5s --no-tui --output "$out/early-exit" \
-  >"$out/early-exit.log" 2>&1 || echo "bench: the early-exit watch failed: $(tail -n 2 "$out/early-exit.log")" >&2
+for n in 1 2 3; do
+  js_run "$js" watch --pid "$sleeper" --cpus "${cpus%%,*}" --duration 5s --no-tui --output "$out/early-exit-unwatched-$n" \
+    >"$out/early-exit-unwatched-$n.log" 2>&1 || echo "bench: the early-exit watch failed: $(tail -n 2 "$out/early-exit-unwatched-$n.log")" >&2
+  js_run "$js" watch --pid "$sleeper" --duration 5s --no-tui --output "$out/early-exit-$n" \
+    >"$out/early-exit-$n.log" 2>&1 || echo "bench: the early-exit watch failed: $(tail -n 2 "$out/early-exit-$n.log")" >&2
+done
 kill "$sleeper" 2>/dev/null; wait "$sleeper" 2>/dev/null || true
 stop_storm
 
 # An hrtimer storm on the consumer's CPU (a task sleeping 20 µs at a time, some 20,000
-# wake-ups a second) under a run with probes: where the collector's budget holds it back.
-mkdir -p "$out/hrstorm"
+# wake-ups a second) under runs with probes: where the collector's budget holds it back.
 setsid taskset -c "$consumer" python3 -c 'import time
 while True: time.sleep(0.00002)' >/dev/null 2>&1 &
 storm_pid=$!
 sleep 0.5
-echo "bench: a run under an hrtimer storm on CPU $consumer" >&2
-workload "$out/hrstorm"
+for n in 1 2 3; do
+  mkdir -p "$out/hrstorm-$n"
+  echo "bench: run $n of 3 under an hrtimer storm on CPU $consumer" >&2
+  workload "$out/hrstorm-$n"
+done
 stop_storm
 
 js_run taskset -c "$consumer" "$js" bench-engine --records 5000000 >"$out/engine.json"
@@ -628,7 +640,8 @@ print(f"storm: {storm['classes'].get('task', {}).get('count', 0)} task episodes 
       + ", ".join(f"{r['run']['label']}: {sum(d['count'] for d in r['probes']['drops'])} drops, incomplete stalls {r['probes']['incomplete_stalls']}"
                   for r in probe_runs if r and r.get("probes")))
 
-# The tracer's own cost against its targets (issue 14), from the runs above.
+# The tracer's own cost against its targets (issue 14): the median of three runs of each
+# kind, every run's figure beside it.
 def self_ns(run):
     return sum(c["measured_ns"] + c["inferred_ns"] for c in run["culprits"] if c["class"] == "self")
 
@@ -638,70 +651,102 @@ def own_ipis(run):
     return sum(c["episodes"] for c in run["culprits"] if c["class"] == "self" and c["name"].endswith(" IPI")
                and not re.search(r"from js-(producer|consumer)", c["detail"]))
 
-js_runs = [r for r in probe_runs if r]
-hr = next(iter(p for p in glob.glob(f"{out}/hrstorm/files/*.json") if not p.endswith(".trace.json")), None)
-hr = json.load(open(hr)) if hr else None
-def watch_file(d):
-    f = next(iter(p for p in glob.glob(f"{out}/{d}/*.json") if not p.endswith(".trace.json")), None)
-    return json.load(open(f)) if f else None
-ew, eu = watch_file("early-exit"), watch_file("early-exit-unwatched")
-def above_floor(ns, floor_ns=None, where=""):
-    f = floor_ns or empty_ns
-    return f" ({ns - f:.0f} ns above an empty program's {f:.0f}{where})" if f else ""
+def median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+def figure(xs, fmt, unit=""):
+    """The median, then every run's figure."""
+    return f"{fmt(median(xs))}{unit} (median of {len(xs)}: " + ", ".join(fmt(x) for x in xs) + ")"
+
+def json_of(path):
+    try:
+        return json.load(open(path))
+    except (FileNotFoundError, ValueError):
+        return None
+
+js_runs = [r for r in [run_file(f"{out}/jitterscope-{rnd}") for rnd in (1, 2, 3)] if r and r.get("overhead")]
+hrs = [r for r in [run_file(f"{out}/hrstorm-{n}") for n in (1, 2, 3)] if r and r.get("overhead")]
+storms = [s for s in [storm, json_of(f"{out}/storm-2.json"), json_of(f"{out}/storm-3.json")] if s]
+def watch_files(d):
+    found = []
+    for n in (1, 2, 3):
+        f = next(iter(p for p in glob.glob(f"{out}/{d}-{n}/*.json") if not p.endswith(".trace.json")), None)
+        w = json_of(f) if f else None
+        if w and w.get("overhead") and w["overhead"].get("bpf_events"):
+            found.append(w)
+    return found
+ew, eu = watch_files("early-exit"), watch_files("early-exit-unwatched")
+def floor_of(s, prog):
+    return next((c["ns_per_event"] for c in s.get("floor", []) if c["program"] == prog and c.get("ns_per_event")), None)
 def met(ok):
     return "–" if ok is None else ("met" if ok else "**not met**")
 def pct_of(o, ns):
     return 100.0 * ns / o["window_ns"] if o and o.get("window_ns") else None
+pct = lambda x: f"{x:.3f}"
+pct2 = lambda x: f"{x:.2f}"
+pct1 = lambda x: f"{x:.1f}"
+us = lambda x: f"{x / 1e3:.0f}"
+nsf = lambda x: f"{x:.0f}"
 rows_t = []
-own = [pct_of(r["overhead"], r["overhead"]["tracer_cpu_ns"] + r["overhead"]["bpf_run_ns"]) for r in js_runs if r.get("overhead")]
-if own:
-    v = sum(own) / len(own)
-    rows_t.append(("own CPU, quiet run (threads + BPF)", "≤ 0.15 % of one CPU", f"{v:.3f} %", met(v <= 0.15)))
+if js_runs:
+    own = [pct_of(r["overhead"], r["overhead"]["tracer_cpu_ns"] + r["overhead"]["bpf_run_ns"]) for r in js_runs]
+    rows_t.append(("own CPU, quiet run (threads + BPF)", "≤ 0.15 % of one CPU", figure(own, pct, " %"), met(median(own) <= 0.15)))
+    threads = [pct_of(r["overhead"], r["overhead"]["tracer_cpu_ns"]) for r in js_runs]
+    bpf = [pct_of(r["overhead"], r["overhead"]["bpf_run_ns"]) for r in js_runs]
+    rows_t.append(("… of which jitterscope's threads / BPF", "", figure(threads, pct, " %") + " / " + figure(bpf, pct, " %"), "–"))
 perf_total = [rows[rnd, "perf"].get("cpu_ms", 0) + (rows[rnd, "perf"].get("post_ms") or 0) for rnd in (1, 2) if "cpu_ms" in rows[rnd, "perf"]]
-js_total = [r["overhead"]["tracer_cpu_ns"] / 1e6 + r["overhead"]["bpf_run_ns"] / 1e6 for r in js_runs if r.get("overhead")]
+js_total = [r["overhead"]["tracer_cpu_ns"] / 1e6 + r["overhead"]["bpf_run_ns"] / 1e6 for r in js_runs]
 if perf_total and js_total:
-    a, b = sum(js_total) / len(js_total), sum(perf_total) / len(perf_total)
-    rows_t.append(("own CPU against perf record + perf script", "≤ ½ of perf's", f"{a:.0f} ms vs {b:.0f} ms ({a / max(b, 1e-9):.2f} ×)", met(a <= b / 2)))
-longest = [l["ns"] for r in js_runs if r.get("overhead") for l in r["overhead"].get("longest_self", [])]
-if longest:
-    rows_t.append(("longest own slice on a measured CPU, quiet", "≤ 100 µs", f"{max(longest) / 1e3:.0f} µs (runs: " + ", ".join(f"{x / 1e3:.0f}" for x in longest) + ")", met(max(longest) <= 100_000)))
-shares = [100.0 * self_ns(r) / max(r["stall_summary"]["total_ns"], 1) for r in js_runs]
-if shares:
-    rows_t.append(("`self` share of stall time, quiet", "≤ 1 %", ", ".join(f"{x:.1f} %" for x in shares), met(max(shares) <= 1.0)))
-if hr:
-    x = 100.0 * self_ns(hr) / max(hr["stall_summary"]["total_ns"], 1)
-    rows_t.append(("`self` share of stall time, hrtimer storm", "≤ 2 %", f"{x:.1f} %", met(x <= 2.0)))
-    o = hr.get("overhead") or {}
-    if o:
-        c = pct_of(o, o["tracer_cpu_ns"])
-        b = o.get("collector_budget")
-        drops = sum(d["count"] for d in hr["probes"]["drops"]) if hr.get("probes") else 0
-        rows_t.append(("collector under the hrtimer storm (the budget gates kernel records and decisions; the workload's own stalls are always taken in)",
-                       f"within its budget ({100 * b:.0f} % of one CPU)" if b else "within its budget",
-                       f"{c:.2f} %, held back {o.get('held_back', 0)} times, {drops} records dropped in the ring, "
-                       f"{hr['probes']['incomplete_stalls'] if hr.get('probes') else 0} stalls incomplete", met(b is not None and c <= 100 * b * 1.25)))
-        hl = [l["ns"] for l in o.get("longest_self", [])]
-        if hl:
-            rows_t.append(("longest own slice, hrtimer storm", "≤ 100 µs", f"{max(hl) / 1e3:.0f} µs", met(max(hl) <= 100_000)))
-ipis = [own_ipis(r) for r in js_runs + ([hr] if hr else [])]
+    a, b = median(js_total), median(perf_total)
+    rows_t.append(("own CPU against perf record + perf script", "≤ ½ of perf's",
+                   f"{a:.0f} ms vs {b:.0f} ms ({a / max(b, 1e-9):.2f} ×; medians of {len(js_total)} and {len(perf_total)} runs)", met(a <= b / 2)))
+longest = [max((l["ns"] for l in r["overhead"].get("longest_self", [])), default=0) for r in js_runs]
+if js_runs:
+    rows_t.append(("longest own slice on a measured CPU, quiet", "≤ 100 µs", figure(longest, us, " µs"), met(median(longest) <= 100_000)))
+    shares = [100.0 * self_ns(r) / max(r["stall_summary"]["total_ns"], 1) for r in js_runs]
+    rows_t.append(("`self` share of stall time, quiet", "≤ 1 %", figure(shares, pct1, " %"), met(median(shares) <= 1.0)))
+if hrs:
+    x = [100.0 * self_ns(r) / max(r["stall_summary"]["total_ns"], 1) for r in hrs]
+    rows_t.append(("`self` share of stall time, hrtimer storm", "≤ 2 %", figure(x, pct1, " %"), met(median(x) <= 2.0)))
+    c = [pct_of(r["overhead"], r["overhead"]["tracer_cpu_ns"]) for r in hrs]
+    b = hrs[0]["overhead"].get("collector_budget")
+    drops = [sum(d["count"] for d in r["probes"]["drops"]) if r.get("probes") else 0 for r in hrs]
+    incomplete = [r["probes"]["incomplete_stalls"] if r.get("probes") else 0 for r in hrs]
+    held = [r["overhead"].get("held_back", 0) for r in hrs]
+    rows_t.append(("collector under the hrtimer storm (the budget gates kernel records and decisions; the workload's own stalls are always taken in)",
+                   f"within its budget ({100 * b:.0f} % of one CPU)" if b else "within its budget",
+                   figure(c, pct2, " %") + f"; held back {', '.join(map(str, held))} times, records dropped in the ring "
+                   f"{', '.join(map(str, drops))}, stalls incomplete {', '.join(map(str, incomplete))}",
+                   met(b is not None and median(c) <= 100 * b * 1.25)))
+    hl = [max((l["ns"] for l in r["overhead"].get("longest_self", [])), default=0) for r in hrs]
+    rows_t.append(("longest own slice, hrtimer storm", "≤ 100 µs", figure(hl, us, " µs"), met(median(hl) <= 100_000)))
+ipis = [own_ipis(r) for r in js_runs + hrs]
 if ipis:
-    rows_t.append(("IPIs from jitterscope's collector to a measured CPU while recording", "0", ", ".join(map(str, ipis)), met(sum(ipis) == 0)))
+    rows_t.append(("IPIs from jitterscope's collector to a measured CPU while recording", "0", ", ".join(map(str, ipis)) + f" ({len(ipis)} runs)", met(sum(ipis) == 0)))
 rows_t.append(("engine throughput (`bench-engine`)", "≥ 4 M records/s", f"{eng['records_per_second'] / 1e6:.2f} M", met(eng["records_per_second"] >= 4e6)))
 for prog in ("sched_switch", "local_timer_entry", "local_timer_exit"):
-    c = sc.get(prog, {})
-    if c.get("ns_per_event"):
-        own = prog.startswith("local_timer") and timer_empty_ns
-        fl = above_floor(c["ns_per_event"], timer_empty_ns, " on the timer interrupt") if own else above_floor(c["ns_per_event"])
-        rows_t.append((f"BPF `{prog}` under the switch storm", "≤ 150 ns/event", f"{c['ns_per_event']:.0f} ns" + fl, met(c["ns_per_event"] <= 150)))
-for w, what in ((eu, "watch filter's early exit on an unwatched CPU (`watch --cpus` leaves the storm's CPU out)"),
-                (ew, "watch filter on a watched CPU where nothing watched runs (the storm's; its episodes are still timed)")):
-    if w and w.get("overhead") and w["overhead"].get("bpf_events"):
-        o = w["overhead"]
-        v = o["bpf_run_ns"] / o["bpf_events"]
-        rows_t.append((what, "≤ 100 ns/event", f"{v:.0f} ns over {o['bpf_events']} runs" + above_floor(v), met(v <= 100)))
+    xs = [c["ns_per_event"] for s in storms for c in s["costs"] if c["program"] == prog and c.get("ns_per_event")]
+    if not xs:
+        continue
+    timer = prog.startswith("local_timer")
+    floors = [f for f in (floor_of(s, "timer_empty" if timer else "empty") for s in storms) if f]
+    fl = ""
+    if floors:
+        f = median(floors)
+        fl = f"; {median(xs) - f:.0f} ns above an empty program's {f:.0f}" + (" on the timer interrupt" if timer else "")
+    rows_t.append((f"BPF `{prog}` under the switch storm", "≤ 150 ns/event", figure(xs, nsf, " ns") + fl, met(median(xs) <= 150)))
+empty = median([f for f in (floor_of(s, "empty") for s in storms) if f] or [0])
+for ws, what in ((eu, "watch filter's early exit on an unwatched CPU (`watch --cpus` leaves the storm's CPU out)"),
+                 (ew, "watch filter on a watched CPU where nothing watched runs (the storm's; its episodes are still timed)")):
+    if ws:
+        v = [w["overhead"]["bpf_run_ns"] / w["overhead"]["bpf_events"] for w in ws]
+        fl = f"; {median(v) - empty:.0f} ns above an empty program's {empty:.0f}" if empty else ""
+        rows_t.append((what, "≤ 100 ns/event", figure(v, nsf, " ns") + fl, met(median(v) <= 100)))
 rows_t.append(("RSS over a 30-minute soak with noise", "± 5 %", "`scripts/soak.sh --duration 30m` (not run here)", "–"))
 print()
-print("Targets for jitterscope's own cost (issue 14), with what this run measured:")
+print("Targets for jitterscope's own cost (issue 14), with what this run measured (the median of the runs listed):")
 print()
 print("| target | wanted | measured here | |")
 print("|---|---|---|---|")
