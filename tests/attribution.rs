@@ -763,6 +763,35 @@ fn a_reschedule_ipi_that_wakes_a_kworker_keeps_its_time_and_names_it() {
 }
 
 #[test]
+fn spikes_are_decided_in_receipt_order_however_they_arrive() {
+    let mut e = exact();
+    // Out of order, with a tie: decided by receipt, a tie in the order pushed, and only
+    // those the watermark has passed.
+    let order = [(30, 25), (10, 5), (20, 15), (10, 6), (40, 35)];
+    for &(receive_ns, publish_ns) in &order {
+        e.push_spike(
+            Spike {
+                consumer: 0,
+                publish_ns,
+                receive_ns,
+            },
+            0,
+            3,
+        );
+    }
+    e.advance(30);
+    let first: Vec<(u64, u64)> = e
+        .take_spikes()
+        .iter()
+        .map(|v| (v.spike.receive_ns, v.spike.publish_ns))
+        .collect();
+    assert_eq!(first, [(10, 5), (10, 6), (20, 15), (30, 25)]);
+    e.finish();
+    let rest: Vec<u64> = e.take_spikes().iter().map(|v| v.spike.receive_ns).collect();
+    assert_eq!(rest, [40]);
+}
+
+#[test]
 fn a_message_spike_is_explained_inside_its_window_with_the_two_sides_apart() {
     let mut e = exact();
     // Producer CPU 0: stalled 100..300 by an IRQ; it published at 200, inside that stall, so
