@@ -44,6 +44,9 @@ use crate::model::{
 use crate::platform::fast_hash::FastMap;
 use crate::units::fmt_ns;
 
+/// An undecided spike: (receipt time, arrival number), the spike, (producer CPU, consumer CPU).
+type PendingSpike = ((Nanos, u64), (Spike, Cpu, Cpu));
+
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
     /// How long records are kept behind the watermark (covers the longest stall).
@@ -289,7 +292,7 @@ pub struct Engine {
     /// Undecided spikes by receive time, with (producer CPU, consumer CPU). In sorted chunks:
     /// they arrive nearly in order, so nearly every one goes at the back (a B-tree's inserts
     /// were 6 % of the collector's CPU under an hrtimer storm, some 11,000 spikes a second).
-    spikes: Chunked<((Nanos, u64), (Spike, Cpu, Cpu))>,
+    spikes: Chunked<PendingSpike>,
     decided_spikes: Vec<SpikeVerdict>,
     /// Verdicts of stalls shorter than this carry no timeline (only the worst stalls are
     /// kept with theirs; copying records for every stall is the engine's largest cost).
