@@ -325,11 +325,16 @@ probe storm-3
 # watched thread comes to wait there).
 taskset -c "${cpus%%,*}" sleep 120 &
 sleeper=$!
+# A 5 s watch of the sleeper into $out/$1, with the watch options that follow.
+early_exit() {
+  local name=$1
+  shift
+  js_run "$js" watch --pid "$sleeper" "$@" --duration 5s --no-tui --output "$out/$name" >"$out/$name.log" 2>&1 ||
+    echo "bench: the early-exit watch failed: $(tail -n 2 "$out/$name.log")" >&2
+}
 for n in 1 2 3; do
-  js_run "$js" watch --pid "$sleeper" --cpus "${cpus%%,*}" --duration 5s --no-tui --output "$out/early-exit-unwatched-$n" \
-    >"$out/early-exit-unwatched-$n.log" 2>&1 || echo "bench: the early-exit watch failed: $(tail -n 2 "$out/early-exit-unwatched-$n.log")" >&2
-  js_run "$js" watch --pid "$sleeper" --duration 5s --no-tui --output "$out/early-exit-$n" \
-    >"$out/early-exit-$n.log" 2>&1 || echo "bench: the early-exit watch failed: $(tail -n 2 "$out/early-exit-$n.log")" >&2
+  early_exit "early-exit-unwatched-$n" --cpus "${cpus%%,*}"
+  early_exit "early-exit-$n"
 done
 kill "$sleeper" 2>/dev/null; wait "$sleeper" 2>/dev/null || true
 stop_storm

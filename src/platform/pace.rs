@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use super::clock::monotonic_ns;
+use super::clock::{monotonic_ns, own_thread_cpu_ns};
 
 /// Longest stretch of work before a pause (the slice seen as `self` stays below ~100 µs with
 /// the switches around it and the last piece of work). Each pause costs the collector a
@@ -168,6 +168,14 @@ impl Budget {
     /// never).
     pub fn allows_within(&self, upper: u64, exact: impl FnOnce() -> u64) -> bool {
         self.allows(upper) || self.allows(exact())
+    }
+
+    /// `allows_within` for the calling thread's work since `wall_from` (CLOCK_MONOTONIC) and
+    /// `cpu_from` (its CPU clock), both read when the work began — the wall clock first.
+    pub fn allows_since(&self, wall_from: u64, cpu_from: u64) -> bool {
+        self.allows_within(monotonic_ns().saturating_sub(wall_from), || {
+            own_thread_cpu_ns().saturating_sub(cpu_from)
+        })
     }
 
     pub fn held_back(&self) -> u64 {

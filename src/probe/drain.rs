@@ -20,7 +20,7 @@ use super::threads;
 use super::watch;
 use super::{JitterscopeSkel, ProbeBatch, ProbeConfig, ProbeError, ProbeSummary};
 use crate::model::Cpu;
-use crate::platform::clock::{monotonic_ns, own_thread_cpu_ns};
+use crate::platform::clock::own_thread_cpu_ns;
 use crate::platform::pace::Pacer;
 
 /// Room made in the drain thread's heap before it drains (`platform::heap`).
@@ -129,11 +129,9 @@ pub(super) fn run(
             // over several drains within the budget, not in one drain past it.
             if pacer.between()
                 && !last
-                && budget.as_ref().is_some_and(|b| {
-                    !b.allows_within(monotonic_ns().saturating_sub(began), || {
-                        own_thread_cpu_ns().saturating_sub(cpu_before)
-                    })
-                })
+                && budget
+                    .as_ref()
+                    .is_some_and(|b| !b.allows_since(began, cpu_before))
             {
                 break false;
             }

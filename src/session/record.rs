@@ -513,11 +513,7 @@ impl Recorder {
                 steps += 1;
                 let look = self.pacer.between() || steps % BUDGET_LOOK_STEPS == 0;
                 if look
-                    && budget.is_some_and(|b| {
-                        !b.allows_within(monotonic_ns().saturating_sub(now), || {
-                            own_thread_cpu_ns().saturating_sub(cpu_before)
-                        })
-                    })
+                    && budget.is_some_and(|b| !b.allows_since(now, cpu_before))
                     && self.attr.engine.pending() < MAX_PENDING
                 {
                     break;
