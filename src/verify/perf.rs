@@ -839,13 +839,14 @@ impl WakeupDelay {
     }
 }
 
-/// The wake-up delays of thread `tid` whose wake-up lies in `[from_ns, to_ns]`, from every
-/// CPU's events (any order). A wake-up pairs with the next switch-in of the thread, on
-/// whichever CPU. No delay is counted for a wake-up of a thread that is on a CPU (switched in
-/// and not switched out since, as far as the events show; also a wake-up followed by the
-/// thread's own switch-out): the kernel traces `sched_wakeup` for a task still on its
-/// runqueue too. A second wake-up before the switch-in means perf lost that switch-in: the
-/// later wake-up is the one paired.
+/// The wake-up delays of thread `tid` that overlap `[from_ns, to_ns]` (woken by its end and
+/// switched in from its start on), from every CPU's events (any order); a wake-up not yet
+/// followed by a switch-in when the events end is none. A wake-up pairs with the next
+/// switch-in of the thread, on whichever CPU. No delay is counted for a wake-up of a thread
+/// that is on a CPU (switched in and not switched out since, as far as the events show; also a
+/// wake-up followed by the thread's own switch-out): the kernel traces `sched_wakeup` for a
+/// task still on its runqueue too. A second wake-up before the switch-in means perf lost that
+/// switch-in: the later wake-up is the one paired.
 pub fn wakeup_delays(events: &[Event], tid: u32, from_ns: Nanos, to_ns: Nanos) -> Vec<WakeupDelay> {
     let mut mine: Vec<(&Event, ThreadStep)> = events
         .iter()
@@ -866,7 +867,7 @@ pub fn wakeup_delays(events: &[Event], tid: u32, from_ns: Nanos, to_ns: Nanos) -
         }
         if step.switched_in {
             on_cpu = true;
-            if let Some(w) = woken_ns.take().filter(|w| (from_ns..=to_ns).contains(w)) {
+            if let Some(w) = woken_ns.take().filter(|&w| w <= to_ns && e.ns >= from_ns) {
                 delays.push(WakeupDelay {
                     woken_ns: w,
                     on_cpu_ns: e.ns,
@@ -1249,14 +1250,17 @@ mod tests {
     }
 
     #[test]
-    fn only_wake_ups_inside_the_window_count() {
+    fn delays_that_overlap_the_window_count_whole() {
         let ev = parse(WAKE).unwrap();
-        // The window's ends are inside it; a delay counts by its wake-up, whole.
+        // Delays of 10 µs (woken at 0) and 40 µs (woken at 100 µs), counted whole when any
+        // part of them lies in the window, ends included.
         let d = wakeup_delays(&ev, 7, 1_000_000_000, 1_000_100_000);
         assert_eq!(d.len(), 2);
-        let d = wakeup_delays(&ev, 7, 1_000_000_001, 1_000_099_999);
+        let d = wakeup_delays(&ev, 7, 1_000_010_000, 1_000_100_000);
+        assert_eq!(d.len(), 2, "{d:?}");
+        let d = wakeup_delays(&ev, 7, 1_000_010_001, 1_000_099_999);
         assert!(d.is_empty(), "{d:?}");
-        let d = wakeup_delays(&ev, 7, 1_000_050_000, 1_000_100_000);
+        let d = wakeup_delays(&ev, 7, 1_000_050_000, 1_000_120_000);
         assert_eq!(d.len(), 1);
         assert_eq!(d[0].on_cpu_ns, 1_000_140_000);
     }

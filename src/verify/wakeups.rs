@@ -1,7 +1,10 @@
 //! A watched thread's wake-up delays as jitterscope measured them (`jitterscope watch`)
 //! against perf's over the same window: count, total and longest by each, their ratios, and
-//! the total graded within a tolerance relative to perf's. Pure: the run file's figures and
-//! perf's events in, a graded table out.
+//! the total graded within a tolerance relative to perf's. A delay that straddles an end of
+//! the window (woken before its start, or on a CPU only after its end) may be counted by one
+//! recorder and not the other: the total passes anywhere from perf's delays inside the window
+//! to those plus the straddling ones, each bound widened by the tolerance. Pure: the run
+//! file's figures and perf's events in, a graded table out.
 
 use std::fmt::Write as _;
 
@@ -25,7 +28,10 @@ impl WakeupTotals {
 /// perf's side of one thread's wake-up delays over the window.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PerfWakeups {
+    /// The delays wholly inside the window.
     pub totals: WakeupTotals,
+    /// The delays that straddle its start or its end (at most one at each).
+    pub edges: WakeupTotals,
     /// perf's events woke the thread or switched it in or out at all.
     pub saw_thread: bool,
     /// The first and last event perf recorded, on any CPU (0 when none).
@@ -34,10 +40,15 @@ pub struct PerfWakeups {
 }
 
 impl PerfWakeups {
-    /// Thread `tid`'s delays whose wake-up lies in `[from_ns, to_ns]`.
+    /// Thread `tid`'s delays that overlap `[from_ns, to_ns]`, inside it and across its ends.
     pub fn from_events(events: &[Event], tid: u32, from_ns: Nanos, to_ns: Nanos) -> PerfWakeups {
+        let (inner, edges): (Vec<WakeupDelay>, Vec<WakeupDelay>) =
+            wakeup_delays(events, tid, from_ns, to_ns)
+                .into_iter()
+                .partition(|d| d.woken_ns >= from_ns && d.on_cpu_ns <= to_ns);
         PerfWakeups {
-            totals: WakeupTotals::of(&wakeup_delays(events, tid, from_ns, to_ns)),
+            totals: WakeupTotals::of(&inner),
+            edges: WakeupTotals::of(&edges),
             saw_thread: names_thread(events, tid),
             first_event_ns: events.iter().map(|e| e.ns).min().unwrap_or(0),
             last_event_ns: events.iter().map(|e| e.ns).max().unwrap_or(0),
@@ -101,10 +112,21 @@ impl WakeupComparison {
             && p.last_event_ns + self.coverage_slack_ns >= self.to_ns()
     }
 
+    /// The range jitterscope's total may lie in: perf's delays inside the window less the
+    /// tolerance, to those and the delays across its ends plus the tolerance.
+    pub fn total_range(&self) -> (f64, f64) {
+        let inner = self.perf.totals.total_ns as f64;
+        let outer = inner + self.perf.edges.total_ns as f64;
+        (
+            inner * (1.0 - self.tolerance),
+            outer * (1.0 + self.tolerance),
+        )
+    }
+
     /// The totals agree within the tolerance (both none is agreement).
     pub fn total_within(&self) -> bool {
-        let (js, perf) = (self.thread.wakeups.total_ns, self.perf.totals.total_ns);
-        js.abs_diff(perf) as f64 <= self.tolerance * perf as f64
+        let (low, high) = self.total_range();
+        (low..=high).contains(&(self.thread.wakeups.total_ns as f64))
     }
 
     /// Why the check fails; empty when it passes.
@@ -121,12 +143,16 @@ impl WakeupComparison {
         }
         if !self.total_within() {
             let (js, perf) = (self.thread.wakeups.total_ns, self.perf.totals.total_ns);
+            let (low, high) = self.total_range();
             let mut why = format!(
-                "total wake-up delay: jitterscope {} ms, perf {} ms ({}), outside ±{:.0}%",
+                "total wake-up delay: jitterscope {} ms, perf {} ms ({}), outside {}–{} ms (±{:.0}%{})",
                 ms(js),
                 ms(perf),
                 ratio(js, perf).map_or("perf saw none".to_string(), |q| format!("{q:.2}×")),
-                self.tolerance * 100.0
+                ms(low as Nanos),
+                ms(high as Nanos),
+                self.tolerance * 100.0,
+                self.edges_text()
             );
             if !self.perf.saw_thread {
                 let _ = write!(
@@ -138,6 +164,19 @@ impl WakeupComparison {
             f.push(why);
         }
         f
+    }
+
+    /// The straddling delays, as the messages mention them: empty when there are none.
+    fn edges_text(&self) -> String {
+        let e = &self.perf.edges;
+        if e.count == 0 {
+            return String::new();
+        }
+        format!(
+            "; perf's {} across the window's ends, {} ms, may be counted by either",
+            if e.count == 1 { "1 delay" } else { "2 delays" },
+            ms(e.total_ns)
+        )
     }
 
     pub fn passed(&self) -> bool {
@@ -175,13 +214,15 @@ impl WakeupComparison {
             perf.count,
             ratio_text(js.count, perf.count)
         );
+        let (low, high) = self.total_range();
         let _ = writeln!(
             s,
-            "| total ms | {} | {} | {} | ±{:.0}% | {} |",
+            "| total ms | {} | {} | {} | {}–{} | {} |",
             ms(js.total_ns),
             ms(perf.total_ns),
             ratio_text(js.total_ns, perf.total_ns),
-            self.tolerance * 100.0,
+            ms(low as Nanos),
+            ms(high as Nanos),
             if self.total_within() { "✓" } else { "✗" }
         );
         let _ = writeln!(
@@ -191,7 +232,18 @@ impl WakeupComparison {
             us(perf.max_ns),
             ratio_text(js.max_ns, perf.max_ns)
         );
-        s.push_str("\n- perf's delay: a `sched_wakeup` of the thread to the `sched_switch` that put it on a CPU (any CPU), counted when the wake-up lies in the recorded window; a wake-up while the thread was on a CPU is none\n");
+        let _ = writeln!(
+            s,
+            "| across the window's ends | | {} ({} ms) | | | not graded |",
+            self.perf.edges.count,
+            ms(self.perf.edges.total_ns)
+        );
+        s.push_str("\n- perf's delay: a `sched_wakeup` of the thread to the `sched_switch` that put it on a CPU (any CPU), counted when both lie in the recorded window; a wake-up while the thread was on a CPU is none\n");
+        let _ = writeln!(
+            s,
+            "- a delay across the window's start or end may be counted by either recorder: the total passes from perf's total less {tol:.0}% to perf's total and the delays across the ends plus {tol:.0}%",
+            tol = self.tolerance * 100.0
+        );
         self.write_verdict(&mut s);
         s
     }
