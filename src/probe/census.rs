@@ -87,7 +87,11 @@ pub fn run_observed(
     };
     while monotonic_ns() < end_ns && crate::signals::received().is_none() {
         match batches.recv_timeout(Duration::from_millis(100)) {
-            Ok(b) => census.take(b, observer, out)?,
+            Ok(mut b) => {
+                census.take(&mut b, observer, out)?;
+                // Back to the drain thread to fill again: a new batch would grow its heap.
+                session.recycle(b);
+            }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
         }
@@ -99,7 +103,7 @@ pub fn run_observed(
     let probes = session.stop().context("cannot stop the probes")?;
     while let Ok(mut b) = batches.try_recv() {
         b.retain(|r| matches!(r, Record::Lost { .. }) || at_ns(r) < census_end_ns);
-        census.take(b, observer, out)?;
+        census.take(&mut b, observer, out)?;
     }
     let metrics = observer.end(start_ns, census_end_ns);
     let duration_ns = census_end_ns.min(end_ns) - start_ns;
@@ -145,19 +149,19 @@ impl Census {
     /// every CPU: those records are not the CPUs' noise.
     fn take(
         &mut self,
-        mut batch: ProbeBatch,
+        batch: &mut ProbeBatch,
         observer: &mut dyn CensusObserver,
         out: &mut dyn Write,
     ) -> std::io::Result<()> {
         batch.retain(|r| matches!(r, Record::Lost { .. }) || at_ns(r) >= self.start_ns);
         batch.sort_by_key(at_ns);
-        observer.batch(&batch);
+        observer.batch(batch);
         if self.log {
-            for r in &batch {
+            for r in batch.iter() {
                 writeln!(out, "{}", log_line(r, self.start_ns))?;
             }
         }
-        self.records.extend(batch);
+        self.records.append(batch);
         Ok(())
     }
 }

@@ -18,6 +18,7 @@ use crate::live::{CulpritRow, LiveModel};
 use crate::model::{Ended, Nanos, Stall};
 use crate::platform::clock::monotonic_ns;
 use crate::platform::clock::own_thread_cpu_ns;
+use crate::platform::heap::HeapKeeper;
 use crate::platform::pace::Pacer;
 use crate::probe::decode::Record;
 use crate::probe::{AttachStatus, ProbeBatch, ProbeSession, ProbeSummary};
@@ -114,6 +115,8 @@ struct Recorder {
     cpu_last: Option<CpuSample>,
     /// Short slices when the collector shares the producer's CPU.
     pacer: Pacer,
+    /// Grows the heap ahead of a storm's backlog (`platform::heap`).
+    keeper: HeapKeeper,
     metrics: Option<MetricsFile>,
     /// What the frontend shows: only that is kept up to date.
     needs: Needs,
@@ -179,6 +182,7 @@ pub(super) fn record(
             break EndReason::Completed;
         }
         let turn = turn(p.every_cpu_measured);
+        r.pacer.end();
         match &p.probe {
             Some((session, _)) => {
                 session.wait_drained(turn + TURN_SLACK);
@@ -444,6 +448,7 @@ impl Recorder {
             cpu_first: None,
             cpu_last: None,
             pacer: Pacer::new(p.every_cpu_measured),
+            keeper: HeapKeeper::new(p.every_cpu_measured),
             metrics: plan.metrics.clone().map(|m| MetricsFile::new(m, Mode::Run)),
             needs,
             buckets: IntervalBuckets::default(),
@@ -491,6 +496,9 @@ impl Recorder {
         let intake_before = own_thread_cpu_ns();
         self.pacer.begin();
         self.drain(p);
+        // Room for what this turn and the next allocate, grown now a step at a time rather
+        // than by the allocations themselves in one piece.
+        self.keeper.keep(&mut self.pacer);
         spend_always(p, intake_before);
         // The wall clock first: the time since `now` bounds the CPU time since `cpu_before`.
         let now = monotonic_ns();

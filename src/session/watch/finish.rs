@@ -101,8 +101,8 @@ fn stop_probes(plan: &WatchPlan, s: &mut Session, out: &mut super::Console) -> P
         ProbeSummary::default()
     });
     let batches: Vec<_> = rx.try_iter().collect();
-    for b in batches {
-        super::take(plan, s, b);
+    for mut b in batches {
+        super::take(plan, s, &mut b);
     }
     summary
 }

@@ -442,8 +442,12 @@ fn end_asked(plan: &WatchPlan, s: &mut Session, now: Nanos) -> Option<(Ended, St
 fn turn(plan: &WatchPlan, s: &mut Session) {
     if let Some((_, rx)) = &s.probe {
         let batches: Vec<ProbeBatch> = rx.try_iter().collect();
-        for batch in batches {
-            take(plan, s, batch);
+        for mut batch in batches {
+            take(plan, s, &mut batch);
+            // Back to the drain thread to fill again: a new batch would grow its heap.
+            if let Some((session, _)) = &s.probe {
+                session.recycle(batch);
+            }
         }
     }
     let now = monotonic_ns();
@@ -467,8 +471,8 @@ fn turn(plan: &WatchPlan, s: &mut Session) {
 /// The records of one drain; after the watch's end (`s.stop_ns`), only what began before it
 /// (detaching the probes patches kernel text, which interrupts every CPU: not the watched
 /// threads' noise).
-pub(super) fn take(plan: &WatchPlan, s: &mut Session, batch: Vec<Record>) {
-    for r in batch {
+pub(super) fn take(plan: &WatchPlan, s: &mut Session, batch: &mut Vec<Record>) {
+    for r in batch.drain(..) {
         let begun = match &r {
             Record::Interruption(i) => i.start_ns,
             Record::Wait(w) => w.start_ns,
