@@ -404,6 +404,52 @@ fn steal_growth_splits_a_gap_into_hypervisor_inferred_and_unexplained() {
 }
 
 #[test]
+fn steal_inside_a_stall_that_a_task_ran_through_is_the_hypervisors() {
+    // The collector ran 850 µs of a stall; the steal clock grew 700 µs between two reads
+    // inside it (its switch-in at 10 µs and a tick at 500 µs; then 50 µs to the switch-out):
+    // the host held the vCPU, whichever task was current. The tick keeps its time.
+    let mut e = exact();
+    e.push_interruption(rec(0, C::SelfNoise, 10_000, 860_000, "js-collector", ""));
+    e.push_interruption(rec(0, C::TimerTick, 500_000, 505_000, "local timer", ""));
+    e.push_steal(steal(0, 10_000, 500_000, 400_000));
+    e.push_steal(steal(0, 505_000, 860_000, 300_000));
+    let v = one(&mut e, producer_stall(0, 0, 870_000));
+    assert_eq!(
+        split(&v.culprits),
+        [
+            (C::SelfNoise, 145_000, 0),
+            (C::TimerTick, 5_000, 0),
+            (C::Hypervisor, 700_000, 0),
+            (C::Unexplained, 20_000, 0),
+        ]
+    );
+    assert_eq!(v.culprits[0].longest_ns, 145_000);
+    // Earliest first inside each window, net of the run's time.
+    assert_eq!(v.hypervisor, [(10_000, 410_000), (505_000, 805_000)]);
+
+    // Uncovered time inside the window takes the steal first; a task takes only the rest.
+    let mut e = exact();
+    e.push_interruption(rec(0, C::Task, 100_000, 200_000, "bash[7]", ""));
+    e.push_steal(steal(0, 0, 200_000, 150_000));
+    let v = one(&mut e, producer_stall(0, 0, 200_000));
+    assert_eq!(
+        split(&v.culprits),
+        [(C::Task, 50_000, 0), (C::Hypervisor, 150_000, 0)]
+    );
+
+    // A window reaching outside the stall may hold its growth outside it: only the stall's
+    // uncovered time takes any, as before, and the task keeps its run.
+    let mut e = exact();
+    e.push_interruption(rec(0, C::Task, 100_000, 200_000, "bash[7]", ""));
+    e.push_steal(steal(0, 50_000, 300_000, 150_000));
+    let v = one(&mut e, producer_stall(0, 80_000, 200_000));
+    assert_eq!(
+        split(&v.culprits),
+        [(C::Task, 100_000, 0), (C::Hypervisor, 20_000, 0)]
+    );
+}
+
+#[test]
 fn a_steal_window_is_given_once_across_stalls() {
     let mut e = exact();
     // One window of 30 µs growth covers two uncovered stalls of 20 µs each.

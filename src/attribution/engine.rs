@@ -14,8 +14,10 @@
 //! - **Hypervisor** time: time no record covers, during which the CPU's KVM steal clock grew
 //!   (a steal window `(from, to]` between two probe reads of the clock). Each window's growth
 //!   is given once, to the uncovered time inside it, earliest first, never more than the
-//!   growth. The steal clock is the host's own measurement; only its place inside the window
-//!   is inferred from where the guest ran no code.
+//!   growth; what is left of a window that lies wholly inside the stall goes on to the
+//!   task-level runs inside it (the host held the vCPU whichever task was current), taken
+//!   from their measured time. The steal clock is the host's own measurement; only its place
+//!   inside the window is inferred from where the guest ran no code, or else ran a task.
 //! - **Inferred** time: an uncovered piece no longer than `edge_ns` that touches a record's
 //!   start or end, with no steal in it, is that record's entry or exit path (interrupt entry,
 //!   the switch code, the VM exit that delivered it). It is given to the record as
@@ -386,6 +388,16 @@ impl<'a> Sweep<'a> {
         sweep
     }
 
+    /// The pieces a task-level run covers, in time order.
+    fn task_pieces(&self) -> Vec<(Nanos, Nanos)> {
+        let records = &self.records;
+        self.pieces
+            .iter()
+            .filter(|p| p.2.is_some_and(|i| records[i].class.level() == 1))
+            .map(|p| (p.0, p.1))
+            .collect()
+    }
+
     /// Hands the buffers back for the next sweep.
     fn give_back(self, scratch: &mut Scratch) {
         scratch.records = relabel(self.records);
@@ -525,17 +537,41 @@ fn take_cleared<T>(v: &mut Vec<T>) -> Vec<T> {
     v
 }
 
-/// Gives steal growth to uncovered pieces (in time order): each window's growth goes to the
-/// uncovered time inside it, earliest first, and is spent. Returns the pieces it covers.
+/// Gives steal growth to a stall `[start, end]`: each window's growth goes to the uncovered
+/// time inside it, earliest first, and is spent; what is left of a window that lies wholly
+/// inside the stall goes on to the task-level runs inside it (`tasks`, asked for only then):
+/// the host held the vCPU whichever task was current, and no other stall can take it. Returns
+/// the pieces it covers, in time order.
 fn spend_steal(
     windows: &mut VecDeque<StealWindow>,
+    (start, end): (Nanos, Nanos),
     uncovered: &[(Nanos, Nanos)],
+    tasks: impl FnOnce() -> Vec<(Nanos, Nanos)>,
 ) -> Vec<(Nanos, Nanos)> {
     let mut given = Vec::new();
-    for &(a, b) in uncovered {
+    give_steal(windows, uncovered, |_| true, &mut given);
+    let inside = |w: &StealWindow| w.sample.from_ns >= start && w.sample.to_ns <= end;
+    if windows.iter().any(|w| w.left_ns > 0 && inside(w)) {
+        let before = given.len();
+        give_steal(windows, &tasks(), inside, &mut given);
+        if given.len() > before {
+            given.sort_unstable();
+        }
+    }
+    given
+}
+
+/// Gives the growth of the windows `eligible` picks to `pieces` (sorted), earliest first.
+fn give_steal(
+    windows: &mut VecDeque<StealWindow>,
+    pieces: &[(Nanos, Nanos)],
+    eligible: impl Fn(&StealWindow) -> bool,
+    given: &mut Vec<(Nanos, Nanos)>,
+) {
+    for &(a, b) in pieces {
         let mut at = a;
         for w in windows.iter_mut() {
-            if w.left_ns == 0 || w.sample.to_ns <= at || w.sample.from_ns >= b {
+            if w.left_ns == 0 || w.sample.to_ns <= at || w.sample.from_ns >= b || !eligible(w) {
                 continue;
             }
             let lo = at.max(w.sample.from_ns);
@@ -549,7 +585,6 @@ fn spend_steal(
             at = lo + n;
         }
     }
-    given
 }
 
 /// `pieces` minus `taken` (both sorted, `taken` inside `pieces`), into `out`.
@@ -834,7 +869,7 @@ impl Engine {
             &mut self.scratch,
         );
         let hypervisor = match self.steal.get_mut(&s.cpu) {
-            Some(w) => spend_steal(w, &sweep.uncovered),
+            Some(w) => spend_steal(w, (start, end), &sweep.uncovered, || sweep.task_pieces()),
             None => Vec::new(),
         };
         let with_timeline = end - start >= self.timeline_from_ns;
@@ -952,9 +987,17 @@ fn verdict_of(
     let per_record = &mut scratch.per_record;
     per_record.clear();
     per_record.resize(sweep.records.len(), (0, 0));
+    // Steal given inside a task-level run is the hypervisor's, not the run's.
+    let mut held = hypervisor.iter().peekable();
     for &(a, b, w) in &sweep.pieces {
         if let Some(i) = w {
-            per_record[i].0 += b - a;
+            while held.next_if(|h| h.1 <= a).is_some() {}
+            let taken: Nanos = held
+                .clone()
+                .take_while(|h| h.0 < b)
+                .map(|h| h.1.min(b) - h.0.max(a))
+                .sum();
+            per_record[i].0 += b - a - taken;
         }
     }
     // Uncovered time: steal first, then the entry/exit rule, then nothing.
