@@ -62,8 +62,9 @@ impl SharedSlice {
     }
 }
 
-/// Tracks the slice under way; a disabled pacer never pauses.
-#[derive(Debug, Clone)]
+/// Tracks the slice under way; a disabled pacer never pauses. Dropped while at work, it stops
+/// (a pacer replaced at the end of a run must not hold the shared slice for the next one).
+#[derive(Debug)]
 pub struct Pacer {
     enabled: bool,
     slice_ns: u64,
@@ -74,6 +75,12 @@ pub struct Pacer {
     working: bool,
     /// Pauses taken so far.
     pub pauses: u64,
+}
+
+impl Drop for Pacer {
+    fn drop(&mut self) {
+        self.end();
+    }
 }
 
 impl Pacer {
@@ -350,6 +357,12 @@ mod tests {
         third.begin();
         assert!(third.began_ns >= before);
         assert!(!third.between(), "a fresh slice has time left");
+        // A pacer dropped at work leaves the slice: the next thread begins a new one.
+        drop(third);
+        std::thread::sleep(Duration::from_nanos(2 * HANDOFF_NS));
+        let before = monotonic_ns();
+        collector.begin();
+        assert!(collector.began_ns >= before, "nobody is at work any more");
     }
 
     #[test]

@@ -33,10 +33,11 @@ const CONSUME_STEP: usize = 8;
 const BATCH_RECORDS: usize = 1024;
 /// A batch's room: it is sent once a step of records takes it to `BATCH_RECORDS` or more.
 const BATCH_ROOM: usize = BATCH_RECORDS + CONSUME_STEP;
-/// Batches made before the drain begins, each with its room (about 100 KiB): more than are
-/// ever on their way to the collector and back under the hrtimer storm (a turn's worth of
-/// records, about 25 batches). A batch made while recording, room and all, would grow the
-/// thread's heap in one piece: 24 pages populated under `mlockall`, a 100–130 µs slice.
+/// Batches made before the drain begins, each with its room (about 100 KiB): half a second
+/// of the hrtimer storm's records (some 90,000 a second) on their way to the collector and
+/// back. A batch made while recording, room and all, grows the thread's heap in one piece —
+/// 24 pages populated under `mlockall`, a 100–130 µs slice — and is made only when all of
+/// these are out (a storm while the collector holds back its intake).
 const BATCHES_MADE: usize = 48;
 
 /// What the session asks of the drain thread.
