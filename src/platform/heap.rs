@@ -80,7 +80,8 @@ impl Heap for MainArena {
 ///
 /// It looks only when the heap grew by itself since its last look (its end moved: an
 /// allocation found no room, and was populated in one piece) or in the turns after its own
-/// last step; a quiet run never grows its heap, so it costs a `brk(0)` a turn. Each step asks
+/// last step; a quiet run never grows its heap, so it costs a read of the program break a
+/// turn (glibc's `sbrk(0)` answers from its own copy, no system call). Each step asks
 /// the allocator for more than the top holds and frees it again: the heap grows by about
 /// `STEP` (no top pad, see `system::keep_allocations_in_place`) and the freed block merges
 /// back into the top.
