@@ -587,7 +587,8 @@ fn give_steal(
     }
 }
 
-/// `pieces` minus `taken` (both sorted, `taken` inside `pieces`), into `out`.
+/// `pieces` minus `taken` (both sorted; what of `taken` lies outside `pieces` — steal given
+/// inside a task's run — takes nothing), into `out`.
 fn subtract(pieces: &[(Nanos, Nanos)], taken: &[(Nanos, Nanos)], out: &mut Vec<(Nanos, Nanos)>) {
     out.clear();
     for &(a, b) in pieces {
