@@ -424,6 +424,9 @@ fn steal_inside_a_stall_that_a_task_ran_through_is_the_hypervisors() {
         ]
     );
     assert_eq!(v.culprits[0].longest_ns, 145_000);
+    // Where it lay is said: perf, seeing the guest's clock, counts the run whole.
+    let host: Vec<_> = v.culprits.iter().map(|c| c.host_ns).collect();
+    assert_eq!(host, [700_000, 0, 0, 0]);
     // Earliest first inside each window, net of the run's time.
     assert_eq!(v.hypervisor, [(10_000, 410_000), (505_000, 805_000)]);
 
@@ -436,6 +439,18 @@ fn steal_inside_a_stall_that_a_task_ran_through_is_the_hypervisors() {
         split(&v.culprits),
         [(C::Task, 50_000, 0), (C::Hypervisor, 150_000, 0)]
     );
+    assert_eq!(v.culprits[0].host_ns, 50_000);
+
+    // A run the host held whole is still named, with no time of its own.
+    let mut e = exact();
+    e.push_interruption(rec(0, C::Task, 100_000, 200_000, "bash[7]", ""));
+    e.push_steal(steal(0, 0, 200_000, 200_000));
+    let v = one(&mut e, producer_stall(0, 0, 200_000));
+    assert_eq!(
+        split(&v.culprits),
+        [(C::Task, 0, 0), (C::Hypervisor, 200_000, 0)]
+    );
+    assert_eq!(v.culprits[0].host_ns, 100_000);
 
     // A window reaching outside the stall may hold its growth outside it: only the stall's
     // uncovered time takes any, as before, and the task keeps its run.
@@ -447,6 +462,7 @@ fn steal_inside_a_stall_that_a_task_ran_through_is_the_hypervisors() {
         split(&v.culprits),
         [(C::Task, 100_000, 0), (C::Hypervisor, 20_000, 0)]
     );
+    assert_eq!(v.culprits[0].host_ns, 0);
 }
 
 #[test]
@@ -738,7 +754,8 @@ fn the_ranking_aggregates_by_culprit_with_shares_of_all_stall_time() {
         [CpuTheft {
             cpu: 1,
             measured_ns: 1_100,
-            inferred_ns: 0
+            inferred_ns: 0,
+            host_ns: 0,
         }]
     );
 }

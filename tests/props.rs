@@ -468,9 +468,12 @@ prop_compose! {
 prop_compose! {
     fn stall_culprit()(
         class in class_name(), name in text(), detail in text(), via in text(),
-        measured_ns in ns(), inferred_ns in ns(), episodes in ns(), share in float(),
+        measured_ns in ns(), inferred_ns in ns(), host_ns in ns(), episodes in ns(),
+        share in float(),
     ) -> StallCulprit {
-        StallCulprit { class, name, detail, via, measured_ns, inferred_ns, episodes, share }
+        StallCulprit {
+            class, name, detail, via, measured_ns, inferred_ns, host_ns, episodes, share,
+        }
     }
 }
 
@@ -506,22 +509,23 @@ fn cpu_count() -> impl Strategy<Value = CpuCount> {
 }
 
 fn cpu_theft() -> impl Strategy<Value = CpuTheftEntry> {
-    (cpu(), ns(), ns()).prop_map(|(cpu, measured_ns, inferred_ns)| CpuTheftEntry {
+    (cpu(), ns(), ns(), ns()).prop_map(|(cpu, measured_ns, inferred_ns, host_ns)| CpuTheftEntry {
         cpu,
         measured_ns,
         inferred_ns,
+        host_ns,
     })
 }
 
 prop_compose! {
     fn culprit()(
         class in class_name(), name in text(), detail in text(), episodes in ns(),
-        measured_ns in ns(), inferred_ns in ns(), longest_ns in ns(), share in float(),
-        advice in text(), cpus in small_vec(cpu_theft()),
+        measured_ns in ns(), inferred_ns in ns(), host_ns in ns(), longest_ns in ns(),
+        share in float(), advice in text(), cpus in small_vec(cpu_theft()),
     ) -> CulpritEntry {
         CulpritEntry {
-            class, name, detail, episodes, measured_ns, inferred_ns, longest_ns, share, advice,
-            cpus,
+            class, name, detail, episodes, measured_ns, inferred_ns, host_ns, longest_ns, share,
+            advice, cpus,
         }
     }
 }
@@ -645,6 +649,7 @@ fn sample_json() -> String {
         via: "queued by cpu 0".into(),
         measured_ns: 2,
         inferred_ns: 1,
+        host_ns: 0,
         episodes: 1,
         share: 0.75,
     };
@@ -730,6 +735,7 @@ fn sample_json() -> String {
             episodes: 1,
             measured_ns: 2,
             inferred_ns: 1,
+            host_ns: 0,
             longest_ns: 3,
             share: 0.75,
             advice: "tune --kworkers".into(),
@@ -737,6 +743,7 @@ fn sample_json() -> String {
                 cpu: 3,
                 measured_ns: 2,
                 inferred_ns: 1,
+                host_ns: 0,
             }],
         }],
         spike_count: 1,

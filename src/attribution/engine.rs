@@ -90,6 +90,10 @@ pub struct Share {
     pub measured_ns: Nanos,
     /// Uncovered time given to it by the entry/exit rule (`INFERRED_RULE`).
     pub inferred_ns: Nanos,
+    /// Time inside its task-level runs that the steal clock gave to `hypervisor` (the host
+    /// held the vCPU while it was current): part of its records' span, not of `measured_ns`.
+    /// An independent recorder of the guest (perf) sees it as the run's time.
+    pub host_ns: Nanos,
     /// Distinct episodes (records, or uncovered pieces) that took part.
     pub episodes: u32,
     /// The longest single episode's part.
@@ -118,6 +122,7 @@ impl Share {
             via: String::new(),
             measured_ns: pieces.iter().map(|(a, b)| b - a).sum(),
             inferred_ns: 0,
+            host_ns: 0,
             episodes: pieces.len() as u32,
             longest_ns: pieces.iter().map(|(a, b)| b - a).max().unwrap_or(0),
             share: 0.0,
@@ -321,8 +326,8 @@ struct Scratch {
     ends_at: Vec<(Nanos, usize)>,
     starts_at: Vec<(Nanos, usize)>,
     uncovered: Vec<(Nanos, Nanos)>,
-    /// Per record of a sweep: (measured, inferred) time it was given.
-    per_record: Vec<(Nanos, Nanos)>,
+    /// Per record of a sweep: the time it was given (measured, inferred, the host's).
+    per_record: Vec<RecordTime>,
     /// Uncovered time the steal did not take, and what of it no record's entry/exit took.
     rest: Vec<(Nanos, Nanos)>,
     unexplained: Vec<(Nanos, Nanos)>,
@@ -987,7 +992,7 @@ fn verdict_of(
     let total = end - start;
     let per_record = &mut scratch.per_record;
     per_record.clear();
-    per_record.resize(sweep.records.len(), (0, 0));
+    per_record.resize(sweep.records.len(), RecordTime::default());
     // Steal given inside a task-level run is the hypervisor's, not the run's.
     let mut held = hypervisor.iter().peekable();
     for &(a, b, w) in &sweep.pieces {
@@ -998,7 +1003,8 @@ fn verdict_of(
                 .take_while(|h| h.0 < b)
                 .map(|h| h.1.min(b) - h.0.max(a))
                 .sum();
-            per_record[i].0 += b - a - taken;
+            per_record[i].measured += b - a - taken;
+            per_record[i].host += taken;
         }
     }
     // Uncovered time: steal first, then the entry/exit rule, then nothing.
@@ -1014,7 +1020,7 @@ fn verdict_of(
             })
             .flatten();
         match next_to {
-            Some(i) => per_record[i].1 += b - a,
+            Some(i) => per_record[i].inferred += b - a,
             None => unexplained.push((a, b)),
         }
     }
@@ -1082,16 +1088,30 @@ fn verdict_of(
     }
 }
 
+/// A record's part of one stall.
+#[derive(Debug, Clone, Copy, Default)]
+struct RecordTime {
+    measured: Nanos,
+    inferred: Nanos,
+    /// Steal given inside it (`Share::host_ns`).
+    host: Nanos,
+}
+
 /// The records' time grouped by culprit, longest first, in `out` (empty, its capacity reused).
 fn record_shares(
     cfg: &EngineConfig,
     c: &CpuRecords,
     sweep: &Sweep<'_>,
-    per_record: &[(Nanos, Nanos)],
+    per_record: &[RecordTime],
     mut out: Vec<Share>,
 ) -> Vec<Share> {
-    for (i, &(measured, inferred)) in per_record.iter().enumerate() {
-        if measured + inferred == 0 {
+    for (i, t) in per_record.iter().enumerate() {
+        let RecordTime {
+            measured,
+            inferred,
+            host,
+        } = *t;
+        if measured + inferred + host == 0 {
             continue;
         }
         let r = sweep.records[i];
@@ -1113,6 +1133,7 @@ fn record_shares(
                 let s = &mut out[k];
                 s.measured_ns += measured;
                 s.inferred_ns += inferred;
+                s.host_ns += host;
                 s.episodes += 1;
                 s.longest_ns = s.longest_ns.max(measured);
             }
@@ -1132,6 +1153,7 @@ fn record_shares(
                     via,
                     measured_ns: measured,
                     inferred_ns: inferred,
+                    host_ns: host,
                     episodes: 1,
                     longest_ns: measured,
                     share: 0.0,
@@ -1163,6 +1185,7 @@ fn freq_shares(cfg: &EngineConfig, c: &CpuRecords, start: Nanos, end: Nanos, out
             via: String::new(),
             measured_ns: 0,
             inferred_ns: 0,
+            host_ns: 0,
             episodes: 1,
             longest_ns: 0,
             share: 0.0,

@@ -17,11 +17,13 @@ pub struct RankedCulprit {
     pub measured_ns: Nanos,
     /// Time given by the entry/exit rule next to its records.
     pub inferred_ns: Nanos,
+    /// Steal inside its runs, given to `hypervisor` (see `Share::host_ns`).
+    pub host_ns: Nanos,
     /// The longest single episode's theft.
     pub longest_ns: Nanos,
     /// Share of all stall time (measured and inferred).
     pub share: f64,
-    /// (CPU, measured, inferred) per CPU.
+    /// Its time per CPU.
     pub cpus: Vec<CpuTheft>,
     pub advice: String,
     /// End of the latest stall it took part in (CLOCK_MONOTONIC).
@@ -34,6 +36,7 @@ pub struct CpuTheft {
     pub cpu: Cpu,
     pub measured_ns: Nanos,
     pub inferred_ns: Nanos,
+    pub host_ns: Nanos,
 }
 
 impl RankedCulprit {
@@ -47,9 +50,11 @@ struct Tally {
     episodes: u64,
     measured: Nanos,
     inferred: Nanos,
+    host: Nanos,
     longest: Nanos,
     last: Nanos,
-    per_cpu: FastMap<Cpu, (Nanos, Nanos)>,
+    /// (measured, inferred, host) per CPU.
+    per_cpu: FastMap<Cpu, (Nanos, Nanos, Nanos)>,
 }
 
 #[derive(Debug, Clone)]
@@ -116,11 +121,13 @@ impl Ranking {
             t.episodes += u64::from(c.episodes);
             t.measured += c.measured_ns;
             t.inferred += c.inferred_ns;
+            t.host += c.host_ns;
             t.longest = t.longest.max(c.longest_ns);
             t.last = t.last.max(v.stall.end_ns);
             let cpu = t.per_cpu.entry(v.stall.cpu).or_default();
             cpu.0 += c.measured_ns;
             cpu.1 += c.inferred_ns;
+            cpu.2 += c.host_ns;
         }
     }
 
@@ -164,10 +171,11 @@ impl Ranking {
                 let mut cpus: Vec<CpuTheft> = t
                     .per_cpu
                     .iter()
-                    .map(|(&cpu, &(measured_ns, inferred_ns))| CpuTheft {
+                    .map(|(&cpu, &(measured_ns, inferred_ns, host_ns))| CpuTheft {
                         cpu,
                         measured_ns,
                         inferred_ns,
+                        host_ns,
                     })
                     .collect();
                 cpus.sort_unstable();
@@ -178,6 +186,7 @@ impl Ranking {
                     episodes: t.episodes,
                     measured_ns: t.measured,
                     inferred_ns: t.inferred,
+                    host_ns: t.host,
                     longest_ns: t.longest,
                     share: if self.stall_ns == 0 {
                         0.0
@@ -246,6 +255,7 @@ mod tests {
                     // Ties on purpose: the order among equals must match too.
                     measured_ns: (k * 7) % 13,
                     inferred_ns: k % 3,
+                    host_ns: 0,
                     episodes: 1,
                     longest_ns: 1,
                     share: 0.0,
@@ -261,6 +271,41 @@ mod tests {
         for n in [0, 1, 5, 50, 97, 200] {
             assert_eq!(r.top(n), all[..n.min(97)].to_vec(), "top {n}");
         }
+    }
+
+    #[test]
+    fn the_hosts_time_inside_runs_adds_up_per_culprit_and_cpu() {
+        let mut r = Ranking::default();
+        for (cpu, host_ns) in [(1, 300), (1, 0), (0, 50)] {
+            r.add(&Verdict {
+                stall: Stall {
+                    cpu,
+                    thread: ThreadRole::Producer,
+                    start_ns: 0,
+                    end_ns: 1_000,
+                },
+                culprits: vec![Share {
+                    class: CulpritClass::Kworker,
+                    name: "kworker/1:1".into(),
+                    detail: "vmstat_update".into(),
+                    via: String::new(),
+                    measured_ns: 100,
+                    inferred_ns: 0,
+                    host_ns,
+                    episodes: 1,
+                    longest_ns: 100,
+                    share: 0.1,
+                }],
+                explained_share: 1.0,
+                incomplete: false,
+                timeline: vec![],
+                hypervisor: vec![],
+            });
+        }
+        let all = r.brief();
+        assert_eq!((all[0].measured_ns, all[0].host_ns), (300, 350));
+        let per_cpu: Vec<_> = all[0].cpus.iter().map(|t| (t.cpu, t.host_ns)).collect();
+        assert_eq!(per_cpu, [(0, 50), (1, 300)]);
     }
 
     #[test]
@@ -281,6 +326,7 @@ mod tests {
                     via: String::new(),
                     measured_ns: 10,
                     inferred_ns: 0,
+                    host_ns: 0,
                     episodes: 1,
                     longest_ns: 10,
                     share: 1.0,

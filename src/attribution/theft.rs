@@ -198,6 +198,7 @@ mod tests {
             via: String::new(),
             measured_ns: ns,
             inferred_ns: 0,
+            host_ns: 0,
             episodes: 1,
             longest_ns: ns,
             share: 0.0,

@@ -301,6 +301,7 @@ impl WatchBook {
                 via: String::new(),
                 measured_ns: s.steal_ns,
                 inferred_ns: 0,
+                host_ns: 0,
                 episodes: 1,
                 longest_ns: s.steal_ns,
                 share: 1.0,

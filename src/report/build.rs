@@ -24,6 +24,7 @@ pub fn stall_culprit(c: &Share) -> StallCulprit {
         via: c.via.clone(),
         measured_ns: c.measured_ns,
         inferred_ns: c.inferred_ns,
+        host_ns: c.host_ns,
         episodes: u64::from(c.episodes),
         share: c.share,
     }
@@ -78,6 +79,7 @@ pub fn culprit_entry(c: RankedCulprit) -> CulpritEntry {
         episodes: c.episodes,
         measured_ns: c.measured_ns,
         inferred_ns: c.inferred_ns,
+        host_ns: c.host_ns,
         longest_ns: c.longest_ns,
         share: c.share,
         advice: c.advice,
@@ -88,6 +90,7 @@ pub fn culprit_entry(c: RankedCulprit) -> CulpritEntry {
                 cpu: t.cpu,
                 measured_ns: t.measured_ns,
                 inferred_ns: t.inferred_ns,
+                host_ns: t.host_ns,
             })
             .collect(),
     }

@@ -365,6 +365,10 @@ pub struct StallCulprit {
     /// Time given to it by the entry/exit rule (uncovered, next to its records).
     #[serde(default)]
     pub inferred_ns: Nanos,
+    /// Steal inside its task-level runs, given to `hypervisor` (the host held the vCPU while
+    /// it was current): part of its runs' span, not of `measured_ns`. Written when not zero.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub host_ns: Nanos,
     /// Its episodes (records) in this stall.
     #[serde(default = "one")]
     pub episodes: u64,
@@ -374,6 +378,10 @@ pub struct StallCulprit {
 
 fn one() -> u64 {
     1
+}
+
+fn is_zero(n: &Nanos) -> bool {
+    *n == 0
 }
 
 impl StallCulprit {
@@ -396,6 +404,9 @@ pub struct CulpritEntry {
     /// Stolen time inferred by the entry/exit rule, never part of `measured_ns`.
     #[serde(default)]
     pub inferred_ns: Nanos,
+    /// Steal inside its runs, given to `hypervisor` (see `StallCulprit::host_ns`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub host_ns: Nanos,
     /// The longest single episode's theft.
     #[serde(alias = "max_ns")]
     pub longest_ns: Nanos,
@@ -431,6 +442,9 @@ pub struct CpuTheftEntry {
     pub measured_ns: Nanos,
     #[serde(default)]
     pub inferred_ns: Nanos,
+    /// Steal inside its runs on this CPU, given to `hypervisor`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub host_ns: Nanos,
 }
 
 /// Steal-clock growth seen on a CPU over the recorded window.
@@ -568,6 +582,7 @@ pub(crate) mod tests {
             episodes: 1,
             measured_ns: total_ns,
             inferred_ns: 0,
+            host_ns: 0,
             longest_ns: total_ns,
             share: 0.5,
             advice: String::new(),
@@ -635,6 +650,7 @@ pub(crate) mod tests {
                     via: String::new(),
                     measured_ns: 3,
                     inferred_ns: 0,
+                    host_ns: 0,
                     episodes: 1,
                     share: 0.75,
                 }],

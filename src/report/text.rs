@@ -98,6 +98,14 @@ fn culprit_phrases(c: &StallCulprit) -> Vec<String> {
             p.push_str("; ");
             p.push_str(&c.via);
         }
+        if c.host_ns > 0 {
+            // Given to `hypervisor`, shown where it lay.
+            let _ = write!(
+                p,
+                "; and {} of host preemption inside it",
+                fmt_ns(c.host_ns)
+            );
+        }
         p.push(')');
         out.push(p);
     }
@@ -916,6 +924,22 @@ mod tests {
 
     fn culprit(class: CulpritClass, total_ns: u64) -> CulpritEntry {
         crate::report::runfile::tests::culprit(class, "x", total_ns)
+    }
+
+    #[test]
+    fn host_preemption_inside_a_run_is_said_where_it_lay() {
+        let mut run = crate::report::runfile::tests::sample();
+        let stall = &mut run.stalls[0];
+        stall.culprits[0].host_ns = 700_000;
+        let line = causes_line(stall);
+        assert!(
+            line.contains(
+                "kworker/3:1 vmstat_update 3ns (75%; and 700.0µs of host preemption inside it)"
+            ),
+            "{line}"
+        );
+        stall.culprits[0].host_ns = 0;
+        assert!(!causes_line(stall).contains("host preemption"));
     }
 
     #[test]

@@ -865,6 +865,7 @@ mod tests {
             via: String::new(),
             measured_ns,
             inferred_ns,
+            host_ns: 0,
             episodes: 1,
             longest_ns: measured_ns,
             share: 0.0,

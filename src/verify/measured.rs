@@ -3,7 +3,9 @@
 //! `report::runfile`'s types, so that one small function follows the schema's versions:
 //! `jitterscope.run/1` (a culprit's `cpus: [{cpu, count}]`, where `count` holds ns of
 //! measured and inferred time together) and `jitterscope.run/2` (`cpus: [{cpu, measured_ns,
-//! inferred_ns}]`: only `measured_ns` is compared, inferred time has no kernel record).
+//! inferred_ns, host_ns}]`: `measured_ns` is compared, inferred time has no kernel record;
+//! `host_ns`, steal inside the cause's runs that jitterscope gave to `hypervisor`, is read
+//! so that the runs' whole span, which perf sees, can be compared).
 //! A run file of mode `watch` (`jitterscope watch`, schema 2) holds watched threads instead:
 //! their wake-up delays are read by tid.
 
@@ -21,6 +23,8 @@ pub struct MeasuredRow {
     pub detail: String,
     /// Measured time on the CPU asked for.
     pub ns: Nanos,
+    /// Steal inside its runs there, given to `hypervisor` (0 in schema 1).
+    pub host_ns: Nanos,
 }
 
 /// What the check reads from a run file.
@@ -103,14 +107,16 @@ pub fn read_measured(text: &str, cpu: Cpu) -> Result<Measured, MeasuredError> {
     };
     let mut rows = Vec::new();
     for c in culprits {
-        let ns: Nanos = c["cpus"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|x| x["cpu"].as_u64() == Some(u64::from(cpu)))
-            .filter_map(|x| x[per_cpu_key].as_u64())
-            .sum();
-        if ns == 0 {
+        let on_cpu = || {
+            c["cpus"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|x| x["cpu"].as_u64() == Some(u64::from(cpu)))
+        };
+        let ns: Nanos = on_cpu().filter_map(|x| x[per_cpu_key].as_u64()).sum();
+        let host_ns: Nanos = on_cpu().filter_map(|x| x["host_ns"].as_u64()).sum();
+        if ns == 0 && host_ns == 0 {
             continue;
         }
         let class_text = c["class"].as_str().unwrap_or_default().to_string();
@@ -120,6 +126,7 @@ pub fn read_measured(text: &str, cpu: Cpu) -> Result<Measured, MeasuredError> {
             name: c["name"].as_str().unwrap_or_default().to_string(),
             detail: c["detail"].as_str().unwrap_or_default().to_string(),
             ns,
+            host_ns,
         });
     }
     Ok(Measured {
@@ -236,7 +243,11 @@ mod tests {
          "measured_ns": 3, "inferred_ns": 0,
          "cpus": [{"cpu": 1, "measured_ns": 3, "inferred_ns": 0}]},
         {"class": "brand_new", "name": "x", "detail": "",
-         "cpus": [{"cpu": 1, "measured_ns": 0, "inferred_ns": 9}]}
+         "cpus": [{"cpu": 1, "measured_ns": 0, "inferred_ns": 9}]},
+        {"class": "kworker", "name": "kworker/1:1", "detail": "vmstat_update",
+         "measured_ns": 7, "inferred_ns": 0, "host_ns": 5,
+         "cpus": [{"cpu": 0, "measured_ns": 1, "inferred_ns": 0},
+                  {"cpu": 1, "measured_ns": 6, "inferred_ns": 0, "host_ns": 5}]}
       ]}"#;
 
     #[test]
@@ -245,16 +256,23 @@ mod tests {
         assert_eq!((m.record_from_ns, m.duration_ns), (1000, 500));
         assert_eq!(m.consumer_cpus, vec![1]);
         assert_eq!(m.rows.len(), 1);
-        assert_eq!(m.rows[0].ns, 40);
+        assert_eq!((m.rows[0].ns, m.rows[0].host_ns), (40, 0));
         assert_eq!(m.rows[0].class, Some(CulpritClass::TimerTick));
     }
 
     #[test]
-    fn schema_2_reads_measured_ns_only() {
+    fn schema_2_reads_measured_ns_and_the_hosts_time_inside_runs() {
         let m = read_measured(V2, 1).unwrap();
-        let ns: Vec<u64> = m.rows.iter().map(|r| r.ns).collect();
-        assert_eq!(ns, vec![40, 3]);
+        let ns: Vec<(u64, u64)> = m.rows.iter().map(|r| (r.ns, r.host_ns)).collect();
+        assert_eq!(ns, vec![(40, 0), (3, 0), (6, 5)]);
         assert_eq!(m.rows[1].detail, "hrtimer_wakeup of sleep");
+        // A run the host held whole is still a row.
+        let whole = V2.replace(
+            r#"{"cpu": 1, "measured_ns": 6, "inferred_ns": 0, "host_ns": 5}"#,
+            r#"{"cpu": 1, "measured_ns": 0, "inferred_ns": 0, "host_ns": 5}"#,
+        );
+        let m = read_measured(&whole, 1).unwrap();
+        assert_eq!((m.rows[2].ns, m.rows[2].host_ns), (0, 5));
     }
 
     const WATCH: &str = r#"{"schema": "jitterscope.run/2", "mode": "watch",
