@@ -225,6 +225,9 @@ pub(super) fn record(
             break end;
         }
     };
+    // The turns are over: the drain thread's slices no longer go on in the collector's (it
+    // was counted at work through the workload's join and the memory given back).
+    r.pacer.end();
     // Leave the alternate screen before the report is printed.
     frontend.close();
     StallSource::join(&mut p.workload);
