@@ -572,9 +572,19 @@ pub fn explained_line(run: &RunFile) -> Option<String> {
         pct(inferred),
     );
     if steal_clock {
+        // Steal inside other causes' runs (given to `hypervisor`, taken from their time).
+        let inside = sum(&|c| c.host_ns);
+        let where_ = if inside > 0 {
+            format!(
+                ": {:.1} points of it inside other causes' runs",
+                pct(inside)
+            )
+        } else {
+            String::new()
+        };
         let _ = write!(
             line,
-            "; {:.1}% host preemption (KVM steal); {:.1}% is unexplained (no kernel event and no steal)",
+            "; {:.1}% host preemption (KVM steal{where_}); {:.1}% is unexplained (no kernel event and no steal)",
             pct(host),
             pct(unexplained)
         );
@@ -940,6 +950,31 @@ mod tests {
         );
         stall.culprits[0].host_ns = 0;
         assert!(!causes_line(stall).contains("host preemption"));
+    }
+
+    #[test]
+    fn the_explained_line_says_how_much_steal_lay_inside_runs() {
+        let mut run = crate::report::runfile::tests::sample();
+        run.stall_summary.total_ns = 1_000;
+        run.probes
+            .get_or_insert_with(ProbeInfo::default)
+            .steal_clock = true;
+        let mut kworker = culprit(CulpritClass::Kworker, 600);
+        kworker.host_ns = 100;
+        run.culprits = vec![kworker, culprit(CulpritClass::Hypervisor, 300)];
+        let line = explained_line(&run).unwrap();
+        assert!(
+            line.contains(
+                "30.0% host preemption (KVM steal: 10.0 points of it inside other causes' runs)"
+            ),
+            "{line}"
+        );
+        run.culprits[0].host_ns = 0;
+        let line = explained_line(&run).unwrap();
+        assert!(
+            line.contains("30.0% host preemption (KVM steal); "),
+            "{line}"
+        );
     }
 
     #[test]
