@@ -233,10 +233,13 @@ for name in quiet task kworker; do
     quiet)
       row=$(grep -F "| local timer |" "$dir/table.md" || true) ;;
   esac
+  # Several rows may match (two of the CPU's kworkers ran refresh_vm_stats): those under the
+  # floor are listed, not graded; every graded one must be within, and one must be graded.
+  graded=$(grep -v "not graded (under" <<<"$row" || true)
   if [ -z "$row" ]; then
     injected="its cause is not in the table"
-  elif ! [[ $row == *"| ✓ |" ]]; then
-    injected="its cause is not graded within tolerance: $(echo "$row" | awk -F'|' '{print $2 "→" $(NF-1)}' | tr -s ' ')"
+  elif [ -z "$graded" ] || grep -qv '| ✓ |$' <<<"$graded"; then
+    injected="its cause is not graded within tolerance: $(echo "$row" | awk -F'|' '{print $2 "→" $(NF-1)}' | tr -s ' ' | paste -sd ';')"
   fi
   if [ $rc = 0 ] && [ "$injected" = ok ]; then
     verdicts+=("$name: PASS")
