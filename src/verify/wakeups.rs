@@ -173,8 +173,9 @@ impl WakeupComparison {
             return String::new();
         }
         format!(
-            "; perf's {} across the window's ends, {} ms, may be counted by either",
-            if e.count == 1 { "1 delay" } else { "2 delays" },
+            "; perf's {} delay{} across the window's ends, {} ms, may be counted by either",
+            e.count,
+            if e.count == 1 { "" } else { "s" },
             ms(e.total_ns)
         )
     }
