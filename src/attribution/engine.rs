@@ -793,7 +793,12 @@ impl Engine {
             }
             spikes += 1;
             if let Some((_, (spike, p, c))) = self.spikes.pop_front() {
-                let v = self.spike_verdict(spike, p, c);
+                // The stalls' buffers serve the spikes' sweeps too (the engine is not
+                // borrowed by them meanwhile): under an hrtimer storm, some 11,000 spikes a
+                // second each allocated a sweep's buffers afresh.
+                let mut scratch = std::mem::take(&mut self.scratch);
+                let v = self.spike_verdict(spike, p, c, &mut scratch);
+                self.scratch = scratch;
                 self.decided_spikes.push(v);
             }
         }
@@ -892,7 +897,13 @@ impl Engine {
         v
     }
 
-    fn spike_verdict(&self, spike: Spike, producer_cpu: Cpu, consumer_cpu: Cpu) -> SpikeVerdict {
+    fn spike_verdict(
+        &self,
+        spike: Spike,
+        producer_cpu: Cpu,
+        consumer_cpu: Cpu,
+        scratch: &mut Scratch,
+    ) -> SpikeVerdict {
         let (a, b) = (spike.publish_ns, spike.receive_ns.max(spike.publish_ns));
         let transit = b - a;
         let stalls_of = |cpu: Cpu, role: ThreadRole| {
@@ -915,7 +926,7 @@ impl Engine {
         let mut producer = Vec::new();
         let mut visible = a;
         if let Some((until, v)) = held_until {
-            producer = self.window_shares(producer_cpu, a, until, &v.hypervisor);
+            producer = self.window_shares(producer_cpu, (a, until), &v.hypervisor, scratch);
             visible = until;
         }
         let mut consumer: Vec<Share> = Vec::new();
@@ -928,7 +939,7 @@ impl Engine {
             consumer_stalled += hi - lo;
             merge_shares(
                 &mut consumer,
-                self.window_shares(consumer_cpu, lo, hi, &v.hypervisor),
+                self.window_shares(consumer_cpu, (lo, hi), &v.hypervisor, scratch),
             );
         }
         for list in [&mut producer, &mut consumer] {
@@ -951,30 +962,29 @@ impl Engine {
     fn window_shares(
         &self,
         cpu: Cpu,
-        a: Nanos,
-        b: Nanos,
+        (a, b): (Nanos, Nanos),
         hypervisor: &[(Nanos, Nanos)],
+        scratch: &mut Scratch,
     ) -> Vec<Share> {
         let c = self.cpus.get(&cpu).unwrap_or(&NO_RECORDS);
-        // Spikes are few: their sweeps get buffers of their own.
-        let mut scratch = Scratch::default();
-        let sweep = Sweep::over((cpu, c), (a, b), self.cfg.edge_ns, 0, &mut scratch);
+        let sweep = Sweep::over((cpu, c), (a, b), self.cfg.edge_ns, 0, scratch);
         let stall = Stall {
             cpu,
             thread: ThreadRole::Producer,
             start_ns: a,
             end_ns: b,
         };
-        verdict_of(
+        let v = verdict_of(
             &self.cfg,
             self.steal_clock,
             (c, &sweep),
             &stall,
             clip(hypervisor, a, b),
             false,
-            &mut scratch,
-        )
-        .culprits
+            scratch,
+        );
+        sweep.give_back(scratch);
+        v.culprits
     }
 }
 
