@@ -177,6 +177,19 @@ pub struct RunArgs {
     /// How often the metrics file is rewritten
     #[arg(long, default_value = "10s", requires = "metrics", allow_hyphen_values = true, value_parser = parse_metrics_interval)]
     pub metrics_interval: Nanos,
+
+    /// When culprits are decided: `live`, as the run goes (the live view's culprits); or
+    /// `end`, after the workload stops — the kernel records wait in the rings meanwhile, so
+    /// the least of jitterscope runs beside the workload (for when every CPU is measured)
+    #[arg(long, value_enum, default_value_t = Attribution::Live)]
+    pub attribution: Attribution,
+}
+
+/// `--attribution`: when a run decides its culprits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Attribution {
+    Live,
+    End,
 }
 
 const WATCH_EXAMPLES: &str = "\

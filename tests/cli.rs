@@ -659,3 +659,38 @@ fn bpf_perfmon_and_sys_nice_are_enough_without_root() {
     let watch = RunFile::read(&common::run_file_in(&wdir)).unwrap();
     assert_eq!(watch.threads.len(), 1, "{:?}", watch.threads);
 }
+
+#[test]
+fn attribution_at_the_end_refuses_what_it_cannot_serve() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = dir.path().to_str().unwrap();
+    usage_error(
+        &[
+            "--cpus",
+            "0,1",
+            "--attribution",
+            "end",
+            "--no-probes",
+            "--output",
+            o,
+        ],
+        "--attribution end with --no-probes: without probes nothing is attributed",
+    );
+    usage_error(
+        &[
+            "--cpus",
+            "0,1",
+            "--attribution",
+            "end",
+            "--metrics",
+            "/tmp/js-cli-test.prom",
+            "--output",
+            o,
+        ],
+        "--attribution end with --metrics: the metrics file is rewritten while the run goes on",
+    );
+    usage_error(
+        &["--cpus", "0,1", "--attribution", "later", "--output", o],
+        "invalid value 'later' for '--attribution <ATTRIBUTION>'",
+    );
+}

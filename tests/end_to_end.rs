@@ -17,6 +17,16 @@ const CONSUMER: usize = 1;
 
 /// Runs jitterscope for `secs` while `inject` runs on this thread; returns the run file.
 fn run_with(label: &str, secs: u32, inject: impl FnOnce()) -> RunFile {
+    run_with_args(label, secs, &[], inject).0
+}
+
+/// `run_with` with more flags; also returns what it printed.
+fn run_with_args(
+    label: &str,
+    secs: u32,
+    more: &[&str],
+    inject: impl FnOnce(),
+) -> (RunFile, String) {
     let dir = tempfile::tempdir().unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_jitterscope"))
         .args([
@@ -29,6 +39,7 @@ fn run_with(label: &str, secs: u32, inject: impl FnOnce()) -> RunFile {
             "--no-tui",
         ])
         .args(["--duration", &format!("{secs}s"), "--label", label])
+        .args(more)
         .arg("--output")
         .arg(dir.path())
         .stdout(std::process::Stdio::piped())
@@ -38,7 +49,35 @@ fn run_with(label: &str, secs: u32, inject: impl FnOnce()) -> RunFile {
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "jitterscope failed:\n{stdout}");
-    read(&run_file_in(dir.path()))
+    (read(&run_file_in(dir.path())), stdout.into_owned())
+}
+
+/// `stat_refresh` written every 200 µs from the producer's CPU for `secs` after 0.7 s: a
+/// kworker runs `refresh_vm_stats` on the consumer's CPU for each (see the first test).
+fn inject_stat_refresh(secs: f64) {
+    pin(0, 0);
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let until = monotonic_ns() + (secs * 1e9) as u64;
+    while monotonic_ns() < until {
+        std::fs::write("/proc/sys/vm/stat_refresh", "1").unwrap();
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+}
+
+/// The stall counts of the progress lines (`| stalls N`), in order.
+fn progress_stalls(stdout: &str) -> Vec<u64> {
+    stdout
+        .lines()
+        .filter(|l| l.starts_with('['))
+        .filter_map(|l| {
+            l.split("| stalls ")
+                .nth(1)?
+                .split([' ', '|'])
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect()
 }
 
 fn read(p: &Path) -> RunFile {
@@ -351,4 +390,79 @@ fn jitterscope_sends_no_tlb_shootdown_to_the_consumers_cpu_while_recording() {
         own_ipis.is_empty(),
         "jitterscope interrupted the consumer's CPU: {own_ipis:?}"
     );
+}
+
+#[test]
+fn deciding_at_end_decides_nothing_while_it_runs_and_names_the_same_culprit() {
+    if skip_bpf("deciding_at_end_decides_nothing_while_it_runs_and_names_the_same_culprit")
+        || nproc() < 2
+    {
+        return;
+    }
+    let _cpus = exclusive();
+    // SAFETY: sync takes no arguments (see the first test).
+    unsafe { libc::sync() };
+    // Rings large enough for the injections' records: nothing needs draining before the end.
+    let more = ["--attribution", "end", "--ringbuf-size", "32M"];
+    let (run, stdout) = run_with_args("at-end", 3, &more, || inject_stat_refresh(2.3));
+    // Every progress line: nothing attributed yet, the stalls waiting for the end.
+    let lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with('[')).collect();
+    assert!(!lines.is_empty(), "no progress lines:\n{stdout}");
+    assert!(
+        progress_stalls(&stdout).iter().all(|&n| n == 0),
+        "nothing is decided while the run goes on:\n{stdout}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("to attribute at the end)")),
+        "the stalls waiting for the end are counted:\n{stdout}"
+    );
+    let o = run.overhead.as_ref().expect("overhead");
+    assert!(
+        o.at_end,
+        "the run file says the culprits were decided at the end"
+    );
+    assert!(o.after_cpu_ns > 0, "the work after the run is measured");
+    assert!(
+        stdout.contains("after the workload stopped, deciding the culprits (--attribution end)"),
+        "the report says where the decisions' CPU went:\n{stdout}"
+    );
+    // Decided after the run, the culprit is the one the live attribution names.
+    let (class, name, detail) = top_on(&run, CONSUMER as u32);
+    assert!(
+        class == "kworker" && ["refresh_vm_stats", "wq_barrier_func"].contains(&detail.as_str()),
+        "top culprit {class} {name} {detail}"
+    );
+    assert_eq!(run.lost.ring_buffer_drops, 0);
+    assert_eq!(run.probes.as_ref().map(|p| p.incomplete_stalls), Some(0));
+    spikes_never_exceed_their_transit(&run);
+}
+
+#[test]
+fn deciding_at_end_drains_early_when_a_ring_needs_room() {
+    if skip_bpf("deciding_at_end_drains_early_when_a_ring_needs_room") || nproc() < 2 {
+        return;
+    }
+    let _cpus = exclusive();
+    // A 256 KiB ring (4,096 records) fills to half in a few seconds of a quiet run: the drain
+    // thread empties it before it is full, and the collector decides what it can.
+    let more = ["--attribution", "end", "--ringbuf-size", "256K"];
+    let (run, stdout) = run_with_args("at-end-early", 8, &more, || {});
+    let counts = progress_stalls(&stdout);
+    assert!(
+        counts.iter().any(|&n| n > 0),
+        "some stalls were decided before the end: {counts:?}\n{stdout}"
+    );
+    assert_eq!(
+        run.lost.ring_buffer_drops, 0,
+        "the ring was drained before it was full:\n{stdout}"
+    );
+    assert_eq!(run.probes.as_ref().map(|p| p.incomplete_stalls), Some(0));
+    // The rest decided at the end: more than the progress lines had seen.
+    let last_seen = counts.iter().copied().max().unwrap_or(0);
+    assert!(
+        run.stall_summary.count > last_seen,
+        "{} stalls in the run file, {last_seen} decided before the end",
+        run.stall_summary.count
+    );
+    assert!(run.overhead.as_ref().is_some_and(|o| o.at_end));
 }

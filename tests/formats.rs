@@ -358,6 +358,8 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
             }],
             collector_budget: Some(0.02),
             held_back: 3,
+            after_cpu_ns: 9_400_000,
+            at_end: false,
         }),
     }
 }

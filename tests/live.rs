@@ -36,6 +36,7 @@ fn model() -> LiveModel {
         messages_per_s: 99_500.0,
         stalls: 1234,
         awaiting: None,
+        at_end: false,
         lost: 0,
         bpf_cost: Some((175.0, 0.0004)),
         probes: true,

@@ -615,6 +615,7 @@ prop_compose! {
             |(window_ns, tracer_cpu_ns, bpf_run_ns, bpf_events)| Overhead {
                 window_ns, tracer_cpu_ns, bpf_run_ns, bpf_events, longest_self: Vec::new(),
                 collector_budget: (bpf_events % 2 == 0).then_some(0.02), held_back: window_ns % 7,
+                after_cpu_ns: bpf_run_ns / 3, at_end: tracer_cpu_ns % 2 == 0,
             },
         )),
     ) -> RunFile {
@@ -791,6 +792,8 @@ fn sample_json() -> String {
             longest_self: Vec::new(),
             collector_budget: Some(0.02),
             held_back: 0,
+            after_cpu_ns: 0,
+            at_end: false,
         }),
     }
     .to_json()

@@ -6,8 +6,8 @@
 use std::io::IsTerminal;
 
 use super::{
-    parse_cpu_list, parse_cpus, FloorArgs, NoiseArgs, ProbeArgs, RunArgs, Threshold, TuneArgs,
-    UsageError, VerifyArgs, WatchArgs, WorkshopArgs,
+    parse_cpu_list, parse_cpus, Attribution, FloorArgs, NoiseArgs, ProbeArgs, RunArgs, Threshold,
+    TuneArgs, UsageError, VerifyArgs, WatchArgs, WorkshopArgs,
 };
 use crate::probe::census::CensusConfig;
 use crate::report::files::OutputDir;
@@ -106,6 +106,18 @@ pub fn run_plan(args: &RunArgs) -> Result<RunPlan, UsageError> {
     };
     let cpus = parse_cpus(cpus_text, &Topology::read())?;
     let metrics = metrics_plan(args.metrics.as_deref(), args.metrics_interval)?;
+    if args.attribution == Attribution::End {
+        if args.no_probes {
+            return Err(UsageError(
+                "--attribution end with --no-probes: without probes nothing is attributed; drop one of them".into(),
+            ));
+        }
+        if metrics.is_some() {
+            return Err(UsageError(
+                "--attribution end with --metrics: the metrics file is rewritten while the run goes on, and its culprit series would stay empty until the end; use --attribution live (the default) to export metrics".into(),
+            ));
+        }
+    }
     let output = OutputDir::prepare(&args.output).map_err(|e| UsageError(e.to_string()))?;
     let (threshold, auto) = match args.stall_threshold {
         Threshold::Auto => (auto_stall_threshold_ns(), true),
@@ -119,6 +131,9 @@ pub fn run_plan(args: &RunArgs) -> Result<RunPlan, UsageError> {
     workload.duration_ns = args.duration;
     workload.stall_threshold_ns = threshold;
     workload.spike_threshold_ns = args.spike_threshold;
+    if args.attribution == Attribution::End {
+        workload.stall_queue_capacity = crate::workload::AT_END_STALL_QUEUE;
+    }
     Ok(RunPlan {
         workload,
         label: args.label.clone(),
@@ -130,6 +145,7 @@ pub fn run_plan(args: &RunArgs) -> Result<RunPlan, UsageError> {
         colour: colour_on_stdout(),
         probes,
         metrics,
+        attribute_at_end: args.attribution == Attribution::End,
     })
 }
 

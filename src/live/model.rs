@@ -80,6 +80,9 @@ pub struct LiveModel {
     /// collector's budget): the stall count and the culprits are then older than the
     /// histograms.
     pub awaiting: Option<(u64, Nanos)>,
+    /// Culprits are decided at the end of the run (`--attribution end`): `awaiting` is then
+    /// what waits for it, shown whenever there is any.
+    pub at_end: bool,
     /// Kernel records lost + workload queue overflows so far.
     pub lost: u64,
     /// BPF cost, when probes run and statistics are on: (ns per event, share of one CPU).
@@ -146,9 +149,11 @@ impl LiveModel {
         line
     }
 
-    /// ` (+N awaiting attribution, 2.400s behind)`, or nothing while the attribution keeps up.
+    /// ` (+N awaiting attribution, 2.400s behind)`, or nothing while the attribution keeps up;
+    /// ` (+N to attribute at the end)` when that is the plan.
     pub fn awaiting_text(&self) -> String {
         match self.awaiting {
+            Some((n, _)) if self.at_end => format!(" (+{n} to attribute at the end)"),
             Some((n, behind)) => {
                 format!(" (+{n} awaiting attribution, {} behind)", fmt_ns(behind))
             }

@@ -185,6 +185,14 @@ pub struct Budget {
     /// When the last drain that emptied the ring began (CLOCK_MONOTONIC): every record
     /// committed before it has reached user space.
     drained_at_ns: AtomicU64,
+    /// Culprits are decided at the end of the run (`--attribution end`): the records wait in
+    /// the rings until then, drained before only when a ring needs room or the collector asks.
+    at_end: bool,
+    /// The collector asks for a drain before the end (its undecided stalls pile up).
+    records_wanted: std::sync::atomic::AtomicBool,
+    /// Deciding at the end, the drain thread drained before it: the collector takes the
+    /// records in, with every stall before them (`take_records_delivered`).
+    records_delivered: std::sync::atomic::AtomicBool,
 }
 
 /// The budget window.
@@ -206,7 +214,44 @@ impl Budget {
             reserve_ns: AtomicU64::new(0),
             held_back: AtomicU64::new(0),
             drained_at_ns: AtomicU64::new(u64::MAX),
+            at_end: false,
+            records_wanted: std::sync::atomic::AtomicBool::new(false),
+            records_delivered: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// The same budget for a run that decides its culprits at the end: nothing is drained,
+    /// so nothing may be decided, until a drain says so (`drained`).
+    pub fn deciding_at_end(mut self) -> Budget {
+        self.at_end = true;
+        self.drained_at_ns = AtomicU64::new(0);
+        self
+    }
+
+    /// Whether culprits wait for the end of the run (`deciding_at_end`).
+    pub fn at_end(&self) -> bool {
+        self.at_end
+    }
+
+    /// The collector asks the drain thread to drain at its next turn although no ring needs
+    /// room (its undecided stalls would otherwise outgrow their bound).
+    pub fn want_records(&self) {
+        self.records_wanted.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether a drain was asked for since the last call.
+    pub fn take_records_wanted(&self) -> bool {
+        self.records_wanted.swap(false, Ordering::Relaxed)
+    }
+
+    /// The drain thread drained before the end (its records are on their way).
+    pub fn records_delivered(&self) {
+        self.records_delivered.store(true, Ordering::Release);
+    }
+
+    /// Whether records were drained before the end since the last call.
+    pub fn take_records_delivered(&self) -> bool {
+        self.records_delivered.swap(false, Ordering::Acquire)
     }
 
     /// Adds a thread's CPU time on work that can wait (a new window starts every second).

@@ -309,6 +309,19 @@ impl Rings {
         n
     }
 
+    /// The share of its slots that the fullest ring holds (reserved by the programs, not yet
+    /// taken by the reader): 0 when empty, 1 when full.
+    pub fn fullest(&self) -> f64 {
+        self.rings
+            .iter()
+            .map(|r| {
+                // SAFETY: the line is live while `self` is (see `over`).
+                let head = unsafe { (*r.head).load(Ordering::Acquire) };
+                head.saturating_sub(r.next) as f64 / (r.mask + 1) as f64
+            })
+            .fold(0.0, f64::max)
+    }
+
     /// The CPUs whose records are being lost in a window not yet reported in a record, with
     /// the window's start, into `out`. Its record comes once the CPU's ring has room again,
     /// after a drain made it: a drain that asks before it reads knows of every window whose

@@ -157,6 +157,14 @@ pub struct Overhead {
     pub collector_budget: Option<f64>,
     #[serde(default)]
     pub held_back: u64,
+    /// CPU time of jitterscope's threads after the workload stopped, outside the window: the
+    /// last records drained and the decisions still waiting (all of them with `at_end`).
+    #[serde(default)]
+    pub after_cpu_ns: u64,
+    /// The culprits were decided after the workload stopped (`--attribution end`), the
+    /// records waiting in the probes' rings meanwhile.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub at_end: bool,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -742,8 +742,21 @@ pub fn overhead_line(run: &RunFile, o: &super::runfile::Overhead) -> String {
         Some(share) => format!("; within its budget of {:.1}% of one CPU", 100.0 * share),
         None => String::new(),
     };
+    let after = if o.at_end {
+        format!(
+            "; {} after the workload stopped, deciding the culprits (--attribution end)",
+            fmt_ns(o.after_cpu_ns)
+        )
+    } else if o.after_cpu_ns > 0 {
+        format!(
+            "; {} after the workload stopped, deciding what was left",
+            fmt_ns(o.after_cpu_ns)
+        )
+    } else {
+        String::new()
+    };
     format!(
-        "jitterscope itself: {} CPU ({:.3}% of one CPU) in its own threads beside the workload, {bpf}{slices}{budget}",
+        "jitterscope itself: {} CPU ({:.3}% of one CPU) in its own threads beside the workload, {bpf}{slices}{budget}{after}",
         fmt_ns(o.tracer_cpu_ns),
         pct(o.tracer_cpu_ns),
     )

@@ -171,6 +171,8 @@ fn overhead(r: &Recorded) -> Option<Overhead> {
         longest_self: crate::report::build::longest_self(&r.attr),
         collector_budget: r.budget.map(|(share, _)| share),
         held_back: r.budget.map_or(0, |(_, n)| n),
+        after_cpu_ns: r.after_cpu_ns,
+        at_end: r.at_end,
     })
 }
 

@@ -41,6 +41,10 @@ pub struct RunPlan {
     pub probes: Option<u32>,
     /// The metrics file for node_exporter, if asked for.
     pub metrics: Option<MetricsPlan>,
+    /// Decide the culprits after the workload stops (`--attribution end`): the records wait
+    /// in the probes' rings, and only the intake of the workload's stalls and histograms
+    /// runs beside it.
+    pub attribute_at_end: bool,
 }
 
 /// Where the run's files went.

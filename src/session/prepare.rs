@@ -63,8 +63,15 @@ pub(super) fn prepare(plan: &RunPlan, out: &mut Console) -> Result<Prepared> {
     let every_cpu_measured = topo.housekeeping(&measured).is_empty();
     // Probes first: attached before the workload starts its clock, and a run that cannot
     // load them (no root) fails before it leaves any file behind.
-    // Sharing the producer's CPU, the collector keeps to a budget (see `Budget`).
-    let budget = every_cpu_measured.then(|| Arc::new(Budget::new(COLLECTOR_BUDGET)));
+    // Sharing the producer's CPU, the collector keeps to a budget (see `Budget`). Deciding at
+    // the end, the drain thread and the collector also learn from it when records may wait.
+    let budget = match (every_cpu_measured, plan.attribute_at_end) {
+        (true, false) => Some(Budget::new(COLLECTOR_BUDGET)),
+        (true, true) => Some(Budget::new(COLLECTOR_BUDGET).deciding_at_end()),
+        (false, true) => Some(Budget::new(0.0).deciding_at_end()),
+        (false, false) => None,
+    }
+    .map(Arc::new);
     // Before the drain thread starts: the room it makes in its heap is kept.
     crate::system::keep_allocations_in_place();
     let probe = start_probes(
@@ -165,7 +172,7 @@ fn start_probes(
     pc.ringbuf_bytes = ringbuf_bytes;
     pc.drain_cpus = housekeeping;
     pc.budget = budget;
-    pc.drain_interval = super::record::turn(every_cpu_measured);
+    pc.drain_interval = super::record::turn(every_cpu_measured, plan.attribute_at_end);
     Ok(Some(ProbeSession::start(pc).context(
         "cannot start the kernel probes (--no-probes measures without attribution)",
     )?))

@@ -101,6 +101,11 @@ pub(super) struct Recorded {
     pub metrics: Option<MetricsFile>,
     /// The metrics file's last rewrite failed: why.
     pub metrics_failed: Option<String>,
+    /// CPU time of jitterscope's threads after the workload stopped (the last records and
+    /// the decisions still waiting).
+    pub after_cpu_ns: u64,
+    /// The culprits were decided at the end (`--attribution end`).
+    pub at_end: bool,
 }
 
 /// The loop's state: totals, attribution, the model shown, and jitterscope's own CPU time.
@@ -117,6 +122,8 @@ struct Recorder {
     pacer: Pacer,
     /// Grows the heap ahead of a storm's backlog (`platform::heap`).
     keeper: HeapKeeper,
+    /// Culprits wait for the end (`--attribution end`) while the workload runs.
+    at_end: bool,
     metrics: Option<MetricsFile>,
     /// What the frontend shows: only that is kept up to date.
     needs: Needs,
@@ -139,9 +146,14 @@ struct IntervalBuckets {
 /// wake-up costs a switch and a cold cache there, so they come twice a second (four times
 /// before, each thread on its own: 25–30 % more of the collector's CPU); otherwise four
 /// times, for a livelier view. What the live view shows is then at most a turn plus
-/// `DECISION_LAG_NS` old.
-pub(super) fn turn(every_cpu_measured: bool) -> Duration {
-    Duration::from_millis(if every_cpu_measured { 500 } else { 250 })
+/// `DECISION_LAG_NS` old. Deciding at the end (`--attribution end`), a turn only takes in the
+/// workload's stalls and its second's histograms and looks at the rings: once a second.
+pub(super) fn turn(every_cpu_measured: bool, at_end: bool) -> Duration {
+    Duration::from_millis(match (at_end, every_cpu_measured) {
+        (true, _) => 1000,
+        (false, true) => 500,
+        (false, false) => 250,
+    })
 }
 /// How long past its turn the collector waits for a drain (a drain held up by the budget or
 /// the host still lets the workload's stalls be taken in on time).
@@ -167,6 +179,14 @@ const STALLS_KEPT: usize = 4096;
 /// that outlasts it must not grow memory without end).
 const MAX_PENDING: usize = 200_000;
 
+/// `--attribution end`: undecided stalls and spikes past which the collector asks for a
+/// drain before the end (a quiet run reaches it after about a minute, when the rings need
+/// room about as often), so that the stalls are decided and memory stays bounded.
+const AT_END_PENDING: usize = MAX_PENDING / 2;
+/// `--attribution end`: the share of the workload's stall queues (`AT_END_STALL_QUEUE`)
+/// past which they are emptied before the end.
+const AT_END_QUEUED: f64 = 0.5;
+
 /// Kernel records taken between two looks at the pacer (under a µs each).
 const TAKE_STEP: usize = 32;
 
@@ -181,7 +201,7 @@ pub(super) fn record(
         if StallSource::finished(&p.workload) {
             break EndReason::Completed;
         }
-        let turn = turn(p.every_cpu_measured);
+        let turn = turn(p.every_cpu_measured, plan.attribute_at_end);
         r.pacer.end();
         match &p.probe {
             Some((session, _)) => {
@@ -231,15 +251,20 @@ pub(super) fn record(
     // Leave the alternate screen before the report is printed.
     frontend.close();
     StallSource::join(&mut p.workload);
+    // Only jitterscope's threads are left: the process's CPU from here on is theirs.
+    let after_from = cputime::process_cpu_ns();
     // No workload thread runs in this address space any more: memory may go back now.
     crate::system::give_back_memory();
     // Nothing measured shares a CPU with the collector any more.
     r.pacer = Pacer::new(false);
-    r.drain(p);
+    // Whatever waited for the end: every stall, spike and record now.
+    r.at_end = false;
+    r.drain(p, true);
     let _ = p.hlog.flush();
     let stop_ns = monotonic_ns().min(p.end);
     let probes = stop_probes(p.probe.take(), &mut r.attr, out);
     r.attr.finish();
+    let after_cpu_ns = cputime::process_cpu_ns().saturating_sub(after_from);
     let metrics_failed = match r.metrics.is_some() {
         true => r.rewrite_metrics(p, stop_ns).err(),
         false => None,
@@ -258,7 +283,10 @@ pub(super) fn record(
         budget: p
             .budget
             .as_ref()
+            .filter(|_| p.every_cpu_measured)
             .map(|b| (super::prepare::COLLECTOR_BUDGET, b.held_back())),
+        after_cpu_ns,
+        at_end: plan.attribute_at_end,
     })
 }
 
@@ -452,6 +480,7 @@ impl Recorder {
             cpu_last: None,
             pacer: Pacer::new(p.every_cpu_measured),
             keeper: HeapKeeper::new(p.every_cpu_measured),
+            at_end: plan.attribute_at_end,
             metrics: plan.metrics.clone().map(|m| MetricsFile::new(m, Mode::Run)),
             needs,
             buckets: IntervalBuckets::default(),
@@ -498,7 +527,22 @@ impl Recorder {
     fn turn(&mut self, p: &mut Prepared) {
         let intake_before = own_thread_cpu_ns();
         self.pacer.begin();
-        self.drain(p);
+        // Deciding at the end, the stalls stay in the workload's queues and the records in
+        // the rings until they are needed: once the drain thread drained (a ring needed room,
+        // or this thread asked), every stall before its records is taken in with them; and
+        // the queues are emptied when half full. Nothing is decided, nor any record dropped
+        // as too old, while stalls that could need it are still queued.
+        let catch_up = match p.budget.as_ref().filter(|b| self.at_end && b.at_end()) {
+            Some(b) => {
+                let full = StallSource::queued(&p.workload) >= AT_END_QUEUED;
+                if full {
+                    b.want_records();
+                }
+                b.take_records_delivered() || full
+            }
+            None => true,
+        };
+        self.drain(p, catch_up);
         // Room for what this turn and the next allocate, grown now a step at a time rather
         // than by the allocations themselves in one piece.
         self.keeper.keep(&mut self.pacer);
@@ -506,7 +550,7 @@ impl Recorder {
         // The wall clock first: the time since `now` bounds the CPU time since `cpu_before`.
         let now = monotonic_ns();
         let cpu_before = own_thread_cpu_ns();
-        if !p.budget.as_ref().is_some_and(|b| b.hold_back()) {
+        if catch_up && !p.budget.as_ref().is_some_and(|b| b.hold_back()) {
             if let Some((session, rx)) = &p.probe {
                 while let Ok(mut batch) = rx.try_recv() {
                     take_records(&mut self.attr, &mut batch, &mut self.pacer);
@@ -533,6 +577,12 @@ impl Recorder {
             self.pacer.between();
         }
         spend(p, cpu_before);
+        if let Some(b) = p.budget.as_ref().filter(|b| self.at_end && b.at_end()) {
+            // The undecided stalls would outgrow their bound: their records, to decide them.
+            if self.attr.engine.pending() >= AT_END_PENDING {
+                b.want_records();
+            }
+        }
         if now >= p.record_from {
             let sample = p.workload.cpu_ns().map(|workload_ns| CpuSample {
                 at_ns: now,
@@ -546,8 +596,9 @@ impl Recorder {
         }
     }
 
-    /// Everything the stall source produced since the last turn.
-    fn drain(&mut self, p: &mut Prepared) {
+    /// Everything the stall source produced since the last turn (its stalls and spikes only
+    /// if `with_stalls`).
+    fn drain(&mut self, p: &mut Prepared, with_stalls: bool) {
         let run_totals = self.needs.run_totals;
         let (totals, attr, live, view_totals, hlog_error, pacer, buckets, stalls) = (
             &mut self.totals,
@@ -560,7 +611,7 @@ impl Recorder {
             &mut self.stalls,
         );
         let (hlog, base_mono) = (&mut p.hlog, p.base_mono);
-        StallSource::drain(&mut p.workload, &mut |o| match o {
+        StallSource::drain_some(&mut p.workload, with_stalls, &mut |o| match o {
             Output::Stall(s) => {
                 stalls.push(s);
                 if stalls.len() >= STALLS_KEPT {
@@ -645,10 +696,16 @@ impl Recorder {
             });
         live.stalls = self.attr.book.count();
         let (undecided, oldest) = self.attr.engine.undecided_stalls();
-        live.awaiting = oldest
-            .map(|end| now.saturating_sub(end))
-            .filter(|&behind| behind > AWAITING_SHOWN_NS)
-            .map(|behind| (undecided as u64, behind));
+        live.awaiting = if self.at_end {
+            // Most wait in the workload's queues, not yet taken in.
+            let waiting = undecided + StallSource::stalls_queued(&p.workload);
+            (waiting > 0).then_some((waiting as u64, 0))
+        } else {
+            oldest
+                .map(|end| now.saturating_sub(end))
+                .filter(|&behind| behind > AWAITING_SHOWN_NS)
+                .map(|behind| (undecided as u64, behind))
+        };
         live.lost = self.attr.lost_records + StallSource::counters(&p.workload).queue_drops;
         live.bpf_cost = p
             .probe
@@ -778,9 +835,16 @@ fn initial_model(plan: &RunPlan, p: &Prepared) -> LiveModel {
                 ..ConsumerView::default()
             })
             .collect(),
-        note: p.every_cpu_measured.then(|| {
-            "every CPU is measured: the display refreshes once a second and its cost shows under `self`".to_string()
-        }),
+        note: match (plan.attribute_at_end, p.every_cpu_measured) {
+            (true, _) => Some(
+                "culprits are decided at the end of the run (--attribution end): the records wait in the kernel's rings meanwhile".to_string(),
+            ),
+            (false, true) => Some(
+                "every CPU is measured: the display refreshes once a second and its cost shows under `self`".to_string(),
+            ),
+            (false, false) => None,
+        },
+        at_end: plan.attribute_at_end,
         ..LiveModel::default()
     }
 }

@@ -28,6 +28,25 @@ pub trait StallSource {
     /// Hands over everything produced since the last call; an interval's histograms come
     /// back through the sink's return value to be reused.
     fn drain(&mut self, sink: &mut dyn FnMut(Output) -> Option<Box<IntervalHistograms>>);
+    /// `drain`, leaving the stalls and spikes queued unless `stalls` (see `queued`).
+    fn drain_some(
+        &mut self,
+        stalls: bool,
+        sink: &mut dyn FnMut(Output) -> Option<Box<IntervalHistograms>>,
+    ) {
+        // A source that cannot hold its stalls hands them all over.
+        let _ = stalls;
+        self.drain(sink);
+    }
+    /// The share of its room the fullest of the source's stall queues holds (0 for a source
+    /// that queues nothing).
+    fn queued(&self) -> f64 {
+        0.0
+    }
+    /// Stalls waiting in the source's queues.
+    fn stalls_queued(&self) -> usize {
+        0
+    }
     /// True once every thread of the source has ended.
     fn finished(&self) -> bool;
     fn request_stop(&self);
@@ -43,6 +62,22 @@ pub trait StallSource {
 impl StallSource for Workload {
     fn drain(&mut self, sink: &mut dyn FnMut(Output) -> Option<Box<IntervalHistograms>>) {
         Workload::drain(self, sink);
+    }
+
+    fn drain_some(
+        &mut self,
+        stalls: bool,
+        sink: &mut dyn FnMut(Output) -> Option<Box<IntervalHistograms>>,
+    ) {
+        Workload::drain_some(self, stalls, sink);
+    }
+
+    fn queued(&self) -> f64 {
+        Workload::queued(self)
+    }
+
+    fn stalls_queued(&self) -> usize {
+        Workload::stalls_queued(self)
     }
 
     fn finished(&self) -> bool {

@@ -131,6 +131,12 @@ pub struct ThreadCounters {
     pub spikes_dropped: AtomicU64,
 }
 
+/// `--attribution end`: each workload thread's stall queue and each consumer's spike queue
+/// (8 MiB of stalls each), so that half of one holds some 10 s of the hrtimer storm's stalls
+/// or minutes of a quiet run's: they wait there for the end (the default, 32,768, is taken
+/// every turn).
+pub const AT_END_STALL_QUEUE: usize = 1 << 18;
+
 /// What the session drains from a running workload.
 pub enum Output {
     Stall(Stall),
@@ -444,20 +450,44 @@ impl Workload {
         None
     }
 
+    /// Stalls waiting in the threads' queues.
+    pub fn stalls_queued(&self) -> usize {
+        self.stall_sources.iter().map(|s| s.rx.held()).sum()
+    }
+
+    /// The share of its room the fullest stall or spike queue holds.
+    pub fn queued(&self) -> f64 {
+        let stalls = self.stall_sources.iter().map(|s| s.rx.filled());
+        let spikes = self.interval_sources.iter().map(|s| s.spikes.filled());
+        stalls.chain(spikes).fold(0.0, f64::max)
+    }
+
     pub fn counters(&self) -> &[(ThreadRole, Arc<ThreadCounters>)] {
         &self.counters
     }
 
     /// Drains everything the threads have produced so far into `sink`. Interval histograms
     /// go back to their consumer's pool once `sink` has returned.
-    pub fn drain(&mut self, mut sink: impl FnMut(Output) -> Option<Box<IntervalHistograms>>) {
-        for src in &mut self.stall_sources {
-            while let Some(stall) = src.rx.pop() {
-                sink(Output::Stall(stall));
+    pub fn drain(&mut self, sink: impl FnMut(Output) -> Option<Box<IntervalHistograms>>) {
+        self.drain_some(true, sink);
+    }
+
+    /// `drain`, leaving the stalls and spikes in their queues unless `stalls` (a run that
+    /// decides at the end takes them when it needs them: `queued`).
+    pub fn drain_some(
+        &mut self,
+        stalls: bool,
+        mut sink: impl FnMut(Output) -> Option<Box<IntervalHistograms>>,
+    ) {
+        if stalls {
+            for src in &mut self.stall_sources {
+                while let Some(stall) = src.rx.pop() {
+                    sink(Output::Stall(stall));
+                }
             }
         }
         for src in &mut self.interval_sources {
-            while let Some(spike) = src.spikes.pop() {
+            while let Some(spike) = stalls.then(|| src.spikes.pop()).flatten() {
                 sink(Output::Spike(spike));
             }
             while let Some(hists) = src.done.pop() {

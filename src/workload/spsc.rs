@@ -95,6 +95,19 @@ impl<T> Sender<T> {
 }
 
 impl<T> Receiver<T> {
+    /// How many items the queue holds now.
+    pub fn held(&self) -> usize {
+        let s = &*self.shared;
+        s.tail
+            .load(Ordering::Acquire)
+            .wrapping_sub(s.head.load(Ordering::Relaxed))
+    }
+
+    /// The share of its slots the queue holds now (0 empty, 1 full).
+    pub fn filled(&self) -> f64 {
+        self.held() as f64 / (self.shared.mask + 1) as f64
+    }
+
     #[inline]
     pub fn pop(&mut self) -> Option<T> {
         let s = &*self.shared;

@@ -79,6 +79,7 @@ fn base_plan(cfg: &WorkshopConfig) -> RunPlan {
         colour: false,
         probes: Some(8 << 20),
         metrics: None,
+        attribute_at_end: false,
     }
 }
 

@@ -335,5 +335,7 @@ fn overhead(s: &Session, p: &ProbeSummary) -> Option<Overhead> {
         // The watcher keeps off the watched CPUs where it can: no budget.
         collector_budget: None,
         held_back: 0,
+        after_cpu_ns: 0,
+        at_end: false,
     })
 }
