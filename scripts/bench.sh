@@ -15,7 +15,8 @@
 #   6. issue 14's targets for the tracer's own cost, each beside the figure measured here:
 #      the median of 3 runs of each kind (the two rounds' jitterscope rows and one more quiet
 #      run, 3 probes under the switch storm, 3 runs under the hrtimer storm, 3 watches of
-#      each kind), every run's figure listed beside it.
+#      each kind; and 3 quiet runs and 3 hrtimer-storm runs deciding the culprits at the end,
+#      `--attribution end`), every run's figure listed beside it.
 # Usage: sudo scripts/bench.sh [--cpus 0,1] [--duration 10s]
 # Not a test: nothing here passes or fails on speed.
 # Installs linux-perf, bpftrace and bpftool when missing. Mounts tracefs if it is not mounted
@@ -299,6 +300,12 @@ for name in "${order1[@]}"; do row "$name" 1; done
 for name in "${order2[@]}"; do row "$name" 2; done
 # A third quiet run for the targets' medians (not a row of the comparison above).
 row jitterscope 3
+# Three quiet runs deciding at the end (`--attribution end`), for the targets' second column.
+for n in 1 2 3; do
+  mkdir -p "$out/at-end-$n"
+  echo "bench: quiet run $n of 3 deciding at the end" >&2
+  workload "$out/at-end-$n" --attribution end
+done
 
 # `jitterscope probe` holds its CPU too: wait for another jitterscope to end, as the rows do.
 probe() {
@@ -349,6 +356,12 @@ for n in 1 2 3; do
   mkdir -p "$out/hrstorm-$n"
   echo "bench: run $n of 3 under an hrtimer storm on CPU $consumer" >&2
   workload "$out/hrstorm-$n"
+done
+# The same deciding at the end, with rings that hold the storm's records for the whole run.
+for n in 1 2 3; do
+  mkdir -p "$out/hrstorm-end-$n"
+  echo "bench: run $n of 3 under the hrtimer storm deciding at the end" >&2
+  workload "$out/hrstorm-end-$n" --attribution end --ringbuf-size 128M
 done
 stop_storm
 
@@ -673,6 +686,8 @@ def json_of(path):
 
 js_runs = [r for r in [run_file(f"{out}/jitterscope-{rnd}") for rnd in (1, 2, 3)] if r and r.get("overhead")]
 hrs = [r for r in [run_file(f"{out}/hrstorm-{n}") for n in (1, 2, 3)] if r and r.get("overhead")]
+ends = [r for r in [run_file(f"{out}/at-end-{n}") for n in (1, 2, 3)] if r and r.get("overhead")]
+hr_ends = [r for r in [run_file(f"{out}/hrstorm-end-{n}") for n in (1, 2, 3)] if r and r.get("overhead")]
 storms = [s for s in [storm, json_of(f"{out}/storm-2.json"), json_of(f"{out}/storm-3.json")] if s]
 def watch_files(d):
     found = []
@@ -727,7 +742,28 @@ if hrs:
                    met(b is not None and median(c) <= 100 * b * 1.25)))
     hl = [max((l["ns"] for l in r["overhead"].get("longest_self", [])), default=0) for r in hrs]
     rows_t.append(("longest own slice, hrtimer storm", "≤ 100 µs", figure(hl, us, " µs"), met(median(hl) <= 100_000)))
-ipis = [own_ipis(r) for r in js_runs + hrs]
+def share_of_self(r):
+    return 100.0 * self_ns(r) / max(r["stall_summary"]["total_ns"], 1)
+def lost_of(rs):
+    drops = [sum(d["count"] for d in r["probes"]["drops"]) if r.get("probes") else 0 for r in rs]
+    incomplete = [r["probes"]["incomplete_stalls"] if r.get("probes") else 0 for r in rs]
+    return f"records dropped {', '.join(map(str, drops))}, stalls incomplete {', '.join(map(str, incomplete))}"
+if ends:
+    x = [share_of_self(r) for r in ends]
+    rows_t.append(("`self` share of stall time, quiet, `--attribution end`", "≤ 1 %", figure(x, pct1, " %"), met(median(x) <= 1.0)))
+    w = [pct_of(r["overhead"], r["overhead"]["tracer_cpu_ns"]) for r in ends]
+    after = [r["overhead"].get("after_cpu_ns", 0) / 1e6 for r in ends]
+    rows_t.append(("… jitterscope's threads in the window, and after the workload stopped (deciding)", "",
+                   figure(w, pct, " %") + " / " + figure(after, lambda v: f"{v:.1f}", " ms") + "; " + lost_of(ends), "–"))
+    el = [max((l["ns"] for l in r["overhead"].get("longest_self", [])), default=0) for r in ends]
+    rows_t.append(("longest own slice on a measured CPU, quiet, `--attribution end`", "≤ 100 µs", figure(el, us, " µs"), met(median(el) <= 100_000)))
+if hr_ends:
+    x = [share_of_self(r) for r in hr_ends]
+    rows_t.append(("`self` share of stall time, hrtimer storm, `--attribution end --ringbuf-size 128M`", "≤ 2 %",
+                   figure(x, pct1, " %") + "; " + lost_of(hr_ends), met(median(x) <= 2.0)))
+    hl = [max((l["ns"] for l in r["overhead"].get("longest_self", [])), default=0) for r in hr_ends]
+    rows_t.append(("longest own slice, hrtimer storm, `--attribution end --ringbuf-size 128M`", "≤ 100 µs", figure(hl, us, " µs"), met(median(hl) <= 100_000)))
+ipis = [own_ipis(r) for r in js_runs + hrs + ends + hr_ends]
 if ipis:
     rows_t.append(("IPIs from jitterscope's collector to a measured CPU while recording", "0", ", ".join(map(str, ipis)) + f" ({len(ipis)} runs)", met(sum(ipis) == 0)))
 rows_t.append(("engine throughput (`bench-engine`)", "≥ 4 M records/s", f"{eng['records_per_second'] / 1e6:.2f} M", met(eng["records_per_second"] >= 4e6)))
