@@ -422,6 +422,7 @@ fn deciding_at_end_decides_nothing_while_it_runs_and_names_the_same_culprit() {
         "the run file says the culprits were decided at the end"
     );
     assert!(o.after_cpu_ns > 0, "the work after the run is measured");
+    assert_eq!(o.decided_in_run, 0, "nothing was decided before the end");
     assert!(
         stdout.contains("after the workload stopped, deciding the culprits (--attribution end)"),
         "the report says where the decisions' CPU went:\n{stdout}"
@@ -464,5 +465,19 @@ fn deciding_at_end_drains_early_when_a_ring_needs_room() {
         "{} stalls in the run file, {last_seen} decided before the end",
         run.stall_summary.count
     );
-    assert!(run.overhead.as_ref().is_some_and(|o| o.at_end));
+    let o = run.overhead.as_ref().expect("overhead");
+    assert!(o.at_end);
+    // The run file and the report say how many were decided before the end, and why.
+    assert!(
+        o.decided_in_run >= last_seen && o.decided_in_run < run.stall_summary.count,
+        "decided before the end: {}",
+        o.decided_in_run
+    );
+    assert!(
+        stdout.contains(&format!(
+            "{} of the {} stalls were decided while it ran",
+            o.decided_in_run, run.stall_summary.count
+        )),
+        "the report says how many were decided while it ran:\n{stdout}"
+    );
 }

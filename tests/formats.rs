@@ -360,6 +360,7 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
             held_back: 3,
             after_cpu_ns: 9_400_000,
             at_end: false,
+            decided_in_run: 0,
         }),
     }
 }

@@ -165,6 +165,10 @@ pub struct Overhead {
     /// records waiting in the probes' rings meanwhile.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub at_end: bool,
+    /// With `at_end`: the stalls decided while the workload still ran, because a ring or a
+    /// queue needed room before the end (0 when the rings held the whole run).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub decided_in_run: u64,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -742,7 +742,14 @@ pub fn overhead_line(run: &RunFile, o: &super::runfile::Overhead) -> String {
         Some(share) => format!("; within its budget of {:.1}% of one CPU", 100.0 * share),
         None => String::new(),
     };
-    let after = if o.at_end {
+    let after = if o.at_end && o.decided_in_run > 0 {
+        format!(
+            "; {} after the workload stopped, deciding the culprits (--attribution end); {} of the {} stalls were decided while it ran, as a record ring or a stall queue needed room (a larger --ringbuf-size holds more of a run)",
+            fmt_ns(o.after_cpu_ns),
+            o.decided_in_run,
+            run.stall_summary.count
+        )
+    } else if o.at_end {
         format!(
             "; {} after the workload stopped, deciding the culprits (--attribution end)",
             fmt_ns(o.after_cpu_ns)

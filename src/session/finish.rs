@@ -173,6 +173,7 @@ fn overhead(r: &Recorded) -> Option<Overhead> {
         held_back: r.budget.map_or(0, |(_, n)| n),
         after_cpu_ns: r.after_cpu_ns,
         at_end: r.at_end,
+        decided_in_run: r.decided_in_run,
     })
 }
 

@@ -106,6 +106,8 @@ pub(super) struct Recorded {
     pub after_cpu_ns: u64,
     /// The culprits were decided at the end (`--attribution end`).
     pub at_end: bool,
+    /// Deciding at the end: the stalls decided while the workload still ran.
+    pub decided_in_run: u64,
 }
 
 /// The loop's state: totals, attribution, the model shown, and jitterscope's own CPU time.
@@ -245,6 +247,7 @@ pub(super) fn record(
             break end;
         }
     };
+    let decided_in_run = if r.at_end { r.attr.book.count() } else { 0 };
     // The turns are over: the drain thread's slices no longer go on in the collector's (it
     // was counted at work through the workload's join and the memory given back).
     r.pacer.end();
@@ -287,6 +290,7 @@ pub(super) fn record(
             .map(|b| (super::prepare::COLLECTOR_BUDGET, b.held_back())),
         after_cpu_ns,
         at_end: plan.attribute_at_end,
+        decided_in_run,
     })
 }
 

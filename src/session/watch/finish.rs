@@ -337,5 +337,6 @@ fn overhead(s: &Session, p: &ProbeSummary) -> Option<Overhead> {
         held_back: 0,
         after_cpu_ns: 0,
         at_end: false,
+        decided_in_run: 0,
     })
 }
