@@ -129,6 +129,7 @@ pub(super) fn run(
                 // Culprits are decided at the end: the records wait in the rings meanwhile.
                 return;
             }
+            // This drain empties the rings (or most of them): growth is measured afresh.
             last_fill = 0.0;
         }
         if !last && budget.as_ref().is_some_and(|b| b.hold_back()) {

@@ -42,8 +42,8 @@ pub struct RunPlan {
     /// The metrics file for node_exporter, if asked for.
     pub metrics: Option<MetricsPlan>,
     /// Decide the culprits after the workload stops (`--attribution end`): the records wait
-    /// in the probes' rings, and only the intake of the workload's stalls and histograms
-    /// runs beside it.
+    /// in the probes' rings and the stalls in the workload's queues, and only the intake of
+    /// its histograms runs beside it (unless a ring or a queue needs room before the end).
     pub attribute_at_end: bool,
 }
 

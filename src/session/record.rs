@@ -148,8 +148,8 @@ struct IntervalBuckets {
 /// wake-up costs a switch and a cold cache there, so they come twice a second (four times
 /// before, each thread on its own: 25–30 % more of the collector's CPU); otherwise four
 /// times, for a livelier view. What the live view shows is then at most a turn plus
-/// `DECISION_LAG_NS` old. Deciding at the end (`--attribution end`), a turn only takes in the
-/// workload's stalls and its second's histograms and looks at the rings: once a second.
+/// `DECISION_LAG_NS` old. Deciding at the end (`--attribution end`), a turn only takes the
+/// second's histograms and looks at the stall queues and the rings: once a second.
 pub(super) fn turn(every_cpu_measured: bool, at_end: bool) -> Duration {
     Duration::from_millis(match (at_end, every_cpu_measured) {
         (true, _) => 1000,
