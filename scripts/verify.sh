@@ -9,6 +9,7 @@
 # tolerance) for the consumer's CPU. A scenario passes when its table passes and its injected
 # cause was graded within tolerance. Prints Markdown; exit 0 when every scenario passes.
 # Usage: sudo scripts/verify.sh [--cpus 0,1] [--duration 12s] [--order perf-first|jitterscope-first]
+#        [--attribution live|end]   (`end`: the runs decide their culprits after the workload)
 # Two tracers on one tracepoint run one after the other: the one attached second takes its
 # timestamps after the first one's handler, so its short episodes look ~0.3-1 µs shorter
 # (perf-first, the default: jitterscope's; jitterscope-first: perf's, perf then attaches during
@@ -29,12 +30,14 @@ source "$(dirname "$0")/env.sh"
 cpus=0,1
 duration=12s
 order=perf-first
-usage="usage: $0 [--cpus P,C] [--duration 12s] [--order perf-first|jitterscope-first]"
+attribution=live
+usage="usage: $0 [--cpus P,C] [--duration 12s] [--order perf-first|jitterscope-first] [--attribution live|end]"
 while [ $# -gt 0 ]; do
   case "$1" in
     --cpus) cpus=$2; shift 2 ;;
     --duration) duration=$2; shift 2 ;;
     --order) order=$2; shift 2 ;;
+    --attribution) attribution=$2; shift 2 ;;
     *) echo "$usage" >&2; exit 2 ;;
   esac
 done
@@ -162,7 +165,7 @@ record() {
     start_noise "$name"
     [ "$name" = task ] && echo "$noise_pid" >"$dir/task.pid"
     "$js" --cpus "$cpus" --duration "$duration" --warmup "$warmup" --no-tui --label "verify-$name" \
-      --output "$dir/runs" >"$dir/run.log" 2>&1 &
+      --attribution "$attribution" --output "$dir/runs" >"$dir/run.log" 2>&1 &
     child=$!
     if [ "$order" = jitterscope-first ]; then
       # Its probes are attached once it names its CPUs; perf then has the warm-up to attach.
