@@ -173,6 +173,27 @@ fn stalls_awaiting_attribution_are_shown_with_how_far_behind_it_is() {
     );
 }
 
+/// Deciding at the end (`--attribution end`), the line and the header say how many stalls
+/// wait for the end, not how far behind an attribution is that is not meant to keep up.
+#[test]
+fn stalls_waiting_for_the_end_are_counted_as_such() {
+    let mut m = model();
+    m.stalls = 0;
+    m.culprits.clear();
+    m.at_end = true;
+    m.awaiting = Some((9_149, 0));
+    let line = m.plain_line();
+    assert!(
+        line.contains("| stalls 0 (+9149 to attribute at the end)") && !line.contains("behind"),
+        "{line}"
+    );
+    let t = text(&render(&m, 160, 36));
+    assert!(
+        t.contains("stalls 0 (+9149 to attribute at the end)"),
+        "{t}"
+    );
+}
+
 /// The real terminal: the culprits table names the injected kworker while it runs; at the end
 /// the terminal is back (no alternate screen) and the report is printed.
 #[test]
