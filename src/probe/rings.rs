@@ -479,6 +479,30 @@ mod tests {
     }
 
     #[test]
+    fn the_fullest_ring_is_the_share_of_its_own_slots_taken_and_not_read() {
+        // CPU 0 measured (64 slots), CPU 1 not (8 slots).
+        let fake = Fake::new(RingLayout::new(64 * 96, 2, &[0]));
+        let mut rings = fake.reader();
+        assert_eq!(rings.fullest(), 0.0);
+        for end in 0..16 {
+            fake.write(0, end, true).unwrap();
+        }
+        assert_eq!(rings.fullest(), 0.25);
+        // Two of CPU 1's eight: its own share, though it holds fewer records.
+        fake.write(1, 100, true).unwrap();
+        fake.write(1, 101, true).unwrap();
+        assert_eq!(rings.fullest(), 0.25);
+        fake.write(1, 102, false).unwrap();
+        assert_eq!(
+            rings.fullest(),
+            3.0 / 8.0,
+            "a slot taken counts before its commit"
+        );
+        assert_eq!(drain(&mut rings, 17).len(), 17);
+        assert_eq!(rings.fullest(), 2.0 / 8.0, "what was read no longer counts");
+    }
+
+    #[test]
     fn a_slot_being_written_holds_its_ring_back_and_no_other() {
         let fake = Fake::new(RingLayout::new(4096, 2, &[1]));
         let open = fake.write(0, 1, false).unwrap();

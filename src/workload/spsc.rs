@@ -143,6 +143,18 @@ mod tests {
     }
 
     #[test]
+    fn held_and_filled_count_what_waits() {
+        let (mut tx, mut rx) = channel::<u32>(8);
+        assert_eq!((rx.held(), rx.filled()), (0, 0.0));
+        for i in 0..6 {
+            tx.push(i).unwrap();
+        }
+        assert_eq!((rx.held(), rx.filled()), (6, 0.75));
+        rx.pop();
+        assert_eq!((rx.held(), rx.filled()), (5, 0.625));
+    }
+
+    #[test]
     fn drops_unpopped_values() {
         let marker = Arc::new(());
         let (mut tx, rx) = channel(8);
