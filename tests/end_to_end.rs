@@ -52,16 +52,22 @@ fn run_with_args(
     (read(&run_file_in(dir.path())), stdout.into_owned())
 }
 
-/// `stat_refresh` written every 200 µs from the producer's CPU for `secs` after 0.7 s: a
-/// kworker runs `refresh_vm_stats` on the consumer's CPU for each (see the first test).
-fn inject_stat_refresh(secs: f64) {
+/// `stat_refresh` written every 200 µs for `secs` after 0.7 s; returns each write's window.
+/// The injector runs on the producer's CPU so that the consumer's CPU sees only what it
+/// triggers there: a kworker running `refresh_vm_stats` for each write (on this VM one run
+/// costs the consumer's CPU ~10-20 µs, the 250 Hz tick ~5 ms/s).
+fn inject_stat_refresh(secs: f64) -> Vec<(u64, u64)> {
     pin(0, 0);
     std::thread::sleep(std::time::Duration::from_millis(700));
+    let mut windows = Vec::new();
     let until = monotonic_ns() + (secs * 1e9) as u64;
     while monotonic_ns() < until {
+        let a = monotonic_ns();
         std::fs::write("/proc/sys/vm/stat_refresh", "1").unwrap();
+        windows.push((a, monotonic_ns()));
         std::thread::sleep(std::time::Duration::from_micros(200));
     }
+    windows
 }
 
 /// The stall counts of the progress lines (`| stalls N`), in order.
@@ -127,20 +133,7 @@ fn stat_refresh_kworkers_are_the_top_culprit_and_explain_their_stalls() {
     // SAFETY: sync takes no arguments.
     unsafe { libc::sync() };
     let mut windows = Vec::new();
-    let run = run_with("kworker", 3, || {
-        // The injector runs on the producer's CPU so that the consumer's CPU sees only what
-        // it triggers there; an injection every 200 µs through most of the run (on this VM one
-        // refresh_vm_stats run costs the consumer's CPU ~10-20 µs, the 250 Hz tick ~5 ms/s).
-        pin(0, 0);
-        std::thread::sleep(std::time::Duration::from_millis(700));
-        let until = monotonic_ns() + 2_300_000_000;
-        while monotonic_ns() < until {
-            let a = monotonic_ns();
-            std::fs::write("/proc/sys/vm/stat_refresh", "1").unwrap();
-            windows.push((a, monotonic_ns()));
-            std::thread::sleep(std::time::Duration::from_micros(200));
-        }
-    });
+    let run = run_with("kworker", 3, || windows = inject_stat_refresh(2.3));
     // Each write runs two work items on the consumer's kworker: refresh_vm_stats, and the
     // flush barrier (wq_barrier_func) the write queues behind it to wait for it. Each item's
     // time is its own, so the top culprit is that kworker running one of the two.
@@ -404,7 +397,9 @@ fn deciding_at_end_decides_nothing_while_it_runs_and_names_the_same_culprit() {
     unsafe { libc::sync() };
     // Rings large enough for the injections' records: nothing needs draining before the end.
     let more = ["--attribution", "end", "--ringbuf-size", "32M"];
-    let (run, stdout) = run_with_args("at-end", 3, &more, || inject_stat_refresh(2.3));
+    let (run, stdout) = run_with_args("at-end", 3, &more, || {
+        inject_stat_refresh(2.3);
+    });
     // Every progress line: nothing attributed yet, the stalls waiting for the end.
     let lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with('[')).collect();
     assert!(!lines.is_empty(), "no progress lines:\n{stdout}");

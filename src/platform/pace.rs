@@ -6,7 +6,7 @@
 //! ran a slice of its own on top of the drain's (140–165 µs stretches of the two under the
 //! hrtimer storm, each thread's own under 100 µs).
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -189,10 +189,10 @@ pub struct Budget {
     /// the rings until then, drained before only when a ring needs room or the collector asks.
     at_end: bool,
     /// The collector asks for a drain before the end (its undecided stalls pile up).
-    records_wanted: std::sync::atomic::AtomicBool,
+    records_wanted: AtomicBool,
     /// Deciding at the end, the drain thread drained before it: the collector takes the
     /// records in, with every stall before them (`take_records_delivered`).
-    records_delivered: std::sync::atomic::AtomicBool,
+    records_delivered: AtomicBool,
 }
 
 /// The budget window.
@@ -215,8 +215,8 @@ impl Budget {
             held_back: AtomicU64::new(0),
             drained_at_ns: AtomicU64::new(u64::MAX),
             at_end: false,
-            records_wanted: std::sync::atomic::AtomicBool::new(false),
-            records_delivered: std::sync::atomic::AtomicBool::new(false),
+            records_wanted: AtomicBool::new(false),
+            records_delivered: AtomicBool::new(false),
         }
     }
 

@@ -120,12 +120,11 @@ pub(super) fn run(
     // `last`: the drain after the probes detached, whatever the budget.
     let mut drain = |last: bool| {
         let began = crate::platform::clock::monotonic_ns();
-        if !last && budget.as_ref().is_some_and(|b| b.at_end()) {
+        if let Some(b) = budget.as_ref().filter(|b| !last && b.at_end()) {
             let fill = rings.borrow().fullest();
             let grew = (fill - last_fill).max(0.0);
             last_fill = fill;
-            let wanted = budget.as_ref().is_some_and(|b| b.take_records_wanted());
-            if !wanted && fill + 2.0 * grew < AT_END_FULL {
+            if !b.take_records_wanted() && fill + 2.0 * grew < AT_END_FULL {
                 // Culprits are decided at the end: the records wait in the rings meanwhile.
                 return;
             }

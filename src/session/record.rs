@@ -124,8 +124,6 @@ struct Recorder {
     pacer: Pacer,
     /// Grows the heap ahead of a storm's backlog (`platform::heap`).
     keeper: HeapKeeper,
-    /// Culprits wait for the end (`--attribution end`) while the workload runs.
-    at_end: bool,
     metrics: Option<MetricsFile>,
     /// What the frontend shows: only that is kept up to date.
     needs: Needs,
@@ -247,7 +245,11 @@ pub(super) fn record(
             break end;
         }
     };
-    let decided_in_run = if r.at_end { r.attr.book.count() } else { 0 };
+    let decided_in_run = if plan.attribute_at_end {
+        r.attr.book.count()
+    } else {
+        0
+    };
     // The turns are over: the drain thread's slices no longer go on in the collector's (it
     // was counted at work through the workload's join and the memory given back).
     r.pacer.end();
@@ -261,7 +263,6 @@ pub(super) fn record(
     // Nothing measured shares a CPU with the collector any more.
     r.pacer = Pacer::new(false);
     // Whatever waited for the end: every stall, spike and record now.
-    r.at_end = false;
     r.drain(p, true);
     let _ = p.hlog.flush();
     let stop_ns = monotonic_ns().min(p.end);
@@ -484,7 +485,6 @@ impl Recorder {
             cpu_last: None,
             pacer: Pacer::new(p.every_cpu_measured),
             keeper: HeapKeeper::new(p.every_cpu_measured),
-            at_end: plan.attribute_at_end,
             metrics: plan.metrics.clone().map(|m| MetricsFile::new(m, Mode::Run)),
             needs,
             buckets: IntervalBuckets::default(),
@@ -536,7 +536,7 @@ impl Recorder {
         // or this thread asked), every stall before its records is taken in with them; and
         // the queues are emptied when half full. Nothing is decided, nor any record dropped
         // as too old, while stalls that could need it are still queued.
-        let catch_up = match p.budget.as_ref().filter(|b| self.at_end && b.at_end()) {
+        let catch_up = match p.budget.as_ref().filter(|b| b.at_end()) {
             Some(b) => {
                 let full = StallSource::queued(&p.workload) >= AT_END_QUEUED;
                 if full {
@@ -581,7 +581,7 @@ impl Recorder {
             self.pacer.between();
         }
         spend(p, cpu_before);
-        if let Some(b) = p.budget.as_ref().filter(|b| self.at_end && b.at_end()) {
+        if let Some(b) = p.budget.as_ref().filter(|b| b.at_end()) {
             // The undecided stalls would outgrow their bound: their records, to decide them.
             if self.attr.engine.pending() >= AT_END_PENDING {
                 b.want_records();
@@ -700,7 +700,7 @@ impl Recorder {
             });
         live.stalls = self.attr.book.count();
         let (undecided, oldest) = self.attr.engine.undecided_stalls();
-        live.awaiting = if self.at_end {
+        live.awaiting = if live.at_end {
             // Most wait in the workload's queues, not yet taken in.
             let waiting = undecided + StallSource::stalls_queued(&p.workload);
             (waiting > 0).then_some((waiting as u64, 0))

@@ -31,11 +31,10 @@ pub trait StallSource {
     /// `drain`, leaving the stalls and spikes queued unless `stalls` (see `queued`).
     fn drain_some(
         &mut self,
-        stalls: bool,
+        _stalls: bool,
         sink: &mut dyn FnMut(Output) -> Option<Box<IntervalHistograms>>,
     ) {
         // A source that cannot hold its stalls hands them all over.
-        let _ = stalls;
         self.drain(sink);
     }
     /// The share of its room the fullest of the source's stall queues holds (0 for a source

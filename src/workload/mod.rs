@@ -487,7 +487,7 @@ impl Workload {
             }
         }
         for src in &mut self.interval_sources {
-            while let Some(spike) = stalls.then(|| src.spikes.pop()).flatten() {
+            while let Some(spike) = if stalls { src.spikes.pop() } else { None } {
                 sink(Output::Spike(spike));
             }
             while let Some(hists) = src.done.pop() {
