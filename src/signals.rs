@@ -13,11 +13,20 @@ extern "C" fn on_signal(sig: libc::c_int) {
     let _ = RECEIVED.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
 }
 
-/// Installs the handlers (idempotent).
+/// Installs the handlers (idempotent). A signal the process was started with ignored stays
+/// ignored, as shells and `nohup` mean it: `nohup jitterscope … &` outlives the terminal's
+/// SIGHUP, and a background job of a script keeps running through the SIGINT of a Ctrl-C.
 pub fn install() {
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: the handler is async-signal-safe (a single atomic store).
+        // SAFETY: the handler is async-signal-safe (a single atomic store); the structures
+        // are plain C data, zeroed then filled.
         unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut old) == 0
+                && old.sa_sigaction == libc::SIG_IGN
+            {
+                continue;
+            }
             let mut sa: libc::sigaction = std::mem::zeroed();
             sa.sa_sigaction = on_signal as *const () as usize;
             libc::sigemptyset(&mut sa.sa_mask);

@@ -14,8 +14,31 @@ use common::*;
 use jitterscope::model::{CulpritClass, Ended};
 use jitterscope::report::runfile::RunFile;
 
+/// jitterscope with the default action for the signals it handles, whatever the test runner
+/// inherited (a background job of a script starts with SIGINT ignored, and an ignored
+/// signal stays ignored, see `signals_started_ignored_stay_ignored`).
 fn js() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_jitterscope"))
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_jitterscope"));
+    with_dispositions(
+        &mut cmd,
+        libc::SIG_DFL,
+        &[libc::SIGINT, libc::SIGTERM, libc::SIGHUP],
+    );
+    cmd
+}
+
+/// Sets the child's action for `sigs` to `action` (SIG_DFL or SIG_IGN) before it executes.
+fn with_dispositions(cmd: &mut Command, action: libc::sighandler_t, sigs: &[i32]) {
+    let sigs = sigs.to_vec();
+    // SAFETY: between fork and exec only signal(2), which is async-signal-safe, is called.
+    unsafe {
+        cmd.pre_exec(move || {
+            for &sig in &sigs {
+                libc::signal(sig, action);
+            }
+            Ok(())
+        });
+    }
 }
 
 fn root() -> bool {
@@ -247,6 +270,68 @@ fn a_signal_at_any_stage_stops_the_run_cleanly() {
         "start-up {startup}, written {written}"
     );
     assert!(pinned_bpf_entries().is_empty());
+}
+
+/// `nohup jitterscope … &`: a signal ignored when jitterscope started (as nohup leaves SIGHUP,
+/// and a script's background job SIGINT) stays ignored, and the run goes on to its end; the
+/// ones not ignored still end it early.
+#[test]
+fn signals_started_ignored_stay_ignored() {
+    if nproc() < 2 {
+        return;
+    }
+    let _cpus = exclusive();
+    for sig in [libc::SIGHUP, libc::SIGINT] {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("runs");
+        let mut cmd = js();
+        cmd.args([
+            "--cpus",
+            "0,1",
+            "--no-tui",
+            "--no-probes",
+            "--duration",
+            "1500ms",
+        ])
+        .args(["--warmup", "100ms", "--output"])
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+        with_dispositions(&mut cmd, libc::SIG_IGN, &[sig]);
+        let mut child = cmd.spawn().unwrap();
+        std::thread::sleep(Duration::from_millis(600));
+        signal(&child, sig);
+        let code = wait_exit(&mut child, Duration::from_secs(20));
+        let name = jitterscope::signals::name(sig);
+        assert_eq!(code, Some(0), "{name} was ignored at the start");
+        let run = complete_files(&dir);
+        assert_eq!(run.run.ended, Ended::Completed);
+    }
+    // Ignoring one does not ignore the others: SIGTERM still ends a run started under nohup.
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("runs");
+    let mut cmd = js();
+    cmd.args([
+        "--cpus",
+        "0,1",
+        "--no-tui",
+        "--no-probes",
+        "--duration",
+        "5s",
+    ])
+    .args(["--warmup", "100ms", "--output"])
+    .arg(&dir)
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
+    with_dispositions(&mut cmd, libc::SIG_IGN, &[libc::SIGHUP]);
+    let mut child = cmd.spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    signal(&child, libc::SIGTERM);
+    assert_eq!(
+        wait_exit(&mut child, Duration::from_secs(20)),
+        Some(128 + libc::SIGTERM)
+    );
+    assert_eq!(complete_files(&dir).run.ended, Ended::Interrupted);
 }
 
 #[test]
