@@ -272,8 +272,11 @@ static __always_inline void note_lost_atomic(__u32 cpu, __u64 now)
 	__sync_fetch_and_add(&slot->count, 1);
 }
 
-/* Moves drops noted in the CPU's lock-free slot into its lost window, reported below. */
-static __always_inline void take_over_lost(__u32 cpu, struct cpu_state *st, __u64 now)
+/* Moves drops noted in the CPU's lock-free slot into its lost window, reported below. Out
+ * of line (a BPF subprogram), like every path taken only when records are lost: the code
+ * every event runs stays a few cache lines, which matters on the timer interrupt, where a
+ * program starts cold. */
+static __noinline void take_over_lost_slot(__u32 cpu, struct cpu_state *st, __u64 now)
 {
 	struct lost_slot *slot;
 	__u64 count, since;
@@ -281,8 +284,6 @@ static __always_inline void take_over_lost(__u32 cpu, struct cpu_state *st, __u6
 	if (cpu >= JS_MAX_CPUS)
 		return;
 	slot = &lost_pending[cpu & (JS_MAX_CPUS - 1)];
-	if (!slot->count)
-		return;
 	/* The window stays visible to user space throughout: in `lost_open` before it leaves
 	 * the slot, until its record is committed (reserve). */
 	since = *(volatile __u64 *)&slot->since;
@@ -307,6 +308,13 @@ static __always_inline void take_over_lost(__u32 cpu, struct cpu_state *st, __u6
 	st->lost_count += count;
 	st->lost_flushed_at = now;
 	*(volatile __u64 *)&counters[cpu & (JS_MAX_CPUS - 1)].lost_open = st->lost_since;
+}
+
+static __always_inline void take_over_lost(__u32 cpu, struct cpu_state *st, __u64 now)
+{
+	if (cpu >= JS_MAX_CPUS || !lost_pending[cpu & (JS_MAX_CPUS - 1)].count)
+		return;
+	take_over_lost_slot(cpu, st, now);
 }
 
 /* Watch mode: `t`'s entry in `watched`, or NULL; no lookup for another process's task when all
@@ -396,6 +404,42 @@ static __always_inline void ring_commit(struct js_record *r)
 	*(volatile __u32 *)&r->commit = 1;
 }
 
+/* The record of a window of lost records, once a slot is free again (out of line, see
+ * take_over_lost_slot). */
+static __noinline void report_lost_window(__u32 cpu, struct cpu_state *st, __u64 now)
+{
+	struct js_record *r = ring_take();
+
+	if (!r)
+		return;
+	__builtin_memset(r, 0, sizeof(*r));
+	r->kind = JS_REC_LOST;
+	r->cpu = cpu;
+	r->start_ns = st->lost_since;
+	r->end_ns = now;
+	r->id = st->lost_count;
+	ring_commit(r);
+	st->lost_count = 0;
+	/* After the commit: a reader that finds the window closed finds its record. */
+	barrier();
+	if (cpu < JS_MAX_CPUS)
+		*(volatile __u64 *)&counters[cpu & (JS_MAX_CPUS - 1)].lost_open = 0;
+}
+
+/* A record of this CPU that found the ring full: counted, and its window opened or widened
+ * (out of line, see take_over_lost_slot). */
+static __noinline void note_lost_here(__u32 cpu, struct cpu_state *st, __u64 now)
+{
+	if (cpu < JS_MAX_CPUS)
+		__sync_fetch_and_add(&counters[cpu & (JS_MAX_CPUS - 1)].rb_drops, 1);
+	if (!st->lost_count) {
+		st->lost_since = now;
+		if (cpu < JS_MAX_CPUS)
+			*(volatile __u64 *)&counters[cpu & (JS_MAX_CPUS - 1)].lost_open = now;
+	}
+	st->lost_count++;
+}
+
 /* Reserves a record for `cpu`; a failure is counted, and the window of lost records is
  * reported with the next record that fits, so user space can mark affected stalls. `st` is
  * NULL where the per-CPU state must not be written (NMI, another CPU's records). In watch
@@ -410,35 +454,15 @@ static __always_inline struct js_record *reserve(__u32 cpu, struct cpu_state *st
 		return NULL;
 	if (st)
 		take_over_lost(cpu, st, now);
-	if (st && st->lost_count) {
-		r = ring_take();
-		if (r) {
-			__builtin_memset(r, 0, sizeof(*r));
-			r->kind = JS_REC_LOST;
-			r->cpu = cpu;
-			r->start_ns = st->lost_since;
-			r->end_ns = now;
-			r->id = st->lost_count;
-			ring_commit(r);
-			st->lost_count = 0;
-			/* After the commit: a reader that finds the window closed finds its record. */
-			barrier();
-			if (cpu < JS_MAX_CPUS)
-				*(volatile __u64 *)&counters[cpu & (JS_MAX_CPUS - 1)].lost_open = 0;
-		}
-	}
+	if (st && st->lost_count)
+		report_lost_window(cpu, st, now);
 	r = ring_take();
 	if (!r) {
-		if (cpu < JS_MAX_CPUS)
-			__sync_fetch_and_add(&counters[cpu & (JS_MAX_CPUS - 1)].rb_drops, 1);
 		if (st) {
-			if (!st->lost_count) {
-				st->lost_since = now;
-				if (cpu < JS_MAX_CPUS)
-					*(volatile __u64 *)&counters[cpu & (JS_MAX_CPUS - 1)].lost_open = now;
-			}
-			st->lost_count++;
+			note_lost_here(cpu, st, now);
 		} else {
+			if (cpu < JS_MAX_CPUS)
+				__sync_fetch_and_add(&counters[cpu & (JS_MAX_CPUS - 1)].rb_drops, 1);
 			note_lost_atomic(cpu, now);
 		}
 		return NULL;
@@ -483,7 +507,7 @@ static __always_inline void submit(struct js_record *r)
 
 /* This CPU's steal_time, found once from its runqueue (the running task's CFS runqueue
  * points to it; without group scheduling the CFS runqueue is inside it). */
-static __always_inline bool find_steal_time(__u32 cpu, struct cpu_state *st)
+static __noinline bool find_steal_time(__u32 cpu, struct cpu_state *st)
 {
 	struct task_struct *t = bpf_get_current_task_btf();
 	struct cfs_rq *cfs = t->se.cfs_rq;
@@ -505,20 +529,14 @@ static __always_inline bool find_steal_time(__u32 cpu, struct cpu_state *st)
  * kept this vCPU off its physical CPU somewhere in [last read, now]. The last-seen value is
  * replaced before the record is reserved, so a program nesting in this one (an IRQ during a
  * softirq program) does not report the same growth again. */
-static __always_inline void sample_steal(__u32 cpu, struct cpu_state *st, __u64 now)
+/* The steal clock moved between the CPU's previous sample (`at`, value `last`) and this
+ * one (its time and value are in `st` already): a record of the growth. Out of line (see
+ * take_over_lost_slot): the host moves it only when it kept the vCPU off its CPU. */
+static __noinline void steal_moved(__u32 cpu, struct cpu_state *st, __u64 at, __u64 last)
 {
-	struct kvm_steal_time *kst;
-	__u64 value, last = st->steal_last, at = st->steal_at;
+	__u64 value = st->steal_last, now = st->steal_at;
 	struct js_record *r;
 
-	if (!st->steal_addr && !find_steal_time(cpu, st))
-		return;
-	kst = bpf_core_cast((void *)st->steal_addr, struct kvm_steal_time);
-	value = kst->steal;
-	st->steal_last = value;
-	st->steal_at = now;
-	if (at && value == last)
-		return;
 	if (cpu < JS_MAX_CPUS)
 		steal_read[cpu & (JS_MAX_CPUS - 1)] = value;
 	if (!at || value < last)
@@ -533,6 +551,22 @@ static __always_inline void sample_steal(__u32 cpu, struct cpu_state *st, __u64 
 	r->detail = value;
 	zero_name(r);
 	submit(r);
+}
+
+static __always_inline void sample_steal(__u32 cpu, struct cpu_state *st, __u64 now)
+{
+	struct kvm_steal_time *kst;
+	__u64 value, last = st->steal_last, at = st->steal_at;
+
+	if (!st->steal_addr && !find_steal_time(cpu, st))
+		return;
+	kst = bpf_core_cast((void *)st->steal_addr, struct kvm_steal_time);
+	value = kst->steal;
+	st->steal_last = value;
+	st->steal_at = now;
+	if (at && value == last)
+		return;
+	steal_moved(cpu, st, at, last);
 }
 
 /* The time, for programs about a measured CPU in normal context (state `st` is this CPU's):

@@ -417,6 +417,10 @@ fn deciding_at_end_decides_nothing_while_it_runs_and_names_the_same_culprit() {
         "the run file says the culprits were decided at the end"
     );
     assert!(o.after_cpu_ns > 0, "the work after the run is measured");
+    assert!(
+        o.files_cpu_ns > 0 && stdout.contains("writing the .hgrm, .svg and .trace.json files"),
+        "so is writing its files:\n{stdout}"
+    );
     assert_eq!(o.decided_in_run, 0, "nothing was decided before the end");
     assert!(
         stdout.contains("after the workload stopped, deciding the culprits (--attribution end)"),

@@ -361,6 +361,7 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
             after_cpu_ns: 9_400_000,
             at_end: false,
             decided_in_run: 0,
+            files_cpu_ns: 3_100_000,
         }),
     }
 }

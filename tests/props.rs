@@ -616,7 +616,7 @@ prop_compose! {
                 window_ns, tracer_cpu_ns, bpf_run_ns, bpf_events, longest_self: Vec::new(),
                 collector_budget: (bpf_events % 2 == 0).then_some(0.02), held_back: window_ns % 7,
                 after_cpu_ns: bpf_run_ns / 3, at_end: tracer_cpu_ns % 2 == 0,
-                decided_in_run: bpf_events / 5,
+                decided_in_run: bpf_events / 5, files_cpu_ns: tracer_cpu_ns / 7,
             },
         )),
     ) -> RunFile {
@@ -796,6 +796,7 @@ fn sample_json() -> String {
             after_cpu_ns: 0,
             at_end: false,
             decided_in_run: 0,
+            files_cpu_ns: 0,
         }),
     }
     .to_json()

@@ -10,6 +10,11 @@ pub trait Exporter {
     /// The file name suffix after the run's stem.
     fn suffix(&self) -> &'static str;
     fn render(&self, run: &RunFile) -> String;
+    /// Whether it shows jitterscope's own cost (`overhead`): rendered after the cost of the
+    /// files that do not is taken (see `Overhead::files_cpu_ns`).
+    fn shows_overhead(&self) -> bool {
+        false
+    }
 }
 
 pub struct Json;
@@ -28,6 +33,9 @@ impl Exporter for Json {
     fn render(&self, run: &RunFile) -> String {
         run.to_json()
     }
+    fn shows_overhead(&self) -> bool {
+        true
+    }
 }
 
 impl Exporter for Markdown {
@@ -40,6 +48,9 @@ impl Exporter for Markdown {
     fn render(&self, run: &RunFile) -> String {
         text::render_markdown(run)
     }
+    fn shows_overhead(&self) -> bool {
+        true
+    }
 }
 
 impl Exporter for Text {
@@ -51,6 +62,9 @@ impl Exporter for Text {
     }
     fn render(&self, run: &RunFile) -> String {
         text::render(run, false)
+    }
+    fn shows_overhead(&self) -> bool {
+        true
     }
 }
 
@@ -78,13 +92,13 @@ impl Exporter for Perfetto {
     }
 }
 
-/// The files every run writes, in this order (the run file last, so its presence means the
-/// others are complete).
+/// The files every run writes, in this order: those that show jitterscope's own cost after
+/// those that do not, the run file last (its presence means the others are complete).
 pub fn run_files() -> Vec<Box<dyn Exporter>> {
     vec![
-        Box::new(Markdown),
         Box::new(Svg),
         Box::new(Perfetto),
+        Box::new(Markdown),
         Box::new(Json),
     ]
 }

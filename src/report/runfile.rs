@@ -158,9 +158,16 @@ pub struct Overhead {
     #[serde(default)]
     pub held_back: u64,
     /// CPU time of jitterscope's threads after the workload stopped, outside the window: the
-    /// last records drained and the decisions still waiting (all of them with `at_end`).
+    /// last records drained and the decisions still waiting (all of them with `at_end`), the
+    /// probes detached, the memory unlocked.
     #[serde(default)]
     pub after_cpu_ns: u64,
+    /// CPU time to write the run's files that do not show this figure (.hgrm, .svg,
+    /// .trace.json), after `after_cpu_ns`. Not in it: the Markdown report and this run file,
+    /// rendered once it is known, and the printed report (together about 2 ms for a 10 s
+    /// run's 0.7 MB run file here).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub files_cpu_ns: u64,
     /// The culprits were decided after the workload stopped (`--attribution end`), the
     /// records waiting in the probes' rings meanwhile.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

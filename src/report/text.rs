@@ -756,14 +756,22 @@ pub fn overhead_line(run: &RunFile, o: &super::runfile::Overhead) -> String {
         )
     } else if o.after_cpu_ns > 0 {
         format!(
-            "; {} after the workload stopped, deciding what was left",
+            "; {} after the workload stopped, deciding what was left and detaching the probes",
             fmt_ns(o.after_cpu_ns)
         )
     } else {
         String::new()
     };
+    let files = if o.files_cpu_ns > 0 {
+        format!(
+            ", then {} writing the .hgrm, .svg and .trace.json files",
+            fmt_ns(o.files_cpu_ns)
+        )
+    } else {
+        String::new()
+    };
     format!(
-        "jitterscope itself: {} CPU ({:.3}% of one CPU) in its own threads beside the workload, {bpf}{slices}{budget}{after}",
+        "jitterscope itself: {} CPU ({:.3}% of one CPU) in its own threads beside the workload, {bpf}{slices}{budget}{after}{files}",
         fmt_ns(o.tracer_cpu_ns),
         pct(o.tracer_cpu_ns),
     )

@@ -24,12 +24,13 @@ pub(super) fn finish(
     r: Recorded,
     out: &mut Console,
 ) -> Result<RunOutcome> {
-    let run = run_file(plan, &p, &r);
+    let files_from = crate::system::cputime::process_cpu_ns();
+    let mut run = run_file(plan, &p, &r);
     // The files first: a report that cannot be printed (standard output gone) or a signal
     // arriving now must not cost the run its files. A file that cannot be written (full
     // disk) does not stop the report from being printed.
     let mut file_error: Option<OutputError> = None;
-    let (hgrm_paths, written) = write_files(plan, &p, &r, &run, &mut file_error);
+    let (hgrm_paths, written) = write_files(plan, &p, &r, &mut run, files_from, &mut file_error);
     write!(out, "\n{}", text::render(&run, plan.colour))?;
     print_notes(&p, &r, out)?;
     if let Some(e) = file_error {
@@ -174,16 +175,21 @@ fn overhead(r: &Recorded) -> Option<Overhead> {
         after_cpu_ns: r.after_cpu_ns,
         at_end: r.at_end,
         decided_in_run: r.decided_in_run,
+        // Set as the files are written (see write_files).
+        files_cpu_ns: 0,
     })
 }
 
 /// The `.hgrm` files, then every exporter's file with the run file last (its presence says
 /// the others were written before it). The first error is kept in `error`.
+/// `files_from` is the process's CPU time when the files began: what they cost up to the
+/// first file that shows it goes into the run's `overhead.files_cpu_ns`.
 fn write_files(
     plan: &RunPlan,
     p: &Prepared,
     r: &Recorded,
-    run: &RunFile,
+    run: &mut RunFile,
+    files_from: u64,
     error: &mut Option<OutputError>,
 ) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let mut keep = |res: Result<PathBuf, OutputError>| match res {
@@ -204,7 +210,15 @@ fn write_files(
         }
     }
     let mut written = Vec::new();
+    let mut costed = false;
     for e in export::run_files() {
+        if e.shows_overhead() && !costed {
+            costed = true;
+            let ns = crate::system::cputime::process_cpu_ns().saturating_sub(files_from);
+            if let Some(o) = run.overhead.as_mut() {
+                o.files_cpu_ns = ns;
+            }
+        }
         written.extend(keep(plan.output.write(
             &format!("{}{}", p.stem, e.suffix()),
             e.render(run).as_bytes(),

@@ -258,8 +258,8 @@ pub(super) fn record(
     StallSource::join(&mut p.workload);
     // Only jitterscope's threads are left: the process's CPU from here on is theirs.
     let after_from = cputime::process_cpu_ns();
-    // No workload thread runs in this address space any more: memory may go back now.
-    crate::system::give_back_memory();
+    // No workload thread runs in this address space any more: memory may move now.
+    crate::system::release_memory();
     // Nothing measured shares a CPU with the collector any more.
     r.pacer = Pacer::new(false);
     // Whatever waited for the end: every stall, spike and record now.

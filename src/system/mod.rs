@@ -88,12 +88,20 @@ fn memlock_limit() -> String {
 }
 
 /// Ends `hold_memory_in_place` once the workload's threads have stopped: the pages are
-/// unlocked and the allocator's free memory goes back to the kernel (`malloc_trim`).
-pub fn give_back_memory() {
+/// unlocked (work the process's exit would do otherwise). What the allocator holds free stays
+/// with it: a run's process ends after its report, and its exit takes the memory back at no
+/// extra cost; `trim_memory` hands it back earlier, for a process that goes on.
+pub fn release_memory() {
     // SAFETY: munlockall takes no arguments; it only unlocks this process's pages.
     unsafe {
         libc::munlockall();
     }
+}
+
+/// Hands the allocator's free memory back to the kernel (`malloc_trim`): after a run, in a
+/// process that goes on to other work (the workshop's next step). Some milliseconds after a
+/// run; not worth it in a process about to exit.
+pub fn trim_memory() {
     #[cfg(target_env = "gnu")]
     // SAFETY: malloc_trim only walks and releases the allocator's free memory.
     unsafe {

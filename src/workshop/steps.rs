@@ -228,7 +228,10 @@ pub fn run_step(
         plan.progress = false;
         plan.tui = false;
         let mut sink: Vec<u8> = Vec::new();
-        let outcome = session::run(plan, &mut sink).context("the step's run failed")?;
+        let outcome = session::run(plan, &mut sink).context("the step's run failed");
+        // The next step runs in this process: what the run freed goes back first.
+        crate::system::trim_memory();
+        let outcome = outcome?;
         drop(t);
         Ok::<_, anyhow::Error>(outcome.run)
     })();

@@ -338,5 +338,6 @@ fn overhead(s: &Session, p: &ProbeSummary) -> Option<Overhead> {
         after_cpu_ns: 0,
         at_end: false,
         decided_in_run: 0,
+        files_cpu_ns: 0,
     })
 }
