@@ -452,6 +452,10 @@ for rnd, order in enumerate(orders, 1):
                 r["window_s"] = o["window_ns"] / 1e9
                 r["bpf_ms"] = o["bpf_run_ns"] / 1e6
                 r["events"] = o["bpf_events"]
+                if name == "jitterscope":
+                    # Its answer is made after the workload stopped: the last decisions, the
+                    # probes' detach, its files.
+                    r["post_ms"] = round((o.get("after_cpu_ns", 0) + o.get("files_cpu_ns", 0)) / 1e6)
             r["lost"] = (own or run)["lost"]["ring_buffer_drops"]
             files = "watch" if name == "watch" else "files"
             r["output"] = sum(os.path.getsize(p) for p in glob.glob(f"{d}/{files}/*"))
@@ -554,7 +558,9 @@ print(f"- bpftrace: the same tracepoints, each filtered to CPUs {cpus} in the pr
       + ", ".join(f"round {rnd} {rows[rnd, 'bpftrace']['self_events'] / max(rows[rnd, 'bpftrace']['events'], 1):.0%}"
                   for rnd in (1, 2) if "self_events" in rows[rnd, "bpftrace"]) + ".")
 print("- to text: CPU to turn the tracer's output into readable events — `perf script` over perf.data for perf (the seed's "
-      "method then pipes it through awk/sort/uniq); bpftrace already prints text; jitterscope's report is printed by the run itself.")
+      "method then pipes it through awk/sort/uniq); bpftrace already prints text; jitterscope: its CPU after the workload stopped, to its answer — the last decisions, the "
+      "probes' detach, writing its files (the run file's `overhead.after_cpu_ns` + `files_cpu_ns`; the Markdown report, the run "
+      "file and the printed report, some 2 ms, are not in it).")
 print("- jitterscope: events = BPF program runs; lost = failed ring-buffer reserves; its BPF time covers the whole probe "
       "session (warm-up included), its tracer CPU only the recorded window; output = every file of the run "
       "(run file, .md, .svg, .trace.json, .hgrm, .hlog).")
@@ -710,14 +716,21 @@ pct1 = lambda x: f"{x:.1f}"
 us = lambda x: f"{x / 1e3:.0f}"
 nsf = lambda x: f"{x:.0f}"
 rows_t = []
+def after_ns(o):
+    # After the workload stopped, to the answer: the last decisions, the detach, the files.
+    return o.get("after_cpu_ns", 0) + o.get("files_cpu_ns", 0)
+
 if js_runs:
-    own = [pct_of(r["overhead"], r["overhead"]["tracer_cpu_ns"] + r["overhead"]["bpf_run_ns"]) for r in js_runs]
-    rows_t.append(("own CPU, quiet run (threads + BPF)", "≤ 0.15 % of one CPU", figure(own, pct, " %"), met(median(own) <= 0.15)))
+    own = [pct_of(r["overhead"], r["overhead"]["tracer_cpu_ns"] + r["overhead"]["bpf_run_ns"] + after_ns(r["overhead"])) for r in js_runs]
+    rows_t.append(("own CPU, quiet 10 s run, to its report (threads + BPF while it runs, then its work after the workload stopped)",
+                   "≤ 0.15 % of one CPU", figure(own, pct, " %"), met(median(own) <= 0.15)))
     threads = [pct_of(r["overhead"], r["overhead"]["tracer_cpu_ns"]) for r in js_runs]
     bpf = [pct_of(r["overhead"], r["overhead"]["bpf_run_ns"]) for r in js_runs]
-    rows_t.append(("… of which jitterscope's threads / BPF", "", figure(threads, pct, " %") + " / " + figure(bpf, pct, " %"), "–"))
+    after = [pct_of(r["overhead"], after_ns(r["overhead"])) for r in js_runs]
+    rows_t.append(("… of which jitterscope's threads / BPF / after the workload stopped", "",
+                   figure(threads, pct, " %") + " / " + figure(bpf, pct, " %") + " / " + figure(after, pct, " %"), "–"))
 perf_total = [rows[rnd, "perf"].get("cpu_ms", 0) + (rows[rnd, "perf"].get("post_ms") or 0) for rnd in (1, 2) if "cpu_ms" in rows[rnd, "perf"]]
-js_total = [r["overhead"]["tracer_cpu_ns"] / 1e6 + r["overhead"]["bpf_run_ns"] / 1e6 for r in js_runs]
+js_total = [(r["overhead"]["tracer_cpu_ns"] + r["overhead"]["bpf_run_ns"] + after_ns(r["overhead"])) / 1e6 for r in js_runs]
 if perf_total and js_total:
     a, b = median(js_total), median(perf_total)
     rows_t.append(("own CPU against perf record + perf script", "≤ ½ of perf's",
@@ -752,9 +765,12 @@ if ends:
     x = [share_of_self(r) for r in ends]
     rows_t.append(("`self` share of stall time, quiet, `--attribution end`", "≤ 1 %", figure(x, pct1, " %"), met(median(x) <= 1.0)))
     w = [pct_of(r["overhead"], r["overhead"]["tracer_cpu_ns"]) for r in ends]
-    after = [r["overhead"].get("after_cpu_ns", 0) / 1e6 for r in ends]
-    rows_t.append(("… jitterscope's threads in the window, and after the workload stopped (deciding)", "",
+    after = [after_ns(r["overhead"]) / 1e6 for r in ends]
+    rows_t.append(("… jitterscope's threads in the window, and after the workload stopped (deciding, detaching, its files)", "",
                    figure(w, pct, " %") + " / " + figure(after, lambda v: f"{v:.1f}", " ms") + "; " + lost_of(ends), "–"))
+    own_end = [pct_of(r["overhead"], r["overhead"]["tracer_cpu_ns"] + r["overhead"]["bpf_run_ns"] + after_ns(r["overhead"])) for r in ends]
+    rows_t.append(("own CPU, quiet 10 s run, to its report, `--attribution end`", "≤ 0.15 % of one CPU", figure(own_end, pct, " %"),
+                   met(median(own_end) <= 0.15)))
     el = [max((l["ns"] for l in r["overhead"].get("longest_self", [])), default=0) for r in ends]
     rows_t.append(("longest own slice on a measured CPU, quiet, `--attribution end`", "≤ 100 µs", figure(el, us, " µs"), met(median(el) <= 100_000)))
 if hr_ends:
