@@ -9,25 +9,18 @@ use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum OutputError {
-    #[error("--output {path}: cannot create the directory: {source}; choose a writable directory")]
-    CreateDir {
-        path: String,
-        source: std::io::Error,
-    },
+    // The io error is part of each message, not a `source`: printed as a chain (`{:#}`), it
+    // would be said twice.
+    #[error("--output {path}: cannot create the directory: {cause}; choose a writable directory")]
+    CreateDir { path: String, cause: std::io::Error },
     #[error("--output {path}: exists and is not a directory; choose a directory")]
     NotADirectory { path: String },
     #[error(
-        "--output {path}: the directory is not writable: {source}; choose a writable directory"
+        "--output {path}: the directory is not writable: {cause}; choose a writable directory"
     )]
-    NotWritable {
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("cannot write {path}: {source}{}", write_hint(.source))]
-    Write {
-        path: String,
-        source: std::io::Error,
-    },
+    NotWritable { path: String, cause: std::io::Error },
+    #[error("cannot write {path}: {cause}{}", write_hint(.cause))]
+    Write { path: String, cause: std::io::Error },
 }
 
 /// The fix for a failed write, by its cause.
@@ -83,9 +76,9 @@ impl OutputDir {
                     break;
                 }
             }
-            std::fs::create_dir_all(dir).map_err(|source| OutputError::CreateDir {
+            std::fs::create_dir_all(dir).map_err(|cause| OutputError::CreateDir {
                 path: shown.clone(),
-                source,
+                cause,
             })?;
             for d in created {
                 hand_to_invoking_user(&d);
@@ -102,10 +95,7 @@ impl OutputDir {
                 let _ = std::fs::remove_file(&probe);
                 Ok(out)
             }
-            Err(source) => Err(OutputError::NotWritable {
-                path: shown,
-                source,
-            }),
+            Err(cause) => Err(OutputError::NotWritable { path: shown, cause }),
         }
     }
 
@@ -124,9 +114,9 @@ impl OutputDir {
     /// reuse an existing file.
     pub fn create_stream(&self, name: &str) -> Result<(PathBuf, File), OutputError> {
         let dest = self.path(name);
-        let f = create_new(&dest).map_err(|source| OutputError::Write {
+        let f = create_new(&dest).map_err(|cause| OutputError::Write {
             path: dest.display().to_string(),
-            source,
+            cause,
         })?;
         hand_to_invoking_user(&dest);
         Ok((dest, f))
@@ -137,11 +127,20 @@ impl OutputDir {
 /// temporary file next to it (O_EXCL, O_NOFOLLOW, 0644) renamed over the destination, so a
 /// symlink planted at either name is never followed and a crash leaves the old file or the
 /// new one, never half of it. Handed to the invoking user under sudo.
+///
+/// Not a file: `/dev/stdout` and `/dev/stderr` are this process's own streams; a character
+/// device or a FIFO at the name itself (`-o /dev/null`, a named pipe) is written to as it is
+/// — renamed over, the device node would have become a file (as root, `/dev/null` replaced
+/// by a plain file breaks other programs). Only root makes device nodes, so one found there
+/// was not planted; a symlink is still never followed.
 pub fn write_file(dest: &Path, contents: &[u8]) -> Result<(), OutputError> {
-    let err = |source| OutputError::Write {
+    let err = |cause| OutputError::Write {
         path: dest.display().to_string(),
-        source,
+        cause,
     };
+    if let Some(result) = write_not_a_file(dest, contents) {
+        return result.map_err(err);
+    }
     let name = dest
         .file_name()
         .ok_or_else(|| err(std::io::Error::from_raw_os_error(libc::EISDIR)))?
@@ -161,6 +160,32 @@ pub fn write_file(dest: &Path, contents: &[u8]) -> Result<(), OutputError> {
     }
     hand_to_invoking_user(dest);
     Ok(())
+}
+
+/// `write_file` to what is not a file: None when `dest` is a file, a directory or absent.
+fn write_not_a_file(dest: &Path, contents: &[u8]) -> Option<std::io::Result<()>> {
+    use std::os::unix::fs::FileTypeExt;
+    let stream = |mut w: Box<dyn Write>| w.write_all(contents).and_then(|_| w.flush());
+    if dest == Path::new("/dev/stdout") {
+        return Some(stream(Box::new(std::io::stdout().lock())));
+    }
+    if dest == Path::new("/dev/stderr") {
+        return Some(stream(Box::new(std::io::stderr().lock())));
+    }
+    let kind = std::fs::symlink_metadata(dest).ok()?.file_type();
+    if kind.is_char_device() || kind.is_fifo() {
+        let f = OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(dest);
+        return Some(f.and_then(|f| stream(Box::new(f))));
+    }
+    if kind.is_block_device() || kind.is_socket() {
+        return Some(Err(std::io::Error::other(
+            "a block device or a socket, not a file; give a file name",
+        )));
+    }
+    None
 }
 
 fn create_new(path: &Path) -> std::io::Result<File> {
@@ -243,5 +268,31 @@ mod tests {
         assert!(out.create_stream("a.hlog").is_err());
         out.write("a.json", b"{}").unwrap();
         assert_eq!(std::fs::read(&target).unwrap(), b"keep");
+    }
+
+    /// `report -o PIPE` (and `-o /dev/null`, a character device): written into, not replaced
+    /// by a file renamed over it.
+    #[test]
+    fn a_named_pipe_is_written_into_and_stays_a_pipe() {
+        use std::os::unix::fs::FileTypeExt;
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("pipe");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a NUL-terminated path and a mode.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read(fifo).unwrap())
+        };
+        write_file(&fifo, b"the report").unwrap();
+        // First (a pipe replaced would leave the reader waiting for a writer forever).
+        let kind = std::fs::symlink_metadata(&fifo).unwrap().file_type();
+        assert!(kind.is_fifo(), "{kind:?}");
+        assert_eq!(reader.join().unwrap(), b"the report");
+        assert_eq!(
+            std::fs::read_dir(d.path()).unwrap().count(),
+            1,
+            "no temporary file left"
+        );
     }
 }
