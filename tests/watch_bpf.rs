@@ -171,21 +171,30 @@ fn a_watched_process_interruptions_agree_with_perf_per_cause() {
         c.to_markdown_all()
     );
     drop(target);
-    // The injected IRQ's episodes last about a microsecond. Two tracers on one tracepoint run
-    // one after the other, and the one attached second sees each episode shorter by the
-    // first one's entry handler less its exit handler (perf copies the action's name at
-    // entry): ~0.15 µs, 15 % of such an episode, whichever tracer is second. So the IRQ is
-    // recorded in both orders and graded on the geometric mean of the two ratios, in which
-    // that bias cancels.
+    // The injected IRQ's episodes last about two microseconds. Two tracers on one tracepoint
+    // run one after the other, so each episode's window, as the tracer attached second sees
+    // it, lacks what the first one's entry handler does after its clock read and gains what
+    // its exit handler does before its own: up to a microsecond here, for perf's entry (it
+    // copies the action's name and writes a sample). The two tracers' handlers do not cost
+    // the same, so the bias does not cancel between the two orders (here perf first 0.87–0.98,
+    // jitterscope first 1.16–1.59: a geometric mean assumed it would and failed on an AMD
+    // host). What does hold in either order: attached second, jitterscope cannot see more of
+    // the IRQ than perf, and attached first, no less. Episodes missed or counted twice break
+    // one of the two once they outweigh the handlers' cost (half of them missed, say); smaller
+    // errors hide inside that bias, which the per-cause table above grades on the longer
+    // causes (the competing task and the kworker, ±5 %).
     let perf_first = irq_ratio(&c).expect("an IRQ row with perf time");
     let js_first = irq_ratio_jitterscope_first(&tracepoints, dir.path());
-    let mean = (perf_first * js_first).sqrt();
     eprintln!(
-        "IRQ jitterscope/perf: perf attached first {perf_first:.3}, jitterscope first {js_first:.3}, geometric mean {mean:.3}"
+        "IRQ jitterscope/perf: perf attached first {perf_first:.3} (at most 1.05), jitterscope first {js_first:.3} (at least 0.95)"
     );
     assert!(
-        (mean - 1.0).abs() <= 0.05,
-        "IRQ time off by more than 5 % once the attach-order bias is taken out: perf first {perf_first:.3}, jitterscope first {js_first:.3}"
+        perf_first <= 1.05,
+        "IRQ time with perf attached first is {perf_first:.3} × perf's: jitterscope, attached second, saw more of the IRQ than perf by over 5 %"
+    );
+    assert!(
+        js_first >= 0.95,
+        "IRQ time with jitterscope attached first is {js_first:.3} × perf's: jitterscope, attached first, saw less of the IRQ than perf by over 5 %"
     );
 }
 
