@@ -1,6 +1,6 @@
 //! The attribution engine on replayed fixtures (pure, no root): exact nanoseconds and shares.
 
-use jitterscope::attribution::advice::{advice, Machine};
+use jitterscope::attribution::advice::{advice, Machine, Tracer};
 use jitterscope::attribution::{CpuTheft, Engine, EngineConfig, Ranking, Verdict};
 use jitterscope::model::{
     vector, Cause, CauseKind, CulpritClass as C, Interruption, Spike, Stall, StealSample,
@@ -730,6 +730,7 @@ fn machine(online: &[u32], measured: &[u32]) -> Machine {
         online: online.to_vec(),
         measured: measured.to_vec(),
         virtual_machine: true,
+        tracer: Tracer::Run { at_end: false },
     }
 }
 
@@ -786,6 +787,36 @@ fn advice_carries_the_command_for_this_machine() {
     let all = machine(&[0, 1], &[0, 1]);
     let a = advice(C::Irq, "36 x", "", &[1], &all);
     assert!(a.contains("cannot be moved off all of them"), "{a}");
+}
+
+#[test]
+fn advice_on_jitterscopes_own_time_says_where_its_threads_can_go() {
+    let js = "js-collector[7]";
+    // A CPU was free for them: its own time on a measured CPU is a bug.
+    let spare = machine(&[0, 1, 2], &[1, 2]);
+    let a = advice(C::SelfNoise, js, "", &[1], &spare);
+    assert!(a.contains("a bug"), "{a}");
+    // Every CPU measured: deciding at the end, or a CPU left out.
+    let all = machine(&[0, 1], &[0, 1]);
+    let a = advice(C::SelfNoise, js, "", &[0], &all);
+    assert!(
+        a.contains("--attribution end") && a.contains("(0-1)"),
+        "{a}"
+    );
+    assert!(!a.contains("a bug"), "{a}");
+    let at_end = Machine {
+        tracer: Tracer::Run { at_end: true },
+        ..all.clone()
+    };
+    let a = advice(C::SelfNoise, js, "", &[0], &at_end);
+    assert!(!a.contains("--attribution end:"), "{a}");
+    assert!(a.contains("left out of --cpus"), "{a}");
+    let watch = Machine {
+        tracer: Tracer::Watch,
+        ..all
+    };
+    let a = advice(C::SelfNoise, js, "", &[0], &watch);
+    assert!(a.contains("watch --cpus"), "{a}");
 }
 
 #[test]

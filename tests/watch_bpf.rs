@@ -47,12 +47,20 @@ fn thread_named(pid: u32, comm: &str) -> Option<u32> {
         })
 }
 
-/// `jitterscope run --no-probes --cpus 0,1` as the watched program, ended by its pid.
-struct Target(Child);
+/// `jitterscope run --no-probes --cpus 0,1` as the watched program, ended by its pid; its
+/// files go to a directory removed with it.
+struct Target {
+    child: Child,
+    /// Removed when the target is dropped, after the run is ended.
+    _files: tempfile::TempDir,
+}
 
 impl Target {
     fn start(seconds: u32) -> Target {
-        let dir = std::env::temp_dir().join(format!("js-watch-target-{}", std::process::id()));
+        let dir = tempfile::Builder::new()
+            .prefix("js-watch-target-")
+            .tempdir()
+            .expect("a directory for the target's files");
         let child = js()
             .args([
                 "run",
@@ -64,14 +72,14 @@ impl Target {
                 "--no-tui",
             ])
             .args(["--duration", &format!("{seconds}s"), "--output"])
-            .arg(&dir)
+            .arg(dir.path())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("start the target run");
-        let t = Target(child);
+        let t = Target { child, _files: dir };
         for _ in 0..200 {
-            if thread_named(t.0.id(), "js-consumer-1").is_some() {
+            if thread_named(t.child.id(), "js-consumer-1").is_some() {
                 return t;
             }
             std::thread::sleep(Duration::from_millis(50));
@@ -83,8 +91,8 @@ impl Target {
 impl Drop for Target {
     fn drop(&mut self) {
         // SAFETY: a signal to the child we started, by its pid.
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
-        let _ = self.0.wait();
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let _ = self.child.wait();
     }
 }
 
@@ -122,7 +130,13 @@ fn a_watched_process_interruptions_agree_with_perf_per_cause() {
         .spawn()
         .expect("start irq noise");
     let out = js()
-        .args(["watch", "--pid", &target.0.id().to_string(), "--cpus", "1"])
+        .args([
+            "watch",
+            "--pid",
+            &target.child.id().to_string(),
+            "--cpus",
+            "1",
+        ])
         .args(["--duration", "8s", "--no-tui", "--output"])
         .arg(dir.path().join("w"))
         .output()
@@ -212,7 +226,13 @@ fn irq_ratio(c: &verify::Comparison) -> Option<f64> {
 fn irq_ratio_jitterscope_first(tracepoints: &[String], dir: &Path) -> f64 {
     let target = Target::start(20);
     let watch = js()
-        .args(["watch", "--pid", &target.0.id().to_string(), "--cpus", "1"])
+        .args([
+            "watch",
+            "--pid",
+            &target.child.id().to_string(),
+            "--cpus",
+            "1",
+        ])
         .args(["--duration", "9s", "--no-tui", "--output"])
         .arg(dir.join("w2"))
         .stdout(Stdio::null())

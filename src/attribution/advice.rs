@@ -12,6 +12,17 @@ pub struct Machine {
     pub measured: Vec<Cpu>,
     /// Whether this is a virtual machine (unexplained time is then often the host's).
     pub virtual_machine: bool,
+    /// What measured: where jitterscope's own threads can be kept off the measured CPUs.
+    pub tracer: Tracer,
+}
+
+/// What made the verdicts, for the advice on jitterscope's own time (`self`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tracer {
+    /// A run of the workload; `at_end`: `--attribution end`.
+    Run { at_end: bool },
+    /// A watch of the user's threads.
+    Watch,
 }
 
 impl Machine {
@@ -54,6 +65,18 @@ fn timer_advice(detail: &str, measured: &str, on: &str) -> String {
         "scheduler tick" | "" | "timer interrupt outside callbacks" => format!("the scheduler tick: boot with nohz_full={measured} (it stops the tick when exactly one task runs on the CPU; needs CONFIG_NO_HZ_FULL)"),
         "watchdog_timer_fn" => format!("the soft-lockup watchdog's timer: sysctl kernel.watchdog_cpumask=<other CPUs> (or kernel.nmi_watchdog=0 and kernel.soft_watchdog=0) keeps it off CPU {on}"),
         f => format!("an hrtimer callback ({f}) expiring on CPU {on}: find who arms it (perf record -e timer:hrtimer_start -C {on} -g); nohz_full={measured} stops only the tick"),
+    }
+}
+
+/// jitterscope's own time: where its threads can go instead, or what is left to defer.
+fn self_advice(tracer: Tracer, all_measured: bool, measured: &str) -> String {
+    if !all_measured {
+        return "jitterscope's own threads ran on a measured CPU although another CPU was free for them: a bug, please report it".to_string();
+    }
+    match tracer {
+        Tracer::Run { at_end: false } => format!("every CPU is measured ({measured}), so jitterscope's collector and drain thread run beside the workload and each of their slices stalls it: decide the culprits after the run (--attribution end: only each second's histograms are taken while it runs), or measure fewer CPUs than the machine has — with one CPU left out, `self` is 0"),
+        Tracer::Run { at_end: true } => format!("every CPU is measured ({measured}): what is left of jitterscope beside the workload is taking each second's histograms and looking at the rings; with one CPU left out of --cpus it runs there and `self` is 0"),
+        Tracer::Watch => format!("every CPU is watched ({measured}), so the watch's own threads run beside the watched ones: leave a CPU out (watch --cpus <the others>) and they run there"),
     }
 }
 
@@ -131,7 +154,7 @@ pub fn advice(class: CulpritClass, name: &str, detail: &str, cpus: &[Cpu], m: &M
         } else {
             "minor page faults: first touches of memory (or copy-on-write) in the latency-critical thread — pre-fault it at start (mlockall(MCL_CURRENT|MCL_FUTURE), MAP_POPULATE, touch every page), avoid allocating in the hot loop, and keep transparent huge pages from being split or compacted (echo never > /sys/kernel/mm/transparent_hugepage/defrag)".to_string()
         },
-        CulpritClass::SelfNoise => "jitterscope's own threads ran on a measured CPU — expected only when every CPU is measured; otherwise a bug, please report it".to_string(),
+        CulpritClass::SelfNoise => self_advice(m.tracer, all_measured, &measured),
         CulpritClass::Hypervisor => "the host ran something else on this vCPU's physical CPU (KVM steal time; `steal` in /proc/stat): ask for dedicated, pinned vCPUs (cpu pinning with no overcommit, a 'dedicated host' or 'isolated' instance type), or move the workload to bare metal".to_string(),
         CulpritClass::Lost => "the probes' record rings overflowed, so these stalls cannot be explained: raise --ringbuf-size (e.g. 64M), or find the storm on these CPUs with `jitterscope probe --cpus <cpu> --no-log`".to_string(),
         CulpritClass::Unexplained => {

@@ -9,7 +9,7 @@ use anyhow::Result;
 use super::prepare::Prepared;
 use super::record::Recorded;
 use super::{Console, RunOutcome, RunPlan};
-use crate::attribution::advice::Machine;
+use crate::attribution::advice::{Machine, Tracer};
 use crate::report::build::{consumer_key, culprit_entry, probe_info, spike_entry, stall_entry};
 use crate::report::files::OutputError;
 use crate::report::runfile::{
@@ -70,6 +70,9 @@ fn run_file(plan: &RunPlan, p: &Prepared, r: &Recorded) -> RunFile {
         online: p.topo.online.clone(),
         measured: p.measured.clone(),
         virtual_machine: crate::system::is_virtual_machine(),
+        tracer: Tracer::Run {
+            at_end: plan.attribute_at_end,
+        },
     };
     RunFile {
         schema: SCHEMA.to_string(),

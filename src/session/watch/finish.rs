@@ -6,7 +6,7 @@ use std::io::Write;
 use anyhow::Result;
 
 use super::{Session, ThreadIds, WatchOutcome, WatchPlan};
-use crate::attribution::advice::Machine;
+use crate::attribution::advice::{Machine, Tracer};
 use crate::attribution::watch::{InterruptionKind, ThreadAccount, JOIN_NS};
 use crate::model::{Ended, Nanos, ThreadRole};
 use crate::probe::ProbeSummary;
@@ -237,6 +237,7 @@ fn run_file(
         online,
         measured: plan.cpus.clone(),
         virtual_machine: crate::system::is_virtual_machine(),
+        tracer: Tracer::Watch,
     };
     RunFile {
         schema: SCHEMA.into(),
