@@ -86,6 +86,22 @@ impl Target {
         }
         panic!("the target run never started its consumer");
     }
+
+    /// `watch --pid` of the target on the consumer's CPU (1) for `duration`, into `output`.
+    fn watch_on_consumer(&self, duration: &str, output: &Path) -> Command {
+        let mut watch = js();
+        watch
+            .args([
+                "watch",
+                "--pid",
+                &self.child.id().to_string(),
+                "--cpus",
+                "1",
+            ])
+            .args(["--duration", duration, "--no-tui", "--output"])
+            .arg(output);
+        watch
+    }
 }
 
 impl Drop for Target {
@@ -129,16 +145,8 @@ fn a_watched_process_interruptions_agree_with_perf_per_cause() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start irq noise");
-    let out = js()
-        .args([
-            "watch",
-            "--pid",
-            &target.child.id().to_string(),
-            "--cpus",
-            "1",
-        ])
-        .args(["--duration", "8s", "--no-tui", "--output"])
-        .arg(dir.path().join("w"))
+    let out = target
+        .watch_on_consumer("8s", &dir.path().join("w"))
         .output()
         .unwrap();
     let hog = format!("verify-hog[{}]", noise.hog_tid);
@@ -225,16 +233,8 @@ fn irq_ratio(c: &verify::Comparison) -> Option<f64> {
 /// starts, perf attaches, the IRQ noise runs and ends inside both recordings.
 fn irq_ratio_jitterscope_first(tracepoints: &[String], dir: &Path) -> f64 {
     let target = Target::start(20);
-    let watch = js()
-        .args([
-            "watch",
-            "--pid",
-            &target.child.id().to_string(),
-            "--cpus",
-            "1",
-        ])
-        .args(["--duration", "9s", "--no-tui", "--output"])
-        .arg(dir.join("w2"))
+    let watch = target
+        .watch_on_consumer("9s", &dir.join("w2"))
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
