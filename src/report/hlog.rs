@@ -230,28 +230,12 @@ impl Serializer for Encoded<'_> {
     }
 }
 
-/// What an interval log holds before writing, as lines come (a quiet second's two lines are
-/// some 12 KB uncompressed here): written about once a second.
-pub const HOLD_LINES: usize = 8 * 1024;
-/// Deciding at the end (`--attribution end`), lines wait in memory too — made and locked
-/// before recording — and are written when it is full or at the end: the write system calls
-/// were some 10 % of the collector's work in the window there. 4 MiB is some 6 minutes of a
-/// quiet run's lines, longer than the default rings hold such a run (about 2 minutes).
-pub const HOLD_LINES_AT_END: usize = 4 << 20;
-
 impl HlogWriter {
     /// Writes the log header. `start_unix_ns` is the base time interval stamps count from.
-    /// `tags` says what the tags name (a second comment line). `hold` bytes of lines are kept
-    /// before they are written out (and at `flush`).
-    pub fn new(
-        file: File,
-        start_unix_ns: u64,
-        comment: &str,
-        tags: &str,
-        hold: usize,
-    ) -> std::io::Result<Self> {
+    /// `tags` says what the tags name (a second comment line).
+    pub fn new(file: File, start_unix_ns: u64, comment: &str, tags: &str) -> std::io::Result<Self> {
         let mut w = HlogWriter {
-            out: BufWriter::with_capacity(hold, file),
+            out: BufWriter::new(file),
             line: Vec::new(),
             enc: Encoder::new(),
             buckets: Buckets::new(),
@@ -435,7 +419,7 @@ mod tests {
             h.record(10 + v * 37).unwrap();
         }
         let file = tempfile::NamedTempFile::new().unwrap();
-        let mut w = HlogWriter::new(file.reopen().unwrap(), 0, "test", "tags", HOLD_LINES).unwrap();
+        let mut w = HlogWriter::new(file.reopen().unwrap(), 0, "test", "tags").unwrap();
         let header = std::fs::read(file.path()).unwrap();
         w.write("t", &h, 0, 1, &mut pacer).unwrap();
         assert_eq!(w.enc.raw, theirs(&h));

@@ -195,11 +195,6 @@ fn open_interval_log(
             format_list(measured)
         ),
         "values in nanoseconds; tags name <consumer>.<transit|inter_message>",
-        if plan.attribute_at_end {
-            crate::report::hlog::HOLD_LINES_AT_END
-        } else {
-            crate::report::hlog::HOLD_LINES
-        },
     )
     .with_context(|| format!("cannot write {}", hlog_path.display()))?;
     Ok((hlog, hlog_path))

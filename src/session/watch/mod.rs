@@ -215,7 +215,6 @@ fn start(plan: &WatchPlan, found: Vec<Found>, out: &mut Console) -> Result<Sessi
             plan.target.describe()
         ),
         "values in nanoseconds; tags name <thread name>[<tid>].<interruptions|wakeups>",
-        crate::report::hlog::HOLD_LINES,
     )
     .with_context(|| format!("cannot write {}", hlog_path.display()))?;
     let steal_clock = session.steal_clock();
