@@ -469,8 +469,9 @@ fn deciding_at_end_drains_early_when_a_ring_needs_room() {
     // The run file and the report say how many were decided before the end, and why.
     assert!(
         o.decided_in_run >= last_seen && o.decided_in_run < run.stall_summary.count,
-        "decided before the end: {}",
-        o.decided_in_run
+        "decided before the end: {}, of {} stalls in the run file, {last_seen} in the last progress line\n{stdout}",
+        o.decided_in_run,
+        run.stall_summary.count
     );
     assert!(
         stdout.contains(&format!(

@@ -209,6 +209,12 @@ pub(super) fn record(
             }
             None => std::thread::sleep(turn),
         }
+        // Deciding at the end, a workload that stopped while the collector waited leaves
+        // everything to the end: a turn now would decide it paced, counted as decided while
+        // the workload ran (and in the window's CPU) when it ran no longer.
+        if plan.attribute_at_end && StallSource::finished(&p.workload) {
+            break EndReason::Completed;
+        }
         r.turn(p);
         let now = monotonic_ns();
         if r.metrics.as_ref().is_some_and(|m| m.due(now)) {
