@@ -263,12 +263,18 @@ pub struct ProbeArgs {
     /// Print the summary as JSON (counts per class, BPF cost per program, drops)
     #[arg(long)]
     pub json: bool,
-    /// Also attach two reference programs to sched_switch — one that does nothing, one that
-    /// only reads the clock — and report what a run of each costs: the floor under every
-    /// per-event figure on this kernel and machine (they run on every context switch of every
-    /// CPU while the probe lasts)
+    /// Also attach reference programs — to sched_switch and to local_timer_entry, one that
+    /// does nothing and one that only reads the clock — and report what a run of each costs:
+    /// the floor under every per-event figure on this kernel and machine (they run on every
+    /// context switch and timer interrupt of every CPU while the probe lasts). They run after
+    /// the probes' own programs
     #[arg(long)]
     pub floor: bool,
+    /// As --floor, with the reference programs run before the probes' own: the first clock
+    /// read of each timer interrupt, dearer than any later one, is then theirs, and the timer
+    /// programs' figures are their own work
+    #[arg(long)]
+    pub floor_first: bool,
     /// Write Prometheus metrics to FILE for node_exporter's textfile collector (name it
     /// *.prom, in the collector's directory); rewritten every --metrics-interval and at the end
     #[arg(long, value_name = "FILE")]

@@ -15,7 +15,7 @@ use jitterscope::probe::kallsyms::Kallsyms;
 use jitterscope::probe::rings::{self, RingLayout};
 use jitterscope::probe::{
     AttachState, JitterscopeSkel, JitterscopeSkelBuilder, ProbeBatch, ProbeConfig, ProbeSession,
-    MANDATORY,
+    Reference, MANDATORY,
 };
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 
@@ -278,8 +278,17 @@ fn the_reference_programs_run_beside_the_probes_and_stay_out_of_their_costs() {
         return;
     }
     let _cpus = exclusive();
+    for place in [Reference::AfterProbes, Reference::BeforeProbes] {
+        reference_programs_beside_the_probes(place);
+    }
+    // Not loaded unless asked for.
+    let (session, _rx) = start(config());
+    assert!(session.stop().unwrap().floor.is_empty());
+}
+
+fn reference_programs_beside_the_probes(place: Reference) {
     let mut cfg = config();
-    cfg.floor = true;
+    cfg.floor = place;
     let (session, rx) = start(cfg);
     let report = session.attach_report().to_vec();
     // Switches on the measured CPU: a thread there sleeping in short steps.
@@ -301,23 +310,32 @@ fn the_reference_programs_run_beside_the_probes_and_stay_out_of_their_costs() {
         "the reference programs are not reported as probes: {report:?}"
     );
     let names: Vec<&str> = summary.floor.iter().map(|c| c.program.as_str()).collect();
-    assert_eq!(names, ["empty", "clock", "timer_empty"], "{summary:?}");
+    let references = ["empty", "clock", "timer_empty", "timer_clock"];
+    assert_eq!(names, references, "{place:?}: {summary:?}");
+    assert_eq!(summary.floor_place, place);
     assert!(summary.costs.iter().any(|c| c.program == "sched_switch"));
-    assert!(!summary
-        .costs
-        .iter()
-        .any(|c| c.program == "empty" || c.program == "clock" || c.program == "timer_empty"));
+    assert!(
+        !summary
+            .costs
+            .iter()
+            .any(|c| references.contains(&c.program.as_str())),
+        "{place:?}: {summary:?}"
+    );
     if summary.stats_enabled {
         for c in &summary.floor {
             // Two run on every switch of every CPU, the measured one's 400 among them; the
-            // third on every timer interrupt of every CPU (the tick's, at least).
-            let least = if c.program == "timer_empty" { 10 } else { 400 };
-            assert!(c.run_count >= least && c.run_time_ns > 0, "{c:?}");
+            // other two on every timer interrupt of every CPU (the tick's, at least).
+            let least = if c.program.starts_with("timer_") {
+                10
+            } else {
+                400
+            };
+            assert!(
+                c.run_count >= least && c.run_time_ns > 0,
+                "{place:?}: {c:?}"
+            );
         }
     }
-    // Not loaded unless asked for.
-    let (session, _rx) = start(config());
-    assert!(session.stop().unwrap().floor.is_empty());
 }
 
 #[test]

@@ -10,6 +10,7 @@ use super::{
     TuneArgs, UsageError, VerifyArgs, WatchArgs, WorkshopArgs,
 };
 use crate::probe::census::CensusConfig;
+use crate::probe::Reference;
 use crate::report::files::OutputDir;
 use crate::report::metrics::MetricsPlan;
 use crate::session::watch::target::Target;
@@ -161,7 +162,13 @@ pub fn census_config(args: &ProbeArgs) -> Result<CensusConfig, UsageError> {
         ringbuf_bytes,
         log: !args.no_log,
         json: args.json,
-        floor: args.floor,
+        floor: if args.floor_first {
+            Reference::BeforeProbes
+        } else if args.floor {
+            Reference::AfterProbes
+        } else {
+            Reference::Off
+        },
     })
 }
 

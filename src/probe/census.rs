@@ -12,7 +12,9 @@ use std::time::Duration;
 use anyhow::Context;
 
 use super::decode::Record;
-use super::{AttachState, AttachStatus, ProbeBatch, ProbeConfig, ProbeSession, ProbeSummary};
+use super::{
+    AttachState, AttachStatus, ProbeBatch, ProbeConfig, ProbeSession, ProbeSummary, Reference,
+};
 use crate::model::{without_pid, CauseKind, Cpu, CulpritClass, Nanos};
 use crate::platform::affinity::set_current_thread_cpus;
 use crate::platform::clock::monotonic_ns;
@@ -32,8 +34,8 @@ pub struct CensusConfig {
     pub log: bool,
     /// The summary as JSON, for scripts, instead of the table.
     pub json: bool,
-    /// Also load the reference programs (`ProbeConfig::floor`).
-    pub floor: bool,
+    /// Also load the reference programs, and where they run (`ProbeConfig::floor`).
+    pub floor: Reference,
 }
 
 /// Follows a census as it goes (the metrics file): the records kept, in batches, and the
@@ -418,12 +420,16 @@ pub fn costs(p: &ProbeSummary) -> String {
     }
     s.push('\n');
     if !p.floor.is_empty() {
-        s.push_str("Floor (reference programs):");
+        s.push_str(match p.floor_place {
+            Reference::BeforeProbes => "Floor (reference programs, run before the probes'):",
+            _ => "Floor (reference programs, run after the probes'):",
+        });
         for x in &p.floor {
             let what = match x.program.as_str() {
                 "empty" => "an empty program on sched_switch",
                 "clock" => "a clock read alone on sched_switch",
                 "timer_empty" => "an empty program on local_timer_entry",
+                "timer_clock" => "a clock read alone on local_timer_entry",
                 other => other,
             };
             let _ = write!(
@@ -494,6 +500,11 @@ pub fn summary_json(records: &[Record], duration_ns: Nanos, probes: &ProbeSummar
         "classes": classes.iter().map(|(k, (n, t))| (k.to_string(), serde_json::json!({"count": n, "total_ns": t}))).collect::<serde_json::Map<_, _>>(),
         "costs": costs_json(&probes.costs),
         "floor": costs_json(&probes.floor),
+        "floor_place": match probes.floor_place {
+            Reference::Off => serde_json::Value::Null,
+            Reference::AfterProbes => "after_probes".into(),
+            Reference::BeforeProbes => "before_probes".into(),
+        },
         "stats_enabled": probes.stats_enabled,
         "steal_clock": probes.steal_clock,
         "steal_clock_note": probes.steal_clock_note,

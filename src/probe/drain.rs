@@ -223,6 +223,7 @@ pub(super) fn run(
     read_counters(&skel, &cfg.cpus, &mut summary);
     summary.costs = stats::program_costs(&skel);
     summary.floor = stats::floor_costs(&skel);
+    summary.floor_place = cfg.floor;
     Ok(summary)
 }
 

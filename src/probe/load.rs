@@ -14,7 +14,7 @@ use libbpf_rs::{ErrorKind, Link, OpenObject};
 use super::kallsyms::Kallsyms;
 use super::rings::{self, RingLayout};
 use super::threads::{self, Identity, WHOAMI_SECTION};
-use super::{steal, AttachState, AttachStatus, ProbeConfig, ProbeError, MANDATORY};
+use super::{steal, AttachState, AttachStatus, ProbeConfig, ProbeError, Reference, MANDATORY};
 use super::{JitterscopeSkel, JitterscopeSkelBuilder, OpenJitterscopeSkel};
 
 /// The reference programs' names begin so (`ProbeConfig::floor`).
@@ -150,7 +150,7 @@ pub(super) fn load_and_attach<'obj>(
     if cfg.watch {
         super::watch::learn_namespace(&skel)?;
     }
-    let links = attach_programs(&mut skel, &mut attach)?;
+    let links = attach_programs(&mut skel, &mut attach, cfg.floor)?;
     attach.sort_by(|a, b| a.tracepoint.cmp(&b.tracepoint));
     Ok((
         skel,
@@ -225,7 +225,7 @@ fn choose_programs(
             continue;
         }
         if name.starts_with(FLOOR_PREFIX) {
-            prog.set_autoload(cfg.floor);
+            prog.set_autoload(cfg.floor != Reference::Off);
             continue;
         }
         if watch_only(&name, &section) && !watch {
@@ -263,21 +263,49 @@ fn choose_programs(
     Ok(left_out)
 }
 
+/// Whether the program named so is attached in the round `first` (the first of two): the
+/// reference programs go in the first round only when they are to run before the probes.
+fn attached_in_round(name: &str, first: bool, floor: Reference) -> bool {
+    let reference = name.starts_with(FLOOR_PREFIX);
+    first == (reference && floor == Reference::BeforeProbes)
+}
+
 /// Attaches every loaded tracing program, noting each in `attach`; a mandatory one that fails
-/// is an error.
+/// is an error. Programs on one tracepoint run in attach order: the reference programs are
+/// attached in a round of their own before the probes' when `floor` says so.
 fn attach_programs(
     skel: &mut JitterscopeSkel,
     attach: &mut Vec<AttachStatus>,
+    floor: Reference,
 ) -> Result<Vec<Link>, ProbeError> {
     let mut links = Vec::new();
+    for first in [true, false] {
+        attach_round(skel, attach, &mut links, |name| {
+            attached_in_round(name, first, floor)
+        })?;
+    }
+    Ok(links)
+}
+
+/// One round of `attach_programs`: the loaded tracing programs whose names `this_round` takes.
+fn attach_round(
+    skel: &mut JitterscopeSkel,
+    attach: &mut Vec<AttachStatus>,
+    links: &mut Vec<Link>,
+    this_round: impl Fn(&str) -> bool,
+) -> Result<(), ProbeError> {
     for prog in skel.object().progs_mut() {
         let section = prog.section().to_string_lossy().into_owned();
         if !prog.autoload() || section.starts_with("raw_tp") || section.starts_with("iter/") {
             continue;
         }
+        let name = prog.name().to_string_lossy().into_owned();
+        if !this_round(&name) {
+            continue;
+        }
         let tp = tracepoint_of(&section).to_string();
         // The reference programs are not probes: attached when asked for, not reported.
-        let reference = prog.name().to_string_lossy().starts_with(FLOOR_PREFIX);
+        let reference = name.starts_with(FLOOR_PREFIX);
         match prog.attach() {
             Ok(link) if reference => links.push(link),
             Err(e) if reference => {
@@ -309,12 +337,33 @@ fn attach_programs(
             }),
         }
     }
-    Ok(links)
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_reference_programs_are_attached_before_the_probes_only_when_asked() {
+        let probe = "js_local_timer_entry";
+        let reference = "js_floor_timer_clock";
+        let round = |name, floor| {
+            [true, false]
+                .into_iter()
+                .position(|first| attached_in_round(name, first, floor))
+        };
+        // Every program is attached in exactly one round.
+        for floor in [
+            Reference::Off,
+            Reference::AfterProbes,
+            Reference::BeforeProbes,
+        ] {
+            assert_eq!(round(probe, floor), Some(1), "{floor:?}");
+        }
+        assert_eq!(round(reference, Reference::AfterProbes), Some(1));
+        assert_eq!(round(reference, Reference::BeforeProbes), Some(0));
+    }
 
     #[test]
     fn missing_btf_lockdown_and_privileges_are_told_apart() {

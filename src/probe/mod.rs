@@ -80,10 +80,23 @@ pub struct ProbeConfig {
     pub faults: bool,
     /// What the drain thread may spend of a CPU (shared with the collector); None: no limit.
     pub budget: Option<std::sync::Arc<crate::platform::pace::Budget>>,
-    /// Also load the reference programs (`js_floor_*`: an empty program and a clock read on
-    /// sched_switch, an empty program on local_timer_entry), reported apart from the probes'
-    /// costs (`ProbeSummary::floor`).
-    pub floor: bool,
+    /// Whether to load the reference programs too (`js_floor_*`: an empty program and a clock
+    /// read on sched_switch, an empty program and a clock read on local_timer_entry), and
+    /// where they run; reported apart from the probes' costs (`ProbeSummary::floor`).
+    pub floor: Reference,
+}
+
+/// The reference programs (`probe --floor`): not loaded, or attached after the probes' own
+/// programs or before them. Programs on one tracepoint run in the order they were attached,
+/// and on the timer interrupt the first clock read of each tick costs far more than a later
+/// one: run first, the reference programs take that price and show the probes' own work apart
+/// from it; run after, the probes' figures are what a run pays.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Reference {
+    #[default]
+    Off,
+    AfterProbes,
+    BeforeProbes,
 }
 
 impl ProbeConfig {
@@ -97,7 +110,7 @@ impl ProbeConfig {
             watch: false,
             faults: true,
             budget: None,
-            floor: false,
+            floor: Reference::Off,
         }
     }
 }
@@ -132,8 +145,10 @@ pub struct ProbeSummary {
     pub events: Vec<(Cpu, u64)>,
     pub costs: Vec<ProgramCost>,
     /// The reference programs' costs, when loaded (`ProbeConfig::floor`): `empty` and
-    /// `clock` on sched_switch, `timer_empty` on local_timer_entry.
+    /// `clock` on sched_switch, `timer_empty` and `timer_clock` on local_timer_entry.
     pub floor: Vec<ProgramCost>,
+    /// Where the reference programs ran (`ProbeConfig::floor`).
+    pub floor_place: Reference,
     /// False when the kernel refused run-time statistics (they need CAP_SYS_ADMIN).
     pub stats_enabled: bool,
     /// False when /proc/kallsyms hid its addresses (no CAP_SYSLOG): work functions and

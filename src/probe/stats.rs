@@ -109,8 +109,8 @@ pub(super) fn program_costs(skel: &JitterscopeSkel) -> Vec<ProgramCost> {
     costs_of(skel, false, &mut || {})
 }
 
-/// The reference programs' costs (`ProbeConfig::floor`), named `empty`, `clock` and
-/// `timer_empty`.
+/// The reference programs' costs (`ProbeConfig::floor`), named `empty`, `clock`,
+/// `timer_empty` and `timer_clock`.
 pub(super) fn floor_costs(skel: &JitterscopeSkel) -> Vec<ProgramCost> {
     costs_of(skel, true, &mut || {})
 }
