@@ -290,3 +290,31 @@ pub fn verify_request(args: &VerifyArgs) -> Result<VerifyRequest, UsageError> {
         all: args.all,
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn probe_floor(flags: &[&str]) -> Reference {
+        let argv = ["jitterscope", "probe", "--cpus", "0"].iter().chain(flags);
+        let Some(Command::Probe(args)) = Cli::try_parse_from(argv).unwrap().command else {
+            panic!("not the probe command: {flags:?}");
+        };
+        census_config(&args).unwrap().floor
+    }
+
+    #[test]
+    fn the_reference_programs_are_asked_for_after_or_before_the_probes() {
+        assert_eq!(probe_floor(&[]), Reference::Off);
+        assert_eq!(probe_floor(&["--floor"]), Reference::AfterProbes);
+        assert_eq!(probe_floor(&["--floor-first"]), Reference::BeforeProbes);
+        // --floor-first says where the floor runs: given with --floor, it still decides.
+        assert_eq!(
+            probe_floor(&["--floor", "--floor-first"]),
+            Reference::BeforeProbes
+        );
+    }
+}
