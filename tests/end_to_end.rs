@@ -28,6 +28,17 @@ fn run_with_args(
     inject: impl FnOnce(),
 ) -> (RunFile, String) {
     let dir = tempfile::tempdir().unwrap();
+    run_in(dir.path(), label, secs, more, inject)
+}
+
+/// `run_with_args`, its files left in `dir`.
+fn run_in(
+    dir: &std::path::Path,
+    label: &str,
+    secs: u32,
+    more: &[&str],
+    inject: impl FnOnce(),
+) -> (RunFile, String) {
     let child = Command::new(env!("CARGO_BIN_EXE_jitterscope"))
         .args([
             "--cpus",
@@ -41,7 +52,7 @@ fn run_with_args(
         .args(["--duration", &format!("{secs}s"), "--label", label])
         .args(more)
         .arg("--output")
-        .arg(dir.path())
+        .arg(dir)
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("start jitterscope");
@@ -49,7 +60,7 @@ fn run_with_args(
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "jitterscope failed:\n{stdout}");
-    (read(&run_file_in(dir.path())), stdout.into_owned())
+    (read(&run_file_in(dir)), stdout.into_owned())
 }
 
 /// `stat_refresh` written every 200 µs for `secs` after 0.7 s; returns each write's window.
@@ -397,12 +408,21 @@ fn deciding_at_end_decides_nothing_while_it_runs_and_names_the_same_culprit() {
     unsafe { libc::sync() };
     // Rings large enough for the injections' records: nothing needs draining before the end.
     let more = ["--attribution", "end", "--ringbuf-size", "32M"];
-    let (run, stdout) = run_with_args("at-end", 3, &more, || {
+    let dir = tempfile::tempdir().unwrap();
+    let (run, stdout) = run_in(dir.path(), "at-end", 3, &more, || {
         inject_stat_refresh(2.3);
     });
-    // Every progress line: nothing attributed yet, the stalls waiting for the end.
+    // Every progress line: nothing attributed yet, the stalls waiting for the end; each
+    // second's largest transit shown as it comes, its percentiles left to the end.
     let lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with('[')).collect();
     assert!(!lines.is_empty(), "no progress lines:\n{stdout}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.contains("accumulator: transit max ") && !l.contains("p50")),
+        "each second's largest transit, without percentiles:\n{stdout}"
+    );
+    intervals_held_to_the_end_are_all_there(dir.path(), &run, &stdout);
     assert!(
         progress_stalls(&stdout).iter().all(|&n| n == 0),
         "nothing is decided while the run goes on:\n{stdout}"
@@ -437,6 +457,52 @@ fn deciding_at_end_decides_nothing_while_it_runs_and_names_the_same_culprit() {
     spikes_never_exceed_their_transit(&run);
 }
 
+/// The intervals a run deciding at the end held until the workload stopped: each in the
+/// interval log once, in time order, one after the other, and all of them in the run's totals.
+fn intervals_held_to_the_end_are_all_there(dir: &std::path::Path, run: &RunFile, stdout: &str) {
+    assert!(
+        !stdout.contains("handed over late"),
+        "no interval was handed over late:\n{stdout}"
+    );
+    let hlog = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "hlog"))
+        .expect("an interval log");
+    let intervals = hlog_intervals(&std::fs::read_to_string(hlog).unwrap());
+    let transit: Vec<&HlogInterval> = intervals
+        .iter()
+        .filter(|i| i.tag == "accumulator.transit")
+        .collect();
+    assert!(transit.len() >= 3, "{} transit intervals", transit.len());
+    for pair in transit.windows(2) {
+        // One after the other: each begins where the one before it ended (the log keeps ms).
+        let gap = pair[1].start_s - (pair[0].start_s + pair[0].length_s);
+        assert!(
+            gap.abs() < 0.002,
+            "interval at {:.3} s after one of {:.3} s at {:.3} s",
+            pair[1].start_s,
+            pair[0].length_s,
+            pair[0].start_s
+        );
+    }
+    let h = &run.histograms[0];
+    let count: u64 = transit.iter().map(|i| i.histogram.len()).sum();
+    assert_eq!(count, h.transit.count, "the run's transit count");
+    let max = transit.iter().map(|i| i.histogram.max()).max().unwrap_or(0);
+    assert_eq!(max, h.transit.max, "the run's largest transit");
+    assert!(transit.iter().all(|i| i.max as u64 == i.histogram.max()));
+    let inter: u64 = (intervals.iter())
+        .filter(|i| i.tag == "accumulator.inter_message")
+        .map(|i| i.histogram.len())
+        .sum();
+    assert_eq!(
+        inter, h.inter_message.count,
+        "the run's inter-message count"
+    );
+}
+
 #[test]
 fn deciding_at_end_drains_early_when_a_ring_needs_room() {
     if skip_bpf("deciding_at_end_drains_early_when_a_ring_needs_room") || nproc() < 2 {
@@ -446,7 +512,9 @@ fn deciding_at_end_drains_early_when_a_ring_needs_room() {
     // A 256 KiB ring (4,096 records) fills to half in a few seconds of a quiet run: the drain
     // thread empties it before it is full, and the collector decides what it can.
     let more = ["--attribution", "end", "--ringbuf-size", "256K"];
-    let (run, stdout) = run_with_args("at-end-early", 8, &more, || {});
+    let dir = tempfile::tempdir().unwrap();
+    let (run, stdout) = run_in(dir.path(), "at-end-early", 8, &more, || {});
+    intervals_held_to_the_end_are_all_there(dir.path(), &run, &stdout);
     let counts = progress_stalls(&stdout);
     assert!(
         counts.iter().any(|&n| n > 0),

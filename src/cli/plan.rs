@@ -134,6 +134,11 @@ pub fn run_plan(args: &RunArgs) -> Result<RunPlan, UsageError> {
     workload.spike_threshold_ns = args.spike_threshold;
     if args.attribution == Attribution::End {
         workload.stall_queue_capacity = crate::workload::AT_END_STALL_QUEUE;
+        workload.interval_pool = crate::workload::histograms::interval_pool_at_end(
+            workload.duration_ns,
+            workload.histogram_interval_ns,
+            workload.consumer_cpus.len(),
+        );
     }
     Ok(RunPlan {
         workload,

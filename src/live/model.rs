@@ -194,6 +194,9 @@ impl LiveModel {
                     fmt_ns(s.percentile("99.99").unwrap_or(0)),
                     fmt_ns(s.max)
                 ));
+            } else if let Some(max) = c.max_history.back() {
+                // Deciding at the end, the intervals' percentiles wait for the end too.
+                line.push_str(&format!(" | {}: transit max {}", c.name, fmt_ns(*max)));
             }
         }
         line.push_str(&format!(" | stalls {}", self.stalls));

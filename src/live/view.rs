@@ -154,9 +154,14 @@ fn percentiles(c: &ConsumerView, watch: bool) -> Table<'static> {
             .map(|s| fmt_ns(s.max))
             .unwrap_or_else(|| "–".into())
     };
+    // Deciding at the end, an interval's largest transit is shown as it comes (its
+    // percentiles wait for the end).
+    let interval_max = (c.interval.as_ref().map(|s| s.max))
+        .or(c.max_history.back().copied())
+        .map_or_else(|| "–".into(), fmt_ns);
     rows.push(Row::new(vec![
         Cell::from("max"),
-        Cell::from(max(&c.interval)),
+        Cell::from(interval_max),
         Cell::from(max(&c.total)),
     ]));
     Table::new(

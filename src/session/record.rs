@@ -2,6 +2,7 @@
 //! probes, attribute, keep the interval log, show the running model — ending with why it
 //! ended.
 
+use std::collections::VecDeque;
 use std::io::Write;
 use std::time::Duration;
 
@@ -29,7 +30,9 @@ use crate::report::text::{self, inferred_row_name};
 use crate::signals;
 use crate::summary::{read_buckets, Buckets, Summary};
 use crate::system::cputime;
-use crate::workload::histograms::{add_buckets, new_histogram, IntervalHistograms, RESET_NS};
+use crate::workload::histograms::{
+    add_buckets, new_histogram, IntervalHistograms, KEPT_FOR_ROTATION, RESET_NS,
+};
 use crate::workload::Output;
 
 /// How far behind the last drain that emptied the rings stalls are decided. Every record
@@ -131,6 +134,58 @@ struct Recorder {
     buckets: IntervalBuckets,
     /// A turn's stalls, put in time order before the engine takes them (kept between turns).
     stalls: Vec<Stall>,
+    /// Deciding at the end: the intervals held for the end.
+    held: HeldIntervals,
+}
+
+/// Deciding at the end, each consumer's interval histograms held until the workload stops,
+/// oldest first, at most `up_to` each: the boxes made before recording beyond those the
+/// consumer needs to rotate into (`workload::histograms::interval_pool_at_end`).
+struct HeldIntervals {
+    queues: Vec<VecDeque<Box<IntervalHistograms>>>,
+    /// 0: none held (deciding live, or the workload stopped).
+    up_to: usize,
+}
+
+impl HeldIntervals {
+    fn new(consumers: usize, up_to: usize) -> Self {
+        HeldIntervals {
+            queues: (0..consumers)
+                .map(|_| VecDeque::with_capacity(up_to + 1))
+                .collect(),
+            up_to,
+        }
+    }
+
+    fn holding(&self) -> bool {
+        self.up_to > 0
+    }
+
+    /// Holds `consumer`'s interval `hists`; past `up_to`, gives back its oldest held one, to be
+    /// taken now and its box returned to the consumer.
+    fn hold(
+        &mut self,
+        consumer: usize,
+        hists: Box<IntervalHistograms>,
+    ) -> Option<Box<IntervalHistograms>> {
+        let queue = &mut self.queues[consumer];
+        queue.push_back(hists);
+        if queue.len() > self.up_to {
+            queue.pop_front()
+        } else {
+            None
+        }
+    }
+
+    /// Holds no more; then gives back what it held, every consumer's together in the order
+    /// the intervals began (the interval log's lines stay in time order).
+    fn release(&mut self) -> Option<(usize, Box<IntervalHistograms>)> {
+        self.up_to = 0;
+        let (_, consumer) = (self.queues.iter().enumerate())
+            .filter_map(|(c, q)| q.front().map(|h| (h.start_ns, c)))
+            .min()?;
+        Some((consumer, self.queues[consumer].pop_front()?))
+    }
 }
 
 /// An interval's histograms as recorded buckets (`summary::read_buckets`).
@@ -268,7 +323,8 @@ pub(super) fn record(
     crate::system::release_memory();
     // Nothing measured shares a CPU with the collector any more.
     r.pacer = Pacer::new(false);
-    // Whatever waited for the end: every stall, spike and record now.
+    // Whatever waited for the end: the held intervals, then every stall, spike and record.
+    r.take_held(p);
     r.drain(p, true);
     let _ = p.hlog.flush();
     let stop_ns = monotonic_ns().min(p.end);
@@ -495,6 +551,13 @@ impl Recorder {
             needs,
             buckets: IntervalBuckets::default(),
             stalls: Vec::with_capacity(STALLS_KEPT),
+            held: HeldIntervals::new(
+                cfg.consumer_cpus.len(),
+                match plan.attribute_at_end {
+                    true => cfg.interval_pool.saturating_sub(KEPT_FOR_ROTATION),
+                    false => 0,
+                },
+            ),
         }
     }
 
@@ -620,6 +683,7 @@ impl Recorder {
             &mut self.buckets,
             &mut self.stalls,
         );
+        let held = &mut self.held;
         let (hlog, base_mono) = (&mut p.hlog, p.base_mono);
         StallSource::drain_some(&mut p.workload, with_stalls, &mut |o| match o {
             Output::Stall(s) => {
@@ -644,52 +708,49 @@ impl Recorder {
             } => {
                 take_stalls(attr, stalls, pacer);
                 pacer.between();
-                // Each histogram's counts walked once; everything below reads its buckets.
-                read_buckets(
-                    &hists.transit,
-                    &mut || {
-                        pacer.between();
-                    },
-                    &mut buckets.transit,
-                );
-                pacer.between();
-                let (transit, inter_message) = (&buckets.transit, &mut buckets.inter_message);
-                read_buckets(
-                    &hists.inter_message,
-                    &mut || {
-                        pacer.between();
-                    },
-                    inter_message,
-                );
-                pacer.between();
-                let t = &mut totals[consumer];
-                add_buckets(&mut t.transit, transit, &mut || {
-                    pacer.between();
-                });
-                add_buckets(&mut t.inter_message, inter_message, &mut || {
-                    pacer.between();
-                });
-                pacer.between();
-                t.last_transit = Some(Summary::brief_of(&hists.transit, transit));
-                t.last_messages = hists.transit.len();
-                t.last_interval_ns = hists.end_ns.saturating_sub(hists.start_ns);
-                if run_totals {
-                    add_buckets(&mut view_totals[consumer], transit, &mut || {
-                        pacer.between();
-                    });
+                let mut work = IntervalWork {
+                    totals,
+                    view_totals,
+                    live,
+                    log: (&mut *hlog, base_mono, &mut *hlog_error),
+                    buckets,
+                    pacer,
+                    run_totals,
+                };
+                work.glance(consumer, &hists);
+                if held.holding() {
+                    // Deciding at the end: the box waits for the end, and the consumer
+                    // rotates into one made before recording; once the pool runs low the
+                    // oldest held interval is taken now, as when deciding live.
+                    hists = held.hold(consumer, hists)?;
+                    work.take(consumer, &hists, false);
+                } else {
+                    work.take(consumer, &hists, true);
                 }
-                if !hists.transit.is_empty() {
-                    live.push_max(consumer, hists.transit.max());
-                }
-                let log = (&mut *hlog, base_mono, &mut *hlog_error);
-                write_interval(log, consumer, &hists, buckets, pacer);
                 hists.clear_paced(&mut || {
-                    pacer.before(RESET_NS);
+                    work.pacer.before(RESET_NS);
                 });
                 Some(hists)
             }
         });
         take_stalls(attr, stalls, pacer);
+    }
+
+    /// Deciding at the end, once the workload stopped: the intervals held for the end, in
+    /// the order they began, and no more held.
+    fn take_held(&mut self, p: &mut Prepared) {
+        let mut work = IntervalWork {
+            totals: &mut self.totals,
+            view_totals: &mut self.view_totals,
+            live: &mut self.live,
+            log: (&mut p.hlog, p.base_mono, &mut self.hlog_error),
+            buckets: &mut self.buckets,
+            pacer: &mut self.pacer,
+            run_totals: self.needs.run_totals,
+        };
+        while let Some((consumer, hists)) = self.held.release() {
+            work.take(consumer, &hists, false);
+        }
     }
 
     /// Brings the live model up to date.
@@ -862,6 +923,76 @@ fn initial_model(plan: &RunPlan, p: &Prepared) -> LiveModel {
 /// The interval log, the base time its offsets count from, and its first error.
 type IntervalLog<'a> = (&'a mut HlogWriter, Nanos, &'a mut Option<std::io::Error>);
 
+/// What the collector does with each interval's histograms (the drain's part that is not
+/// about stalls), over the recorder's parts it needs.
+struct IntervalWork<'a> {
+    totals: &'a mut [ConsumerTotals],
+    view_totals: &'a mut [Histogram<u64>],
+    live: &'a mut LiveModel,
+    log: IntervalLog<'a>,
+    buckets: &'a mut IntervalBuckets,
+    pacer: &'a mut Pacer,
+    run_totals: bool,
+}
+
+impl IntervalWork<'_> {
+    /// What an interval shows live that costs nothing to read: its rate and largest transit
+    /// (the histograms keep both as they record), as soon as it comes.
+    fn glance(&mut self, consumer: usize, hists: &IntervalHistograms) {
+        let t = &mut self.totals[consumer];
+        t.last_messages = hists.transit.len();
+        t.last_interval_ns = hists.end_ns.saturating_sub(hists.start_ns);
+        if !hists.transit.is_empty() {
+            self.live.push_max(consumer, hists.transit.max());
+        }
+    }
+
+    /// Everything else, which walks the histograms' counts: the run's totals, the interval
+    /// log's lines and, for the interval that just came (`latest`), its percentiles for the
+    /// live view.
+    fn take(&mut self, consumer: usize, hists: &IntervalHistograms, latest: bool) {
+        let pacer = &mut *self.pacer;
+        // Each histogram's counts walked once; everything below reads its buckets.
+        read_buckets(
+            &hists.transit,
+            &mut || {
+                pacer.between();
+            },
+            &mut self.buckets.transit,
+        );
+        pacer.between();
+        read_buckets(
+            &hists.inter_message,
+            &mut || {
+                pacer.between();
+            },
+            &mut self.buckets.inter_message,
+        );
+        pacer.between();
+        let (transit, inter_message) = (&self.buckets.transit, &self.buckets.inter_message);
+        let t = &mut self.totals[consumer];
+        add_buckets(&mut t.transit, transit, &mut || {
+            pacer.between();
+        });
+        add_buckets(&mut t.inter_message, inter_message, &mut || {
+            pacer.between();
+        });
+        pacer.between();
+        // A held interval taken late is not the live view's latest, nor in what it counted
+        // since its last reset.
+        if latest {
+            t.last_transit = Some(Summary::brief_of(&hists.transit, transit));
+            if self.run_totals {
+                add_buckets(&mut self.view_totals[consumer], transit, &mut || {
+                    pacer.between();
+                });
+            }
+        }
+        let log = (&mut *self.log.0, self.log.1, &mut *self.log.2);
+        write_interval(log, consumer, hists, self.buckets, pacer);
+    }
+}
+
 fn write_interval(
     (hlog, base_mono, error): IntervalLog<'_>,
     consumer: usize,
@@ -893,6 +1024,33 @@ mod tests {
     use super::*;
     use crate::attribution::engine::{Share, Verdict};
     use crate::model::{CulpritClass, Stall, ThreadRole};
+
+    #[test]
+    fn held_intervals_come_back_oldest_first_past_their_bound_and_in_time_order_at_the_end() {
+        let boxed = |start_ns| {
+            let mut h = IntervalHistograms::new();
+            h.start_ns = start_ns;
+            h
+        };
+        let mut held = HeldIntervals::new(2, 2);
+        assert!(held.holding());
+        assert!(held.hold(0, boxed(10)).is_none());
+        assert!(held.hold(1, boxed(11)).is_none());
+        assert!(held.hold(0, boxed(20)).is_none());
+        // Past two for consumer 0: its oldest, to take now.
+        assert_eq!(held.hold(0, boxed(30)).map(|h| h.start_ns), Some(10));
+        assert!(held.hold(1, boxed(21)).is_none());
+        assert_eq!(held.hold(1, boxed(31)).map(|h| h.start_ns), Some(11));
+        // The rest at the end, both consumers' in the order they began.
+        let mut order = Vec::new();
+        while let Some((consumer, h)) = held.release() {
+            order.push((consumer, h.start_ns));
+        }
+        assert_eq!(order, [(0, 20), (1, 21), (0, 30), (1, 31)]);
+        assert!(!held.holding());
+        // Deciding live, nothing is held.
+        assert!(!HeldIntervals::new(1, 0).holding());
+    }
 
     #[test]
     fn stalls_are_taken_in_end_order_as_a_stable_sort_gives_them() {

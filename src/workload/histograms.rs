@@ -59,6 +59,29 @@ impl IntervalHistograms {
     }
 }
 
+/// Bytes of one `IntervalHistograms`' counts (two histograms of 28,672 `u64` counts each).
+pub const BOX_BYTES: usize = 2 * 28_672 * 8;
+/// `--attribution end`: the most memory the interval boxes made before recording take, all
+/// consumers together (73 boxes: a 70 s run of one consumer held to the end).
+pub const AT_END_INTERVAL_ROOM: usize = 32 << 20;
+
+/// `--attribution end`: interval boxes made per consumer before recording, so that the
+/// collector can leave each second's histograms alone until the workload stops (the live
+/// view shows each second's rate and largest transit, O(1) to read): one for each interval of
+/// `duration_ns`, the final partial one, and three more for the consumer to rotate into
+/// between two turns of the collector, within `AT_END_INTERVAL_ROOM` for all `consumers`.
+/// A longer run holds what fits; the collector then takes the oldest held interval each time
+/// a new one comes, as it takes every interval when deciding live (`session::record`).
+pub fn interval_pool_at_end(duration_ns: Nanos, period_ns: Nanos, consumers: usize) -> usize {
+    let wanted = duration_ns.div_ceil(period_ns.max(1)) as usize + 1 + KEPT_FOR_ROTATION;
+    let room = AT_END_INTERVAL_ROOM / (BOX_BYTES * consumers.max(1));
+    wanted.min(room).max(super::POOL_PER_CONSUMER)
+}
+
+/// Boxes left in a consumer's pool at each collector turn: the rotations that may come before
+/// the next (a turn is a second, the interval too; a late turn lets two or three come).
+pub const KEPT_FOR_ROTATION: usize = 3;
+
 /// `into.add(from)` for histograms of the same bounds, from `from`'s recorded buckets read
 /// beforehand (`summary::read_buckets`): the crate's `add` walks every count of the source
 /// (some 230 KiB, cold), and the collector reads them once for all it does with them.
@@ -121,6 +144,32 @@ mod tests {
             );
             assert_eq!(paces, spans_walked(&from));
         }
+    }
+
+    #[test]
+    fn a_box_holds_the_bytes_its_pool_is_sized_by() {
+        let h = IntervalHistograms::new();
+        assert_eq!(
+            (h.transit.distinct_values() + h.inter_message.distinct_values()) * 8,
+            BOX_BYTES
+        );
+    }
+
+    #[test]
+    fn deciding_at_the_end_holds_every_interval_of_a_run_that_fits_its_room() {
+        let s = 1_000_000_000;
+        // 10 s: ten intervals, the final partial one, three to rotate into.
+        assert_eq!(interval_pool_at_end(10 * s, s, 1), 14);
+        assert_eq!(interval_pool_at_end(10 * s + 1, s, 1), 15);
+        // An hour of one consumer: what 32 MiB holds.
+        assert_eq!(interval_pool_at_end(3600 * s, s, 1), 73);
+        assert_eq!(interval_pool_at_end(3600 * s, s, 2), 36);
+        // Never fewer than a run deciding live has.
+        assert_eq!(
+            interval_pool_at_end(3600 * s, s, 64),
+            crate::workload::POOL_PER_CONSUMER
+        );
+        assert_eq!(interval_pool_at_end(0, s, 1), 4);
     }
 
     #[test]

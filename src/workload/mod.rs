@@ -42,6 +42,8 @@ pub struct WorkloadConfig {
     pub histogram_interval_ns: Nanos,
     pub ring_capacity: usize,
     pub stall_queue_capacity: usize,
+    /// Interval histogram boxes made before recording, per consumer (see `interval_pool_at_end`).
+    pub interval_pool: usize,
 }
 
 /// The default stall threshold (`--stall-threshold auto`, and every workshop step): 10× the
@@ -65,6 +67,7 @@ impl WorkloadConfig {
             histogram_interval_ns: 1_000_000_000,
             ring_capacity: 4096,
             stall_queue_capacity: 32768,
+            interval_pool: POOL_PER_CONSUMER,
         }
     }
 }
@@ -223,7 +226,7 @@ impl ThreadSetup {
 }
 
 /// Interval histograms kept in flight per consumer; the collector returns them after use.
-const POOL_PER_CONSUMER: usize = 4;
+pub const POOL_PER_CONSUMER: usize = 4;
 
 impl Workload {
     /// Spawns and pins every thread, runs `on_start` on each, and waits until all wait at the
@@ -305,9 +308,10 @@ impl Workload {
                 break;
             }
             let (spike_tx, spike_rx) = spsc::channel(config.stall_queue_capacity);
-            let (done_tx, done_rx) = spsc::channel(POOL_PER_CONSUMER * 2);
-            let (mut pool_tx, pool_rx) = spsc::channel(POOL_PER_CONSUMER * 2);
-            for _ in 0..POOL_PER_CONSUMER {
+            let pool = config.interval_pool.max(1);
+            let (done_tx, done_rx) = spsc::channel(pool * 2);
+            let (mut pool_tx, pool_rx) = spsc::channel(pool * 2);
+            for _ in 0..pool {
                 let _ = pool_tx.push(IntervalHistograms::new());
             }
             interval_sources.push(IntervalSource {
@@ -678,7 +682,7 @@ impl Spinner {
         self.counters
             .sequence_errors
             .store(sequence_errors, Ordering::Relaxed);
-        // The final partial interval; the pool guarantees room (see POOL_PER_CONSUMER).
+        // The final partial interval; `done` holds twice the boxes made, so there is room.
         let _ = done.push(cur);
     }
 }

@@ -335,3 +335,66 @@ pub fn run_file_in(dir: &std::path::Path) -> std::path::PathBuf {
         })
         .unwrap_or_else(|| panic!("no run file in {}", dir.display()))
 }
+
+/// One interval of an `.hlog` file, decoded.
+pub struct HlogInterval {
+    pub tag: String,
+    /// Seconds from the log's base time.
+    pub start_s: f64,
+    pub length_s: f64,
+    /// The line's own max column.
+    pub max: f64,
+    pub histogram: hdrhistogram::Histogram<u64>,
+}
+
+/// Every interval of the interval log `text`, in the order of its lines.
+pub fn hlog_intervals(text: &str) -> Vec<HlogInterval> {
+    use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+    IntervalLogIterator::new(text.as_bytes())
+        .map(|e| e.expect("a well-formed interval log"))
+        .filter_map(|e| match e {
+            LogEntry::Interval(i) => Some(i),
+            _ => None,
+        })
+        .map(|i| {
+            let bytes = base64_decode(i.encoded_histogram());
+            let histogram = hdrhistogram::serialization::Deserializer::new()
+                .deserialize(&mut std::io::Cursor::new(bytes))
+                .expect("an interval's histogram decodes");
+            HlogInterval {
+                tag: i.tag().map_or(String::new(), |t| t.as_str().to_string()),
+                start_s: i.start_timestamp().as_secs_f64(),
+                length_s: i.duration().as_secs_f64(),
+                max: i.max(),
+                histogram,
+            }
+        })
+        .collect()
+}
+
+/// Standard base64 (the interval log's histograms), padding allowed.
+fn base64_decode(s: &str) -> Vec<u8> {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for c in s.bytes().filter(|&c| c != b'=') {
+        let v = ALPHABET
+            .iter()
+            .position(|&a| a == c)
+            .unwrap_or_else(|| panic!("{:?} is not base64", c as char)) as u32;
+        acc = (acc << 6) | v;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    out
+}
+
+#[test]
+fn base64_decodes_what_it_should() {
+    assert_eq!(base64_decode("aGlzdA=="), b"hist");
+    assert_eq!(base64_decode("SEdSTQ"), b"HGRM");
+    assert_eq!(base64_decode(""), b"");
+}
