@@ -192,6 +192,26 @@ fn stalls_waiting_for_the_end_are_counted_as_such() {
         t.contains("stalls 0 (+9149 to attribute at the end)"),
         "{t}"
     );
+    // The seconds' percentiles wait for the end too: each second's largest transit (the
+    // chart's latest) is what the line and the view show.
+    m.consumers[0].interval = None;
+    m.consumers[0].total = None;
+    let line = m.plain_line();
+    assert!(
+        line.contains("| accumulator: transit max 2.5µs |") && !line.contains("p50"),
+        "{line}"
+    );
+    let t = text(&render(&m, 160, 36));
+    let max_row = t
+        .lines()
+        .find(|l| l.starts_with("│max "))
+        .unwrap_or_default();
+    assert!(max_row.contains("2.5µs"), "{t}");
+    let p99_row = t
+        .lines()
+        .find(|l| l.starts_with("│99.00%"))
+        .unwrap_or_default();
+    assert!(!p99_row.contains("µs") && p99_row.contains('–'), "{t}");
 }
 
 /// The real terminal: the culprits table names the injected kworker while it runs; at the end
