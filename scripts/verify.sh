@@ -31,7 +31,7 @@ cpus=0,1
 duration=12s
 order=perf-first
 attribution=live
-usage="usage: $0 [--cpus P,C] [--duration 12s] [--order perf-first|jitterscope-first] [--attribution live|end]"
+usage="usage: $0 [--cpus P,C] [--duration 12s] [--order perf-first|jitterscope-first|both] [--attribution live|end]"
 while [ $# -gt 0 ]; do
   case "$1" in
     --cpus) cpus=$2; shift 2 ;;
@@ -42,8 +42,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 case $order in
-  perf-first | jitterscope-first) ;;
-  *) echo "--order $order: give perf-first or jitterscope-first; $usage" >&2; exit 2 ;;
+  perf-first | jitterscope-first | both) ;;
+  *) echo "--order $order: give perf-first, jitterscope-first or both; $usage" >&2; exit 2 ;;
 esac
 producer=${cpus%%,*}
 consumer=${cpus##*,}
@@ -151,12 +151,12 @@ start_perf() {
   sleep 1 # perf attaches after it creates the file
 }
 
-# One scenario: perf and jitterscope (in the order asked for) with the noise, then perf
+# One scenario into $3: perf and jitterscope (attached first: $2) with the noise, then perf
 # script. While another jitterscope holds the CPUs, it waits and starts over. jitterscope
 # ends on SIGINT by itself and exits 130: waiting with the `wait` builtin lets this script's
 # trap run at once on Ctrl-C.
 record() {
-  local name=$1 dir="$out/$1" rc warmup=1s
+  local name=$1 order=$2 dir=$3 rc warmup=1s
   [ "$order" = jitterscope-first ] && warmup=4s
   for _ in $(seq 60); do
     rm -rf "$dir"
@@ -183,6 +183,7 @@ record() {
     stop_perf
     [ $rc -gt 128 ] && exit $rc
     if [ $rc = 0 ]; then
+      perf script -i "$dir/perf.data" --ns -F cpu,time,event,trace >"$dir/perf.txt" 2>"$dir/perf-script.log"
       return 0
     fi
     if grep -q 'already measured by another jitterscope' "$dir/run.log"; then
@@ -202,35 +203,52 @@ run_file() { ls "$1"/runs/*.json | grep -v '\.trace\.json$'; }
 
 echo "### jitterscope against perf — $(hostname), $(nproc) CPUs, kernel $(uname -r), CPUs $cpus (consumer $consumer), $duration per scenario"
 echo
-echo "\`perf record -k mono -C $cpus\` of $(( ${#events[@]} / 2 )) tracepoints around \`jitterscope --cpus $cpus --duration $duration\` ($order: attached first at each tracepoint); \`jitterscope verify\` compares the consumer's CPU."
+case $order in
+  both) attached="each scenario twice, perf attached first at each tracepoint, then jitterscope; graded across the two orders" ;;
+  *) attached="$order: attached first at each tracepoint" ;;
+esac
+echo "\`perf record -k mono -C $cpus\` of $(( ${#events[@]} / 2 )) tracepoints around \`jitterscope --cpus $cpus --duration $duration\` ($attached); \`jitterscope verify\` compares the consumer's CPU."
 verdicts=()
 failed=0
 for name in quiet task kworker; do
   echo "verify: scenario $name" >&2
-  record "$name"
   dir="$out/$name"
-  perf script -i "$dir/perf.data" --ns -F cpu,time,event,trace >"$dir/perf.txt" 2>"$dir/perf-script.log"
+  if [ "$order" = both ]; then
+    record "$name" perf-first "$dir/perf-first"
+    record "$name" jitterscope-first "$dir/jitterscope-first"
+    first="$dir/perf-first"
+  else
+    record "$name" "$order" "$dir"
+    first="$dir"
+  fi
   echo
   echo "#### scenario: $name"
   echo
   case $name in
     quiet) echo "Nothing injected; the tick is always there." ;;
-    task) echo "A competing task \`bash[$(cat "$dir/task.pid")]\` pinned to CPU $consumer, busy 2 ms every 40 ms." ;;
+    task) echo "A competing task \`bash[$(cat "$first/task.pid")]\` pinned to CPU $consumer, busy 2 ms every 40 ms." ;;
     kworker) echo "\`echo 1 > /proc/sys/vm/stat_refresh\` every 50 ms from CPU $producer: refresh_vm_stats on CPU $consumer's kworker." ;;
   esac
   echo
-  lost=$(grep -ihE 'lost|chunks' "$dir/perf.log" "$dir/perf-script.log" || true)
+  lost=$(grep -ihE 'lost|chunks' "$first"/perf.log "$first"/perf-script.log ${dir}/jitterscope-first/perf*.log 2>/dev/null || true)
   [ -n "$lost" ] && echo "WARNING: perf reported lost events: $lost" && echo
   rc=0
-  "$js" verify --run "$(run_file "$dir")" --perf-script "$dir/perf.txt" --cpu "$consumer" \
-    >"$dir/table.md" 2>"$dir/verify.log" || rc=$?
+  if [ "$order" = both ]; then
+    "$js" verify --run "$(run_file "$first")" --perf-script "$first/perf.txt" --cpu "$consumer" \
+      --swapped-run "$(run_file "$dir/jitterscope-first")" \
+      --swapped-perf-script "$dir/jitterscope-first/perf.txt" --order perf-first \
+      >"$dir/table.md" 2>"$dir/verify.log" || rc=$?
+  else
+    "$js" verify --run "$(run_file "$dir")" --perf-script "$dir/perf.txt" --cpu "$consumer" \
+      >"$dir/table.md" 2>"$dir/verify.log" || rc=$?
+  fi
   cat "$dir/table.md"
   [ -s "$dir/verify.log" ] && [ ! -s "$dir/table.md" ] && cat "$dir/verify.log"
   # The injected cause must be in the table and graded within tolerance.
   injected=ok
   case $name in
     task)
-      row=$(grep -F "| bash[$(cat "$dir/task.pid")] |" "$dir/table.md" || true) ;;
+      row=$(grep -E "^\| bash\[($(cat "$dir"/task.pid "$dir"/*/task.pid 2>/dev/null | paste -sd'|'))\] \|" "$dir/table.md" || true) ;;
     kworker)
       row=$(grep -E "^\| kworker/$consumer:[0-9]+ \(.*refresh_vm_stats" "$dir/table.md" || true) ;;
     quiet)
@@ -239,9 +257,19 @@ for name in quiet task kworker; do
   # Several rows may match (two of the CPU's kworkers ran refresh_vm_stats): those under the
   # floor are listed, not graded; every graded one must be within, and one must be graded.
   graded=$(grep -v "not graded (under" <<<"$row" || true)
+  # Across both orders, a row outside in one order may lie between the two (the section
+  # after the two tables says so): such rows count as within.
+  outside=$(grep -v '| ✓ |$' <<<"$graded" || true)
+  if [ "$order" = both ] && [ -n "$outside" ]; then
+    outside=$(while IFS='|' read -r _ cause _; do
+      # The section names a cause without its details (a kworker's work functions).
+      cause=$(echo "$cause" | sed 's/^ *//; s/ *$//; s/ (.*)$//')
+      grep -F "| $cause |" "$dir/table.md" | grep -q "✓ (the handlers' difference)" || echo "$cause"
+    done <<<"$outside")
+  fi
   if [ -z "$row" ]; then
     injected="its cause is not in the table"
-  elif [ -z "$graded" ] || grep -qv '| ✓ |$' <<<"$graded"; then
+  elif [ -z "$graded" ] || [ -n "$outside" ]; then
     injected="its cause is not graded within tolerance: $(echo "$row" | awk -F'|' '{print $2 "→" $(NF-1)}' | tr -s ' ' | paste -sd ';')"
   fi
   if [ $rc = 0 ] && [ "$injected" = ok ]; then
@@ -249,7 +277,8 @@ for name in quiet task kworker; do
   else
     failed=1
     why=()
-    [ $rc != 0 ] && why+=("$(sed -n 's/^\*\*verdict: FAIL\*\* — //p' "$dir/table.md" | head -1)")
+    # Across both orders, the verdict of the two together (each order's own comes before it).
+    [ $rc != 0 ] && why+=("$(sed -n 's/^\*\*verdict: FAIL\*\* \(([a-z ]*) \)\{0,1\}— //p' "$dir/table.md" | tail -1)")
     [ "$injected" != ok ] && why+=("$injected")
     verdicts+=("$name: FAIL — $(printf '%s; ' "${why[@]}" | sed 's/; $//')")
   fi

@@ -416,9 +416,39 @@ pub struct VerifyArgs {
     /// List every cause under the floor (by default the largest few, the rest summed up)
     #[arg(long)]
     pub all: bool,
+    /// The same scenario recorded again with the other tracer attached first at each
+    /// tracepoint: its run file. A cause outside its tolerance in one order then passes when
+    /// the two orders put it on either side of perf's and reach the tolerance between them
+    /// (the tracer attached second sees short episodes shorter)
+    #[arg(
+        long,
+        value_name = "RUN.json",
+        requires = "swapped_perf_script",
+        conflicts_with = "wakeups"
+    )]
+    pub swapped_run: Option<PathBuf>,
+    /// perf's events of the --swapped-run recording
+    #[arg(long, value_name = "FILE", requires = "swapped_run")]
+    pub swapped_perf_script: Option<PathBuf>,
+    /// Which tracer was attached first at each tracepoint in the --run recording (the
+    /// --swapped-run one had the other first)
+    #[arg(
+        long,
+        value_enum,
+        default_value = "perf-first",
+        requires = "swapped_run"
+    )]
+    pub order: AttachOrder,
     /// Print the tracepoints perf must record (those this kernel has), one a line, and exit
     #[arg(long)]
     pub print_perf_events: bool,
+}
+
+/// Which tracer was attached first at each tracepoint of a `verify` recording.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AttachOrder {
+    PerfFirst,
+    JitterscopeFirst,
 }
 
 fn parse_floor(text: &str) -> Result<Nanos, String> {

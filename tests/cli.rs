@@ -352,6 +352,95 @@ fn verify_wakeups_prints_the_table_and_fails_saying_why() {
     );
 }
 
+/// The same scenario recorded in both attach orders: a short cause outside its tolerance in
+/// each order alone passes when the orders put it on either side of perf's, and fails when
+/// they are on the sides the attach order does not explain.
+#[test]
+fn verify_across_both_attach_orders_grades_what_lies_between_them() {
+    let d = tempfile::tempdir().unwrap();
+    let run = |name: &str, sched_ns: u64| {
+        let path = d.path().join(name);
+        std::fs::write(
+            &path,
+            format!(
+                r#"{{"schema": "jitterscope.run/2",
+                  "run": {{"label": "v", "record_from_ns": 1000000000, "duration_ns": 1000000000,
+                          "consumer_cpus": [1], "settings": {{"stall_threshold_ns": 1000}}}},
+                  "culprits": [{{"class": "softirq", "name": "SCHED", "detail": "",
+                    "measured_ns": {sched_ns}, "inferred_ns": 0,
+                    "cpus": [{{"cpu": 1, "measured_ns": {sched_ns}, "inferred_ns": 0}}]}}]}}"#
+            ),
+        )
+        .unwrap();
+        path
+    };
+    // perf: three SCHED softirqs of 400 µs over the window [1 s, 2 s).
+    let perf = d.path().join("perf.txt");
+    std::fs::write(
+        &perf,
+        "\
+[001]   1.000100000:  irq:softirq_entry: vec=7 [action=SCHED]
+[001]   1.000500000:  irq:softirq_exit: vec=7 [action=SCHED]
+[001]   1.500000000:  irq:softirq_entry: vec=7 [action=SCHED]
+[001]   1.500400000:  irq:softirq_exit: vec=7 [action=SCHED]
+[001]   1.990000000:  irq:softirq_entry: vec=7 [action=SCHED]
+[001]   1.990400000:  irq:softirq_exit: vec=7 [action=SCHED]
+",
+    )
+    .unwrap();
+    // 0.942× of perf's with perf first, 1.058× with jitterscope first.
+    let (pf, jf) = (run("pf.json", 1_130_000), run("jf.json", 1_270_000));
+    let verify = |main: &std::path::Path, extra: &[&str]| {
+        js().arg("verify")
+            .arg("--run")
+            .arg(main)
+            .arg("--perf-script")
+            .arg(&perf)
+            .args(["--cpu", "1"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let alone = verify(&pf, &[]);
+    assert_eq!(alone.status.code(), Some(1), "one order alone fails");
+    let (jf_s, perf_s) = (jf.to_str().unwrap(), perf.to_str().unwrap());
+    let both = ["--swapped-run", jf_s, "--swapped-perf-script", perf_s];
+    let out = verify(&pf, &both);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    for want in [
+        "##### perf attached first",
+        "##### jitterscope attached first",
+        "| SCHED | 0.942 | 1.058 | ±5% | ✓ (the handlers' difference) |",
+        "**verdict: PASS** (both attach orders)",
+    ] {
+        assert!(stdout.contains(want), "{want:?} in\n{stdout}");
+    }
+    // Told the other way round, the ratios lie on the sides the attach order does not put
+    // them: not the handlers, a failure.
+    let out = verify(
+        &pf,
+        &[&both[..], &["--order", "jitterscope-first"]].concat(),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("SCHED: 1.06× with perf first, 0.94× with jitterscope first, outside ±5% and not between the two orders"),
+        "{stderr}"
+    );
+    // Half the flags is a usage error.
+    let (pf_s, jf_json) = (pf.to_str().unwrap(), jf.to_str().unwrap());
+    let base = ["verify", "--run", pf_s, "--perf-script", perf_s];
+    usage_error(
+        &[&base[..], &["--swapped-run", jf_json]].concat(),
+        "--swapped-perf-script",
+    );
+    usage_error(
+        &[&base[..], &["--order", "jitterscope-first"]].concat(),
+        "--swapped-run",
+    );
+}
+
 #[test]
 fn files_belong_to_the_invoking_user_under_sudo() {
     use std::os::unix::fs::MetadataExt;

@@ -6,8 +6,8 @@
 use std::io::IsTerminal;
 
 use super::{
-    parse_cpu_list, parse_cpus, Attribution, FloorArgs, NoiseArgs, ProbeArgs, RunArgs, Threshold,
-    TuneArgs, UsageError, VerifyArgs, WatchArgs, WorkshopArgs,
+    parse_cpu_list, parse_cpus, AttachOrder, Attribution, FloorArgs, NoiseArgs, ProbeArgs, RunArgs,
+    Threshold, TuneArgs, UsageError, VerifyArgs, WatchArgs, WorkshopArgs,
 };
 use crate::probe::census::CensusConfig;
 use crate::probe::Reference;
@@ -277,10 +277,22 @@ pub fn verify_request(args: &VerifyArgs) -> Result<VerifyRequest, UsageError> {
             "--run and --perf-script are both required".into(),
         ));
     };
-    let perf_script = if perf_script.as_os_str() == "-" {
-        PerfSource::Stdin
-    } else {
-        PerfSource::File(perf_script.clone())
+    let source = |path: &std::path::PathBuf| match path.as_os_str() == "-" {
+        true => PerfSource::Stdin,
+        false => PerfSource::File(path.clone()),
+    };
+    let perf_script = source(perf_script);
+    let swapped = match (&args.swapped_run, &args.swapped_perf_script) {
+        (Some(run), Some(perf)) => {
+            let other = source(perf);
+            if other == PerfSource::Stdin && perf_script == PerfSource::Stdin {
+                return Err(UsageError(
+                    "--perf-script - and --swapped-perf-script -: only one of the two recordings' perf events can come from standard input; give the other as a file".into(),
+                ));
+            }
+            Some((run.clone(), other, args.order == AttachOrder::PerfFirst))
+        }
+        _ => None,
     };
     Ok(VerifyRequest::Check(CheckRequest {
         run_file: run_file.clone(),
@@ -293,6 +305,7 @@ pub fn verify_request(args: &VerifyArgs) -> Result<VerifyRequest, UsageError> {
             ..Tolerances::default()
         },
         all: args.all,
+        swapped,
     }))
 }
 

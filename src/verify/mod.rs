@@ -62,7 +62,14 @@ pub struct CheckRequest {
     pub tolerances: Tolerances,
     /// List every cause under the floor, not only the largest few.
     pub all: bool,
+    /// The same scenario recorded with the other tracer attached first (run file, perf's
+    /// events), and which was first in `run_file`'s: graded across the two orders
+    /// (`compare::across_orders`).
+    pub swapped: Option<(PathBuf, PerfSource, PerfFirst)>,
 }
+
+/// Whether perf was the tracer attached first at each tracepoint of the main recording.
+pub type PerfFirst = bool;
 
 /// Where `perf script` output is read from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,28 +92,61 @@ pub fn run(req: &VerifyRequest, out: &mut dyn Write) -> anyhow::Result<()> {
     }
 }
 
+fn read_perf(source: &PerfSource) -> anyhow::Result<String> {
+    match source {
+        PerfSource::Stdin => std::io::read_to_string(std::io::stdin())
+            .context("cannot read perf's events from standard input"),
+        PerfSource::File(path) => std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read perf's events from {}", path.display())),
+    }
+}
+
 fn run_check(req: &CheckRequest, out: &mut dyn Write) -> anyhow::Result<()> {
     let run = read_run_file(&req.run_file)?;
-    let perf = match &req.perf_script {
-        PerfSource::Stdin => std::io::read_to_string(std::io::stdin())
-            .context("cannot read perf's events from standard input")?,
-        PerfSource::File(path) => std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read perf's events from {}", path.display()))?,
-    };
+    let perf = read_perf(&req.perf_script)?;
     if let Some(tid) = req.wakeups {
         return run_wakeup_check(&req.run_file, &run, &perf, tid, &req.tolerances, out);
     }
     let c = check(&run, &perf, req.cpu, &req.tolerances)?;
-    if req.all {
-        write!(out, "{}", c.to_markdown_all())?;
-    } else {
-        write!(out, "{}", c.to_markdown())?;
-    }
-    let failures = c.failures();
+    let markdown = |c: &Comparison| match req.all {
+        true => c.to_markdown_all(),
+        false => c.to_markdown(),
+    };
+    let Some((swapped_run, swapped_perf, perf_first)) = &req.swapped else {
+        write!(out, "{}", markdown(&c))?;
+        return fail_on(c.cpu, &c.failures());
+    };
+    let other = check(
+        &read_run_file(swapped_run)?,
+        &read_perf(swapped_perf)?,
+        Some(c.cpu),
+        &req.tolerances,
+    )
+    .with_context(|| format!("cannot check {}", swapped_run.display()))?;
+    let (pf, jf) = match perf_first {
+        true => (&c, &other),
+        false => (&other, &c),
+    };
+    write!(out, "##### perf attached first\n\n{}", markdown(pf))?;
+    write!(
+        out,
+        "\n##### jitterscope attached first\n\n{}",
+        markdown(jf)
+    )?;
+    let (rows, failures) = compare::across_orders(pf, jf);
+    write!(
+        out,
+        "\n{}",
+        compare::across_orders_markdown(&rows, &failures)
+    )?;
+    fail_on(c.cpu, &failures)
+}
+
+/// An error (exit 1) naming `failures` when there are any.
+fn fail_on(cpu: Cpu, failures: &[String]) -> anyhow::Result<()> {
     if !failures.is_empty() {
         anyhow::bail!(
-            "the independent check failed on CPU {}: {}",
-            c.cpu,
+            "the independent check failed on CPU {cpu}: {}",
             failures.join("; ")
         );
     }
