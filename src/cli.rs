@@ -373,7 +373,9 @@ pub fn parse_rate(text: &str) -> Result<u32, String> {
 const VERIFY_EXAMPLES: &str = "\
 Examples:
   sudo scripts/verify.sh --cpus 0,1            record, inject known noise, compare, grade
+  sudo scripts/verify.sh --order both          each scenario in both attach orders
   jitterscope verify --run RUN.json --perf-script perf.txt --cpu 1
+  jitterscope verify --run A.json --perf-script A.txt --swapped-run B.json --swapped-perf-script B.txt
   jitterscope verify --run WATCH.json --perf-script perf.txt --wakeups 4121
 
 perf's side, started before the run and stopped (SIGINT) after it:
