@@ -811,6 +811,13 @@ pub fn net_durations(
             _ => span.push(piece),
         }
     }
+    // A span the workload's thread never came back from is no stall it could notice: the
+    // thread left the CPU for good (it ended), and what ran after its last switch on the CPU
+    // (the exiting process's own teardown, say) is nobody's stall. What came before it stays:
+    // a switch-in of the thread perf lost still ended a stall there.
+    if let Some(gone) = last_workload_switch(&mine) {
+        span.retain(|piece| piece.start < gone);
+    }
     flush(&mut out, &mut span);
     for (name, functions) in p.functions {
         if let Some(c) = out.causes.get_mut(&name) {
@@ -821,6 +828,18 @@ pub fn net_durations(
         c.details.extend(p.nmi_handlers);
     }
     out
+}
+
+/// When a switch on the CPU last named one of the workload's threads (switched in or out).
+fn last_workload_switch(events: &[&Event]) -> Option<Nanos> {
+    events.iter().rev().find_map(|e| match &e.kind {
+        EventKind::Switch { prev, next }
+            if is_workload_comm(&prev.comm) || is_workload_comm(&next.comm) =>
+        {
+            Some(e.ns)
+        }
+        _ => None,
+    })
 }
 
 /// One wake-up delay of a thread as perf saw it: from its `sched_wakeup` to the
@@ -1038,6 +1057,42 @@ mod tests {
             .any(|k| k.contains("swapper") || k.contains("js-")));
         assert_eq!(d.first_event_ns, 100_000_000_000);
         assert_eq!(d.unpaired, 0);
+    }
+
+    #[test]
+    fn what_runs_after_the_workloads_thread_left_the_cpu_for_good_is_no_stall() {
+        // verify.sh on 2026-11-25: the consumer's last switch back in from tokio-rt-worker
+        // was lost, it ended, and the exiting process's BPF maps were freed by a kworker on
+        // its CPU 1.3 s later: 1.97 ms credited to that kworker inside "the stall".
+        let text = "\
+[001]   1.000000000:  sched:sched_switch: prev_comm=js-consumer-1 prev_pid=3 prev_prio=120 prev_state=R ==> next_comm=kworker/1:0 next_pid=9 next_prio=120
+[001]   1.000020000:  sched:sched_switch: prev_comm=kworker/1:0 prev_pid=9 prev_prio=120 prev_state=I ==> next_comm=js-consumer-1 next_pid=3 next_prio=120
+[001]   1.000500000:  sched:sched_switch: prev_comm=js-consumer-1 prev_pid=3 prev_prio=120 prev_state=R ==> next_comm=tokio-rt-worker next_pid=75 next_prio=120
+[001]   1.000900000:  sched:sched_switch: prev_comm=js-consumer-1 prev_pid=3 prev_prio=120 prev_state=X ==> next_comm=swapper/1 next_pid=0 next_prio=120
+[001]   1.002000000:  sched:sched_switch: prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=kworker/u8:2 next_pid=11 next_prio=120
+[001]   1.004000000:  sched:sched_switch: prev_comm=kworker/u8:2 prev_pid=11 prev_prio=120 prev_state=I ==> next_comm=swapper/1 next_pid=0 next_prio=120
+";
+        let ev = parse(text).unwrap();
+        let d = net_durations(&ev, 1, 1_000_000_000, 1_001_000_000, 1_000);
+        // The kworker's run before is a stall of its own; the span from 500 µs, which perf
+        // could not split, is unknown up to the thread's last switch and nothing after it.
+        assert_eq!(d.causes["kworker/1:0"].ns, 20_000);
+        assert_eq!(d.unknown_ns, 400_000);
+        assert!(!d.causes.contains_key("kworker/u8:2"), "{:?}", d.causes);
+        assert_eq!(d.stalls, 2);
+        // A trace in which the workload's thread never switches keeps its one span.
+        let text = "\
+[001]   1.000100000:  irq:softirq_entry: vec=7 [action=SCHED]
+[001]   1.000500000:  irq:softirq_exit: vec=7 [action=SCHED]
+";
+        let d = net_durations(
+            &parse(text).unwrap(),
+            1,
+            1_000_000_000,
+            1_001_000_000,
+            1_000,
+        );
+        assert_eq!(d.causes["SCHED"].ns, 400_000);
     }
 
     #[test]
