@@ -19,7 +19,7 @@ use crate::session::RunPlan;
 use crate::system::cpus::Topology;
 use crate::system::hold::TuneRequest;
 use crate::units::format_list;
-use crate::verify::{CheckRequest, PerfSource, Tolerances, VerifyRequest};
+use crate::verify::{CheckRequest, PerfSource, Swapped, Tolerances, VerifyRequest};
 use crate::workload::pingpong::FloorConfig;
 use crate::workload::{auto_stall_threshold_ns, WorkloadConfig};
 use crate::workshop::noise::InjectionConfig;
@@ -290,7 +290,11 @@ pub fn verify_request(args: &VerifyArgs) -> Result<VerifyRequest, UsageError> {
                     "--perf-script - and --swapped-perf-script -: only one of the two recordings' perf events can come from standard input; give the other as a file".into(),
                 ));
             }
-            Some((run.clone(), other, args.order == AttachOrder::PerfFirst))
+            Some(Swapped {
+                run_file: run.clone(),
+                perf_script: other,
+                perf_first: args.order == AttachOrder::PerfFirst,
+            })
         }
         _ => None,
     };

@@ -62,14 +62,19 @@ pub struct CheckRequest {
     pub tolerances: Tolerances,
     /// List every cause under the floor, not only the largest few.
     pub all: bool,
-    /// The same scenario recorded with the other tracer attached first (run file, perf's
-    /// events), and which was first in `run_file`'s: graded across the two orders
-    /// (`compare::across_orders`).
-    pub swapped: Option<(PathBuf, PerfSource, PerfFirst)>,
+    /// The same scenario recorded with the other tracer attached first: graded across the
+    /// two orders (`compare::across_orders`).
+    pub swapped: Option<Swapped>,
 }
 
-/// Whether perf was the tracer attached first at each tracepoint of the main recording.
-pub type PerfFirst = bool;
+/// The other attach order's recording of a `CheckRequest`'s scenario.
+#[derive(Debug, Clone)]
+pub struct Swapped {
+    pub run_file: PathBuf,
+    pub perf_script: PerfSource,
+    /// perf was the tracer attached first in the main recording (so jitterscope was in this).
+    pub perf_first: bool,
+}
 
 /// Where `perf script` output is read from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,18 +117,18 @@ fn run_check(req: &CheckRequest, out: &mut dyn Write) -> anyhow::Result<()> {
         true => c.to_markdown_all(),
         false => c.to_markdown(),
     };
-    let Some((swapped_run, swapped_perf, perf_first)) = &req.swapped else {
+    let Some(swapped) = &req.swapped else {
         write!(out, "{}", markdown(&c))?;
         return fail_on(c.cpu, &c.failures());
     };
     let other = check(
-        &read_run_file(swapped_run)?,
-        &read_perf(swapped_perf)?,
+        &read_run_file(&swapped.run_file)?,
+        &read_perf(&swapped.perf_script)?,
         Some(c.cpu),
         &req.tolerances,
     )
-    .with_context(|| format!("cannot check {}", swapped_run.display()))?;
-    let (pf, jf) = match perf_first {
+    .with_context(|| format!("cannot check {}", swapped.run_file.display()))?;
+    let (pf, jf) = match swapped.perf_first {
         true => (&c, &other),
         false => (&other, &c),
     };
