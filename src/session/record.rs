@@ -598,8 +598,10 @@ impl Recorder {
     /// When every CPU is measured, it works in short slices (see `Pacer`).
     /// Over its budget (see `Budget`), it takes in the workload's stalls only: the records wait.
     fn turn(&mut self, p: &mut Prepared) {
-        let intake_before = own_thread_cpu_ns();
+        // The slice first: its CPU clock is a system call, in the stretch the measured thread
+        // waits through.
         self.pacer.begin();
+        let intake_before = own_thread_cpu_ns();
         // Deciding at the end, the stalls stay in the workload's queues and the records in
         // the rings until they are needed: once the drain thread drained (a ring needed room,
         // or this thread asked), every stall before its records is taken in with them; and
