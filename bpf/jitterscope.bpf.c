@@ -681,7 +681,10 @@ static __always_inline void resume_work_item(struct cpu_state *st, struct task_s
 	count_work_item(st);
 }
 
-static __always_inline void end_task_episode(__u32 cpu, struct cpu_state *st, __u64 now)
+/* `prev_pid`: the task this switch takes off the CPU — another than the episode's when the
+ * kernel switched away from it without the tracepoint (perf misses the same switches). */
+static __always_inline void end_task_episode(__u32 cpu, struct cpu_state *st, __u64 now,
+					     __u32 prev_pid)
 {
 	struct js_record *r;
 
@@ -705,7 +708,7 @@ static __always_inline void end_task_episode(__u32 cpu, struct cpu_state *st, __
 		r->pid = st->task_pid;
 		r->detail = st->best_func;
 		r->class_ = st->task_class;
-		r->flags = st->task_flags;
+		r->flags = st->task_flags | (prev_pid != st->task_pid ? JS_F_END_UNSEEN : 0);
 		r->aux = st->task_policy;
 		__builtin_memcpy(r->name, st->task_comm, JS_COMM_LEN);
 		submit(r);
@@ -854,7 +857,8 @@ static __always_inline int handle_sched_switch(bool preempt, struct task_struct 
 	if (!st)
 		return 0;
 	now = clock_now(cpu, st);
-	end_task_episode(cpu, st, now);
+	prev_pid = prev->pid;
+	end_task_episode(cpu, st, now, prev_pid);
 	if (watch_mode)
 		watch_switch(cpu, st, preempt, prev, next, prev_state, now);
 
@@ -866,7 +870,6 @@ static __always_inline int handle_sched_switch(bool preempt, struct task_struct 
 	st->task_class = task_class_of(next);
 	st->task_policy = next->policy;
 	st->task_flags = 0;
-	prev_pid = prev->pid;
 	/* `preempt` covers a thread preempted after it set a sleeping state. */
 	if (is_workload(prev_pid))
 		st->task_flags = preempt || prev_state == 0 ? JS_F_PREEMPTED_WORKLOAD

@@ -114,6 +114,8 @@ enum js_whoami {
 #define JS_F_BLOCKED_WORKLOAD 2   /* it replaced a workload thread that had blocked */
 #define JS_F_WORK_UNREAD 4        /* kworker: its current work function could not be read */
 #define JS_F_SENDER_SELF 8        /* cause: sent by one of jitterscope's own threads */
+#define JS_F_END_UNSEEN 16        /* task episode: the switch that ended it was not seen (the
+				   * next switch's `prev` was another task): it ended by end_ns */
 
 /* Flags of a JS_CLASS_FAULT record. */
 #define JS_FAULT_MAJOR 1 /* the fault needed I/O (VM_FAULT_MAJOR) */

@@ -423,6 +423,7 @@ fn deciding_at_end_decides_nothing_while_it_runs_and_names_the_same_culprit() {
         "each second's largest transit, without percentiles:\n{stdout}"
     );
     intervals_held_to_the_end_are_all_there(dir.path(), &run, &stdout);
+    kernel_time_shown_live_is_what_the_decisions_found(&run, &lines, &stdout);
     assert!(
         progress_stalls(&stdout).iter().all(|&n| n == 0),
         "nothing is decided while the run goes on:\n{stdout}"
@@ -455,6 +456,52 @@ fn deciding_at_end_decides_nothing_while_it_runs_and_names_the_same_culprit() {
     assert_eq!(run.lost.ring_buffer_drops, 0);
     assert_eq!(run.probes.as_ref().map(|p| p.incomplete_stalls), Some(0));
     spikes_never_exceed_their_transit(&run);
+}
+
+/// Deciding at the end, the line's culprit is the kernel's time so far (`top kernel time:`):
+/// once the rings were glanced at, every line names one, and the last line's is among the
+/// culprits decided at the end, with about the time they found (the live figure counts the
+/// whole of each record on a measured CPU, the decisions what overlapped the stalls: a
+/// record whose span held the workload's own run — a switch the probes missed — would make
+/// it many times larger).
+fn kernel_time_shown_live_is_what_the_decisions_found(run: &RunFile, lines: &[&str], stdout: &str) {
+    const MARK: &str = " | top kernel time: ";
+    let shown: Vec<&str> = lines
+        .iter()
+        .filter_map(|l| l.split_once(MARK).map(|(_, t)| t))
+        .collect();
+    let first = lines.iter().position(|l| l.contains(MARK));
+    assert!(
+        first.is_some_and(|f| f <= 1 && shown.len() == lines.len() - f),
+        "from the first glance on, every line names the kernel's top culprit:\n{stdout}"
+    );
+    let last = shown.last().expect("a line with the kernel's time");
+    let (what, time) = last.rsplit_once(' ').expect("culprit and time");
+    let (class, culprit) = what.split_once(' ').expect("class and culprit");
+    let live_ns = parse_ns(time);
+    let found = run
+        .culprits
+        .iter()
+        .find(|c| {
+            c.class.as_str() == class
+                && [c.name.clone(), format!("{} {}", c.name, c.detail)]
+                    .contains(&culprit.to_string())
+        })
+        .unwrap_or_else(|| panic!("`{what}` is not among the culprits decided:\n{stdout}"));
+    let decided = found.measured_ns + found.inferred_ns + found.host_ns;
+    assert!(
+        live_ns <= 3 * decided + 1_000_000,
+        "live {live_ns} ns against {decided} ns decided for {what}:\n{stdout}"
+    );
+}
+
+/// A figure as `fmt_ns` writes it (`812ns`, `12.4µs`, `3.21ms`, `1.479s`).
+fn parse_ns(s: &str) -> u64 {
+    let (number, scale) = [("ns", 1.0), ("µs", 1e3), ("ms", 1e6), ("s", 1e9)]
+        .into_iter()
+        .find_map(|(unit, scale)| s.strip_suffix(unit).map(|n| (n, scale)))
+        .unwrap_or_else(|| panic!("not a duration: {s}"));
+    (number.parse::<f64>().unwrap_or_else(|e| panic!("{s}: {e}")) * scale) as u64
 }
 
 /// The intervals a run deciding at the end held until the workload stopped: each in the
@@ -515,6 +562,9 @@ fn deciding_at_end_drains_early_when_a_ring_needs_room() {
     let dir = tempfile::tempdir().unwrap();
     let (run, stdout) = run_in(dir.path(), "at-end-early", 8, &more, || {});
     intervals_held_to_the_end_are_all_there(dir.path(), &run, &stdout);
+    // Records taken early without a glance are in the live figure too.
+    let lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with('[')).collect();
+    kernel_time_shown_live_is_what_the_decisions_found(&run, &lines, &stdout);
     let counts = progress_stalls(&stdout);
     assert!(
         counts.iter().any(|&n| n > 0),

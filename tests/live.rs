@@ -38,6 +38,7 @@ fn model() -> LiveModel {
         awaiting: None,
         at_end: false,
         lost: 0,
+        kernel_total_ns: None,
         bpf_cost: Some((175.0, 0.0004)),
         probes: true,
         consumers: vec![ConsumerView {
@@ -212,6 +213,22 @@ fn stalls_waiting_for_the_end_are_counted_as_such() {
         .find(|l| l.starts_with("│99.00%"))
         .unwrap_or_default();
     assert!(!p99_row.contains("µs") && p99_row.contains('–'), "{t}");
+    // The culprits meanwhile: the kernel's time on the measured CPUs so far, said as such.
+    m.culprits = model().culprits;
+    m.kernel_total_ns = Some(9_800_000);
+    let line = m.plain_line();
+    assert!(
+        line.ends_with("| top kernel time: kworker kworker/3:1 refresh_vm_stats 6.80ms")
+            && !line.contains("top culprit"),
+        "{line}"
+    );
+    let t = text(&render(&m, 160, 36));
+    assert!(
+        t.contains(
+            "kernel time on the measured CPUs by total (9.80ms so far; stalls decided at the end)"
+        ) && t.contains("kworker/3:1 refresh_vm_stats"),
+        "{t}"
+    );
 }
 
 /// The real terminal: the culprits table names the injected kworker while it runs; at the end

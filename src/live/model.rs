@@ -85,6 +85,9 @@ pub struct LiveModel {
     pub at_end: bool,
     /// Kernel records lost + workload queue overflows so far.
     pub lost: u64,
+    /// Deciding at the end: the kernel's time on the measured CPUs so far, all culprits
+    /// together — `culprits` are then that time by culprit, not yet matched to stalls.
+    pub kernel_total_ns: Option<Nanos>,
     /// BPF cost, when probes run and statistics are on: (ns per event, share of one CPU).
     pub bpf_cost: Option<(f64, f64)>,
     pub probes: bool,
@@ -206,7 +209,11 @@ impl LiveModel {
         }
         if let Some(top) = self.sorted_culprits().first() {
             line.push_str(&format!(
-                " | top culprit: {} {}{}{} {}",
+                " | {}: {} {}{}{} {}",
+                match self.kernel_total_ns {
+                    Some(_) => "top kernel time",
+                    None => "top culprit",
+                },
                 top.class,
                 top.name,
                 if top.detail.is_empty() { "" } else { " " },

@@ -238,7 +238,13 @@ fn culprits(m: &LiveModel, rows: usize) -> Table<'static> {
             .style(style)
         })
         .collect();
-    let title = if m.probes {
+    let title = if let Some(total) = m.kernel_total_ns {
+        format!(
+            "kernel time on the measured CPUs by {} ({} so far; stalls decided at the end)",
+            m.sort.label(),
+            fmt_ns(total)
+        )
+    } else if m.probes {
         format!("culprits by {} (share of stall time)", m.sort.label())
     } else {
         "culprits: none without kernel probes".to_string()

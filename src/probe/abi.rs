@@ -156,6 +156,9 @@ pub const F_BLOCKED_WORKLOAD: u32 = 2;
 pub const F_WORK_UNREAD: u32 = 4;
 /// Cause: sent by one of jitterscope's own threads.
 pub const F_SENDER_SELF: u32 = 8;
+/// Task episode: the switch that ended it was not seen (the next one took another task off
+/// the CPU); it ended by its end time, its length is not known.
+pub const F_END_UNSEEN: u32 = 16;
 
 /// Hrtimer record: ran from the HRTIMER softirq, not from the timer interrupt (`JS_HRT_*`).
 pub const HRT_SOFT: u32 = 1;
@@ -252,6 +255,7 @@ mod tests {
             ("JS_F_BLOCKED_WORKLOAD", F_BLOCKED_WORKLOAD.into()),
             ("JS_F_WORK_UNREAD", F_WORK_UNREAD.into()),
             ("JS_F_SENDER_SELF", F_SENDER_SELF.into()),
+            ("JS_F_END_UNSEEN", F_END_UNSEEN.into()),
             ("JS_HRT_SOFT", HRT_SOFT.into()),
             ("JS_HRT_SLEEPER", HRT_SLEEPER.into()),
             ("JS_HRT_SELF", HRT_SELF.into()),

@@ -35,6 +35,18 @@ pub enum Record {
     },
 }
 
+/// A task's run whose closing switch the probes did not see (`abi::F_END_UNSEEN`, a flag of
+/// task-level interruption records only: other classes use those bits otherwise).
+pub fn end_unseen(r: &js_record) -> bool {
+    use abi::Class as K;
+    Kind::from_code(r.kind) == Some(Kind::Interruption)
+        && matches!(
+            abi::Class::from_code(r.class_),
+            Some(K::Task | K::Kworker | K::Kthread | K::SelfNoise)
+        )
+        && r.flags & abi::F_END_UNSEEN != 0
+}
+
 /// The culprit class of a probes' class code (`enum js_class`); None for `JS_CLASS_NONE` and
 /// for a code the header does not define.
 pub fn class_of(code: u16) -> Option<CulpritClass> {
@@ -173,7 +185,7 @@ pub struct Names {
 /// Every field of an interruption record that its class, name and detail are made from
 /// (all of them but its times, nesting and victim, which are copied as they are).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-struct Made {
+pub struct Made {
     class: u16,
     cpu: u32,
     id: u64,
@@ -185,7 +197,7 @@ struct Made {
 }
 
 impl Made {
-    fn of(r: &js_record) -> Made {
+    pub fn of(r: &js_record) -> Made {
         Made {
             class: r.class_,
             cpu: r.cpu,
@@ -281,18 +293,7 @@ pub fn decode_with(r: &js_record, syms: &mut Kallsyms, names: &mut Names) -> Opt
 }
 
 fn interruption(r: &js_record, syms: &mut Kallsyms, names: &mut Names) -> Option<Interruption> {
-    let key = Made::of(r);
-    let (class, name, detail) = match names.made.get(&key) {
-        Some(made) => made.clone(),
-        None => {
-            let made = named(r, syms, names)?;
-            if names.made.len() >= NAMES_KEPT {
-                names.made.clear();
-            }
-            names.made.insert(key, made.clone());
-            made
-        }
-    };
+    let (class, name, detail) = culprit_named(r, syms, names)?;
     Some(Interruption {
         cpu: r.cpu,
         class,
@@ -305,6 +306,26 @@ fn interruption(r: &js_record, syms: &mut Kallsyms, names: &mut Names) -> Option
         parent: class_of(r.parent),
         victim: r.victim,
     })
+}
+
+/// An interruption record's class, name and detail (made once for each `Made`, then kept).
+pub fn culprit_named(
+    r: &js_record,
+    syms: &mut Kallsyms,
+    names: &mut Names,
+) -> Option<(CulpritClass, Text, Text)> {
+    let key = Made::of(r);
+    match names.made.get(&key) {
+        Some(made) => Some(made.clone()),
+        None => {
+            let made = named(r, syms, names)?;
+            if names.made.len() >= NAMES_KEPT {
+                names.made.clear();
+            }
+            names.made.insert(key, made.clone());
+            Some(made)
+        }
+    }
 }
 
 /// An interruption record's class, name and detail, made from its fields.
@@ -399,6 +420,21 @@ mod tests {
             n[i] = b as i8;
         }
         n
+    }
+
+    #[test]
+    fn only_a_task_level_run_has_an_unseen_end() {
+        let mut r = rec(Kind::Interruption, abi::Class::Task as u16);
+        assert!(!end_unseen(&r));
+        r.flags = abi::F_END_UNSEEN | abi::F_PREEMPTED_WORKLOAD;
+        assert!(end_unseen(&r));
+        // The local timer counts its hrtimer callbacks in the same field.
+        let mut tick = rec(Kind::Interruption, abi::Class::TimerTick as u16);
+        tick.flags = 16;
+        assert!(!end_unseen(&tick));
+        let mut cause = rec(Kind::Cause, 1);
+        cause.flags = abi::F_END_UNSEEN;
+        assert!(!end_unseen(&cause));
     }
 
     #[test]

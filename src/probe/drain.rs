@@ -16,6 +16,7 @@ use super::load::{self, Loaded};
 use super::rings;
 use super::skel::types::js_record;
 use super::stats::{self, LiveCostCell, RunTimeStats};
+use super::tally::{self, KernelTally};
 use super::threads;
 use super::watch;
 use super::{JitterscopeSkel, ProbeBatch, ProbeConfig, ProbeError, ProbeSummary};
@@ -117,6 +118,9 @@ pub(super) fn run(
     let mut open_lost = Vec::new();
     // `--attribution end`: how full the fullest ring was at the last look.
     let mut last_fill = 0.0f64;
+    // `--attribution end`: the kernel's time by culprit, for the live view (see `tally`).
+    let mut tally = KernelTally::default();
+    let at_end = budget.as_ref().is_some_and(|b| b.at_end());
     // `last`: the drain after the probes detached, whatever the budget.
     let mut drain = |last: bool| {
         let began = crate::platform::clock::monotonic_ns();
@@ -125,7 +129,21 @@ pub(super) fn run(
             let grew = (fill - last_fill).max(0.0);
             last_fill = fill;
             if !b.take_records_wanted() && fill + 2.0 * grew < AT_END_FULL {
-                // Culprits are decided at the end: the records wait in the rings meanwhile.
+                // Culprits are decided at the end: the records wait in the rings meanwhile,
+                // and the live view is given their time so far.
+                let cpu_before = own_thread_cpu_ns();
+                let from = live.window_from();
+                let mut rings = rings.borrow_mut();
+                let mut pacer = pacer.borrow_mut();
+                let Decoded { syms, names, .. } = &mut decoded;
+                while rings.glance(CONSUME_STEP, &mut |r| {
+                    tally.add(r, from, &mut |r| decode::culprit_named(r, syms, names));
+                }) == CONSUME_STEP
+                {
+                    pacer.between();
+                }
+                live.set_kernel_time(tally.top(tally::LISTED));
+                b.spend(own_thread_cpu_ns().saturating_sub(cpu_before));
                 return;
             }
             // This drain empties the rings (or most of them): growth is measured afresh.
@@ -157,7 +175,15 @@ pub(super) fn run(
             }
         };
         let emptied = loop {
-            let n = rings.consume(CONSUME_STEP, &mut |r| decoded.push(&r));
+            let from = live.window_from();
+            let n = rings.consume_glanced(CONSUME_STEP, &mut |r, glanced| {
+                // Taken before the end without a glance: into the live view's time too.
+                if at_end && !last && !glanced {
+                    let Decoded { syms, names, .. } = &mut decoded;
+                    tally.add(&r, from, &mut |r| decode::culprit_named(r, syms, names));
+                }
+                decoded.push(&r);
+            });
             // Fewer than asked: the rings are empty for now (or wait for a slot being written).
             if n < CONSUME_STEP {
                 break true;
@@ -189,6 +215,9 @@ pub(super) fn run(
         send(&mut decoded.batch);
         if let Some(b) = budget.as_ref().filter(|b| b.at_end()) {
             b.records_delivered();
+            if !last {
+                live.set_kernel_time(tally.top(tally::LISTED));
+            }
         }
         if let Some(b) = &budget {
             b.spend(own_thread_cpu_ns().saturating_sub(cpu_before));

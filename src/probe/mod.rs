@@ -16,6 +16,7 @@ mod load;
 pub mod rings;
 mod stats;
 pub mod steal;
+pub mod tally;
 mod threads;
 pub mod watch;
 
@@ -291,6 +292,19 @@ impl ProbeSession {
     /// statistics are unavailable or before the first refresh.
     pub fn live_cost(&self) -> Option<LiveCost> {
         self.live.look()
+    }
+
+    /// Deciding at the end: the kernel's time on the measured CPUs by culprit, from the
+    /// run's window (`set_window_from`) to the latest drain's glance at the rings (see
+    /// `tally`); None before the first glance, or when the culprits are decided as the run
+    /// goes.
+    pub fn kernel_time(&self) -> Option<tally::KernelTime> {
+        self.live.kernel_time()
+    }
+
+    /// Where the run's window begins (CLOCK_MONOTONIC): the kernel time is counted from it.
+    pub fn set_window_from(&self, from_ns: u64) {
+        self.live.set_window_from(from_ns);
     }
 
     pub fn attach_report(&self) -> &[AttachStatus] {

@@ -131,6 +131,9 @@ struct Ring {
     noted: Option<*const AtomicU64>,
     /// The reader's position (what it last stored in `tail`, plus what it has taken since).
     next: u64,
+    /// The first position not yet glanced at (`Rings::glance`): records between `next` and
+    /// it were seen and left in place.
+    seen: u64,
 }
 
 /// Where the rings' positions are: the programs' `counters` array (.bss), a line per CPU,
@@ -219,6 +222,7 @@ impl Rings {
                     lost_open: unsafe { line.add(at.lost_open) } as *const AtomicU64,
                     noted: None,
                     next: unsafe { (*tail).load(Ordering::Acquire) },
+                    seen: 0,
                     tail,
                 }
             })
@@ -253,12 +257,14 @@ impl Rings {
         Some(unsafe { std::ptr::read_volatile(slot.add(END_OFFSET) as *const u64) })
     }
 
-    /// Takes the committed record at `ring`'s position and hands its slot back.
-    fn take(&mut self, i: usize) -> js_record {
+    /// Takes the committed record at `ring`'s position and hands its slot back; with it,
+    /// whether `glance` had shown it already.
+    fn take(&mut self, i: usize) -> (js_record, bool) {
         let slot = self.slot(&self.rings[i]);
         // SAFETY: committed (peeked), so complete and stable until handed back below.
         let rec = unsafe { std::ptr::read_volatile(slot as *const js_record) };
         let ring = &mut self.rings[i];
+        let glanced = ring.next < ring.seen;
         ring.next += 1;
         // SAFETY: aligned atomics in live mappings. The commit mark is cleared before the
         // tail moves past the slot, so a writer that takes it again finds it clear.
@@ -266,7 +272,7 @@ impl Rings {
             (*(slot.add(COMMIT_OFFSET) as *const AtomicU32)).store(0, Ordering::Relaxed);
             (*ring.tail).store(ring.next, Ordering::Release);
         }
-        rec
+        (rec, glanced)
     }
 
     /// Finds the rings holding a committed record.
@@ -283,6 +289,11 @@ impl Rings {
     /// held some at the last look (looked again when none is left); returns how many. Fewer
     /// than `max`: the rings are empty, or wait for a slot being written.
     pub fn consume(&mut self, max: usize, take: &mut dyn FnMut(js_record)) -> usize {
+        self.consume_glanced(max, &mut |r, _| take(r))
+    }
+
+    /// Like `consume`, telling `take` with each record whether `glance` showed it already.
+    pub fn consume_glanced(&mut self, max: usize, take: &mut dyn FnMut(js_record, bool)) -> usize {
         let mut n = 0;
         while n < max {
             if self.ready.is_empty() {
@@ -297,7 +308,8 @@ impl Rings {
                 .enumerate()
                 .min_by_key(|(_, (_, end))| *end)
                 .expect("ready is not empty");
-            take(self.take(i));
+            let (rec, glanced) = self.take(i);
+            take(rec, glanced);
             n += 1;
             match self.peek(&self.rings[i]) {
                 Some(end) => self.ready[at].1 = end,
@@ -305,6 +317,36 @@ impl Rings {
                     self.ready.swap_remove(at);
                 }
             }
+        }
+        n
+    }
+
+    /// Shows `each` up to `max` committed records not shown before, ring by ring in the
+    /// order each CPU wrote them, and leaves them in place (they are taken later, by
+    /// `consume`); returns how many. A ring's glance stops at a slot still being written.
+    pub fn glance(&mut self, max: usize, each: &mut dyn FnMut(&js_record)) -> usize {
+        let mut n = 0;
+        for ring in &mut self.rings {
+            // SAFETY: the line is live while `self` is (see `over`).
+            let head = unsafe { (*ring.head).load(Ordering::Acquire) };
+            let mut at = ring.seen.max(ring.next);
+            while at < head && n < max {
+                // SAFETY: the position is masked into the ring's slots.
+                let slot = unsafe { ring.slots.add((at & ring.mask) as usize * RECORD_BYTES) };
+                // SAFETY: as in `peek`: an aligned u32 of a live slot, Acquire pairing with
+                // the writer's commit.
+                let commit = unsafe { &*(slot.add(COMMIT_OFFSET) as *const AtomicU32) };
+                if commit.load(Ordering::Acquire) == 0 {
+                    break;
+                }
+                // SAFETY: committed and not handed back (the tail is behind it), so complete
+                // and stable: no writer takes the slot again before `consume` frees it.
+                let rec = unsafe { std::ptr::read_volatile(slot as *const js_record) };
+                each(&rec);
+                at += 1;
+                n += 1;
+            }
+            ring.seen = at;
         }
         n
     }
@@ -452,6 +494,54 @@ mod tests {
         let mut got = Vec::new();
         rings.consume(max, &mut |r| got.push((r.cpu, r.end_ns)));
         got
+    }
+
+    #[test]
+    fn a_glance_shows_each_record_once_and_leaves_it_for_the_reader() {
+        let fake = Fake::new(RingLayout::new(4096, 2, &[]));
+        for (cpu, end) in [(0, 10), (1, 5), (0, 20)] {
+            fake.write(cpu, end, true).unwrap();
+        }
+        let mut rings = fake.reader();
+        let glance = |rings: &mut Rings, max: usize| {
+            let mut got = Vec::new();
+            rings.glance(max, &mut |r| got.push((r.cpu, r.end_ns)));
+            got
+        };
+        // Ring by ring, in each CPU's order; a bound stops it where the next glance goes on.
+        assert_eq!(glance(&mut rings, 2), [(0, 10), (0, 20)]);
+        assert_eq!(glance(&mut rings, 100), [(1, 5)]);
+        assert!(glance(&mut rings, 100).is_empty());
+        assert_eq!(rings.pending(), 3, "nothing taken");
+        // A slot being written holds its ring's glance back, and the records after it.
+        let open = fake.write(1, 30, false).unwrap();
+        fake.write(1, 40, true).unwrap();
+        fake.write(0, 25, true).unwrap();
+        assert_eq!(glance(&mut rings, 100), [(0, 25)]);
+        // SAFETY: the fake's slot, no other writer.
+        unsafe { (*open).commit = 1 };
+        assert_eq!(glance(&mut rings, 100), [(1, 30), (1, 40)]);
+        // The reader takes them all, each told whether a glance showed it.
+        let mut taken = Vec::new();
+        rings.consume_glanced(100, &mut |r, glanced| taken.push((r.end_ns, glanced)));
+        assert_eq!(
+            taken,
+            [
+                (5, true),
+                (10, true),
+                (20, true),
+                (25, true),
+                (30, true),
+                (40, true)
+            ]
+        );
+        // Written after the last glance: taken unseen, and never shown by a later glance.
+        fake.write(0, 50, true).unwrap();
+        let mut taken = Vec::new();
+        rings.consume_glanced(100, &mut |r, glanced| taken.push((r.end_ns, glanced)));
+        assert_eq!(taken, [(50, false)]);
+        fake.write(0, 60, true).unwrap();
+        assert_eq!(glance(&mut rings, 100), [(0, 60)]);
     }
 
     #[test]

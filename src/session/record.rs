@@ -511,6 +511,9 @@ fn take_records(attr: &mut RunAttribution, batch: &mut Vec<Record>, pacer: &mut 
 impl Recorder {
     fn new(plan: &RunPlan, p: &Prepared, needs: Needs) -> Self {
         let cfg = &p.cfg;
+        if let Some((session, _)) = &p.probe {
+            session.set_window_from(p.record_from);
+        }
         let steal_clock = p.probe.as_ref().is_some_and(|(s, _)| s.steal_clock());
         let mut attr = RunAttribution::new(
             cfg.producer_cpu,
@@ -804,7 +807,15 @@ impl Recorder {
                 })
             });
         }
-        if self.attr.probes_on {
+        if live.at_end {
+            // The stalls wait for the end: the kernel's time by culprit so far instead.
+            if let Some(k) = p.probe.as_ref().and_then(|(s, _)| s.kernel_time()) {
+                live.kernel_total_ns = Some(k.total_ns);
+                // Every lost-record window the glances and drains saw, in the rings or not.
+                live.lost = k.lost + StallSource::counters(&p.workload).queue_drops;
+                live.culprits = kernel_rows(&k, p.record_from);
+            }
+        } else if self.attr.probes_on {
             pacer.between();
             live.culprits =
                 culprit_rows(&self.attr, p.record_from, self.needs.culprits, &mut || {
@@ -856,6 +867,25 @@ pub(super) fn culprit_rows(
         }
         n = n.saturating_mul(4).min(LIVE_CULPRITS);
     }
+}
+
+/// Deciding at the end, the live view's rows: each culprit's kernel time on the measured
+/// CPUs so far (see `probe::tally`), its share of all of it.
+fn kernel_rows(k: &crate::probe::tally::KernelTime, record_from: Nanos) -> Vec<CulpritRow> {
+    let all = k.total_ns.max(1) as f64;
+    k.culprits
+        .iter()
+        .map(|c| CulpritRow {
+            class: c.class,
+            name: c.name.to_string(),
+            detail: c.detail.to_string(),
+            count: c.episodes,
+            total_ns: c.ns,
+            max_ns: c.longest_ns,
+            last_seen_ns: c.last_ns.saturating_sub(record_from),
+            share: c.ns as f64 / all,
+        })
+        .collect()
 }
 
 /// Rows of `top` culprits, the most stolen time first.

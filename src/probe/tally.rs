@@ -1,0 +1,367 @@
+//! Deciding at the end (`--attribution end`), the kernel's time on the measured CPUs so far,
+//! by culprit: what the live view shows while the stalls wait for the end. The drain thread
+//! glances at the records where they wait in the rings (`Rings::glance`), once a second, and
+//! adds up each one's own time — its length less that of the episodes nested in it, as the
+//! engine's sweep gives it — under the culprit it names; a steal record adds the host's
+//! time. Every CPU it covers runs a spinning workload thread, so that time was taken from
+//! one: measured inside kernel records, but not yet matched to the stalls the workload saw
+//! (entry/exit time and unexplained gaps come only with the decisions at the end).
+
+use crate::attribution::engine::{hypervisor_detail, HYPERVISOR_NAME};
+use crate::model::{CulpritClass, Nanos, Text};
+use crate::platform::fast_hash::FastMap;
+
+use super::abi::{Class, Kind};
+use super::decode::{end_unseen, Made};
+use super::skel::types::js_record;
+
+/// Culprits given to the live view, at most (a terminal shows fewer: it sorts them its own
+/// ways).
+pub const LISTED: usize = 50;
+
+/// A culprit's kernel time so far.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KernelCulprit {
+    pub class: CulpritClass,
+    pub name: Text,
+    pub detail: Text,
+    pub episodes: u64,
+    /// Its episodes' own time inside the window (nested episodes left to their own culprits).
+    pub ns: Nanos,
+    pub longest_ns: Nanos,
+    /// When its latest episode ended (CLOCK_MONOTONIC).
+    pub last_ns: Nanos,
+}
+
+/// What the live view is given: the culprits with the most time, and the totals.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct KernelTime {
+    pub culprits: Vec<KernelCulprit>,
+    /// Every culprit's time together (not only the listed ones').
+    pub total_ns: Nanos,
+    /// Records lost on the measured CPUs so far (their time is missing here).
+    pub lost: u64,
+    /// Task runs whose end the probes did not see, left out (see `KernelTally::add`).
+    pub end_unseen: u64,
+}
+
+/// A record's culprit: its class, name and detail (`decode::culprit_named`).
+pub type Naming = (CulpritClass, Text, Text);
+
+/// Episodes ended and not yet claimed by the episode they are nested in, per CPU, at most:
+/// one whose enclosing episode never comes (it began before the probes) is dropped with the
+/// oldest.
+const UNCLAIMED_KEPT: usize = 256;
+
+/// Records' naming fields remembered with their culprit, at most (then forgotten together:
+/// names carry pids and a kworker's flags its item count).
+const MADE_KEPT: usize = 4096;
+
+/// A nested episode waiting for its enclosing one: the class code it is nested in, its span.
+#[derive(Debug, Clone, Copy)]
+struct Nested {
+    parent: u16,
+    start_ns: Nanos,
+    end_ns: Nanos,
+}
+
+/// The running sums (see the module's text).
+#[derive(Debug, Default)]
+pub struct KernelTally {
+    culprits: Vec<KernelCulprit>,
+    index: FastMap<Naming, usize>,
+    /// A record's naming fields to its culprit: the names are made once.
+    by_made: FastMap<Made, usize>,
+    /// Per CPU (its number), the nested episodes not yet claimed.
+    nested: Vec<Vec<Nested>>,
+    total_ns: Nanos,
+    lost: u64,
+    end_unseen: u64,
+}
+
+impl KernelTally {
+    /// Adds a record; only its time from `from_ns` on counts (the run's window). `name`
+    /// gives an interruption record's culprit (`decode::culprit_named`), asked once for each
+    /// distinct naming. A task's run whose closing switch the probes did not see
+    /// (`decode::end_unseen`) holds the workload's own run too: its time is left out and the
+    /// run counted apart (the stalls decided at the end take only what overlaps them, as
+    /// from any record).
+    pub fn add(
+        &mut self,
+        r: &js_record,
+        from_ns: Nanos,
+        name: &mut dyn FnMut(&js_record) -> Option<Naming>,
+    ) {
+        if r.end_ns <= from_ns {
+            return;
+        }
+        match Kind::from_code(r.kind) {
+            Some(Kind::Interruption) if end_unseen(r) => self.end_unseen += 1,
+            Some(Kind::Interruption) => self.interruption(r, from_ns, name),
+            Some(Kind::Steal) if r.id > 0 => {
+                let (name, detail): (Text, Text) =
+                    (HYPERVISOR_NAME.into(), hypervisor_detail(r.cpu).into());
+                if let Some(at) = self.culprit((CulpritClass::Hypervisor, name, detail)) {
+                    self.credit(at, r.id, r.end_ns);
+                }
+            }
+            Some(Kind::Lost) => self.lost += r.id,
+            _ => {}
+        }
+    }
+
+    fn interruption(
+        &mut self,
+        r: &js_record,
+        from_ns: Nanos,
+        name: &mut dyn FnMut(&js_record) -> Option<Naming>,
+    ) {
+        let made = Made::of(r);
+        let at = match self.by_made.get(&made) {
+            Some(&at) => at,
+            None => {
+                let Some(at) = name(r).and_then(|key| self.culprit(key)) else {
+                    return;
+                };
+                if self.by_made.len() >= MADE_KEPT {
+                    self.by_made.clear();
+                }
+                self.by_made.insert(made, at);
+                at
+            }
+        };
+        let cpu = r.cpu as usize;
+        if self.nested.len() <= cpu {
+            self.nested.resize_with(cpu + 1, Vec::new);
+        }
+        let (start, end) = (r.start_ns.max(from_ns), r.end_ns.max(r.start_ns));
+        let waiting = &mut self.nested[cpu];
+        // Records of a CPU come in the order their episodes ended: what is nested in this
+        // one came before it, naming its class as the parent. Its own time is what they
+        // leave.
+        let mut inside: Nanos = 0;
+        waiting.retain(|n| {
+            let claimed = n.parent == r.class_ && n.start_ns >= r.start_ns && n.end_ns <= end;
+            if claimed {
+                inside += n.end_ns - n.start_ns.clamp(start, n.end_ns);
+            }
+            !claimed
+        });
+        if r.parent != Class::None as u16 {
+            if waiting.len() == UNCLAIMED_KEPT {
+                waiting.remove(0);
+            }
+            waiting.push(Nested {
+                parent: r.parent,
+                start_ns: r.start_ns,
+                end_ns: end,
+            });
+        }
+        self.credit(at, (end - start).saturating_sub(inside), end);
+    }
+
+    /// The culprit's place, made on first sight.
+    fn culprit(&mut self, key: Naming) -> Option<usize> {
+        if let Some(&at) = self.index.get(&key) {
+            return Some(at);
+        }
+        self.culprits.push(KernelCulprit {
+            class: key.0,
+            name: key.1.clone(),
+            detail: key.2.clone(),
+            episodes: 0,
+            ns: 0,
+            longest_ns: 0,
+            last_ns: 0,
+        });
+        self.index.insert(key, self.culprits.len() - 1);
+        Some(self.culprits.len() - 1)
+    }
+
+    fn credit(&mut self, at: usize, ns: Nanos, end_ns: Nanos) {
+        let c = &mut self.culprits[at];
+        c.episodes += 1;
+        c.ns += ns;
+        c.longest_ns = c.longest_ns.max(ns);
+        c.last_ns = c.last_ns.max(end_ns);
+        self.total_ns += ns;
+    }
+
+    /// The `n` culprits with the most time, most first, and the totals.
+    pub fn top(&self, n: usize) -> KernelTime {
+        let mut culprits = self.culprits.clone();
+        culprits.sort_by_key(|c| std::cmp::Reverse(c.ns));
+        culprits.truncate(n);
+        KernelTime {
+            culprits,
+            total_ns: self.total_ns,
+            lost: self.lost,
+            end_unseen: self.end_unseen,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::abi::F_END_UNSEEN;
+
+    /// An interruption record of `class` named `name` (its culprit is of the same class, as
+    /// the test's namer makes it).
+    fn ep(
+        cpu: u32,
+        class: Class,
+        name: &str,
+        (start_ns, end_ns): (Nanos, Nanos),
+        parent: Class,
+    ) -> js_record {
+        let mut r = js_record {
+            kind: Kind::Interruption as u32,
+            cpu,
+            start_ns,
+            end_ns,
+            class_: class as u16,
+            parent: parent as u16,
+            ..Default::default()
+        };
+        for (d, s) in r.name.iter_mut().zip(name.bytes()) {
+            *d = s as i8;
+        }
+        r
+    }
+
+    fn namer(r: &js_record) -> Option<Naming> {
+        let name: String = r
+            .name
+            .iter()
+            .take_while(|&&b| b != 0)
+            .map(|&b| b as u8 as char)
+            .collect();
+        let class = crate::probe::decode::class_of(r.class_)?;
+        Some((class, name.into(), "".into()))
+    }
+
+    fn add_all(t: &mut KernelTally, records: &[js_record], from: Nanos) {
+        for r in records {
+            t.add(r, from, &mut namer);
+        }
+    }
+
+    fn ns_of(t: &KernelTime, name: &str) -> Option<Nanos> {
+        t.culprits.iter().find(|c| &*c.name == name).map(|c| c.ns)
+    }
+
+    #[test]
+    fn nested_episodes_keep_their_own_time_and_leave_the_rest_to_what_encloses_them() {
+        use Class::*;
+        let mut t = KernelTally::default();
+        // A kworker run 1000–2000 with an IRQ 1100–1150 inside, and a tick 1500–1520 whose
+        // hrtimer callback 1505–1515 held a nested IRQ 1507–1509. CPU 1 has its own.
+        add_all(
+            &mut t,
+            &[
+                ep(0, Irq, "irq", (1100, 1150), Kworker),
+                ep(0, Irq, "irq", (1507, 1509), Hrtimer),
+                ep(1, Softirq, "TIMER", (1200, 1300), None),
+                ep(0, Hrtimer, "callback", (1505, 1515), TimerTick),
+                ep(0, TimerTick, "local timer", (1500, 1520), Kworker),
+                ep(0, Kworker, "kworker/0:1", (1000, 2000), None),
+            ],
+            0,
+        );
+        let top = t.top(10);
+        assert_eq!(ns_of(&top, "irq"), Some(52));
+        assert_eq!(ns_of(&top, "callback"), Some(8));
+        assert_eq!(ns_of(&top, "local timer"), Some(10));
+        assert_eq!(ns_of(&top, "kworker/0:1"), Some(930));
+        assert_eq!(ns_of(&top, "TIMER"), Some(100));
+        assert_eq!(top.total_ns, 1000 + 100, "every ns once");
+        assert_eq!(top.culprits[0].name.as_ref(), "kworker/0:1");
+        let irq = top.culprits.iter().find(|c| &*c.name == "irq").unwrap();
+        assert_eq!((irq.episodes, irq.longest_ns, irq.last_ns), (2, 50, 1509));
+    }
+
+    #[test]
+    fn only_time_inside_the_window_counts_and_the_host_and_lost_records_are_kept() {
+        use Class::*;
+        let mut t = KernelTally::default();
+        // A run whose end was not seen: its span holds the workload's own run too.
+        let mut unseen = ep(0, Task, "unseen", (1000, 41000), None);
+        unseen.flags = F_END_UNSEEN;
+        let steal = js_record {
+            kind: Kind::Steal as u32,
+            start_ns: 1100,
+            end_ns: 1400,
+            id: 250,
+            ..Default::default()
+        };
+        let lost = js_record {
+            kind: Kind::Lost as u32,
+            start_ns: 1400,
+            end_ns: 1500,
+            id: 7,
+            ..Default::default()
+        };
+        add_all(
+            &mut t,
+            &[
+                ep(0, Kthread, "before", (100, 900), None),
+                ep(0, Kthread, "across", (900, 1300), None),
+                unseen,
+                steal,
+                lost,
+            ],
+            1000,
+        );
+        let top = t.top(1);
+        assert_eq!(top.culprits.len(), 1, "the first only");
+        assert_eq!(top.culprits[0].name.as_ref(), "across");
+        assert_eq!(top.culprits[0].ns, 300);
+        assert_eq!(top.total_ns, 300 + 250);
+        assert_eq!((top.lost, top.end_unseen), (7, 1));
+        let all = t.top(10);
+        assert_eq!(ns_of(&all, HYPERVISOR_NAME), Some(250));
+        assert_eq!(ns_of(&all, "before"), Option::None);
+        assert_eq!(ns_of(&all, "unseen"), Option::None);
+    }
+
+    #[test]
+    fn names_are_made_once_per_naming_and_unnamed_records_are_skipped() {
+        let mut t = KernelTally::default();
+        let mut asked = 0;
+        for k in 0..5u64 {
+            let r = ep(
+                0,
+                Class::Softirq,
+                "TIMER",
+                (k * 10, k * 10 + 5),
+                Class::None,
+            );
+            t.add(&r, 0, &mut |r| {
+                asked += 1;
+                namer(r)
+            });
+        }
+        t.add(
+            &ep(0, Class::Irq, "nameless", (100, 200), Class::None),
+            0,
+            &mut |_| None,
+        );
+        assert_eq!(asked, 1);
+        assert_eq!(t.top(10).total_ns, 25);
+    }
+
+    #[test]
+    fn a_nested_episode_whose_encloser_never_comes_is_not_kept_for_ever() {
+        let mut t = KernelTally::default();
+        for k in 0..(UNCLAIMED_KEPT as u64 + 10) {
+            add_all(
+                &mut t,
+                &[ep(0, Class::Irq, "irq", (k * 10, k * 10 + 5), Class::Task)],
+                0,
+            );
+        }
+        assert_eq!(t.nested[0].len(), UNCLAIMED_KEPT);
+        assert_eq!(t.top(1).total_ns, 5 * (UNCLAIMED_KEPT as u64 + 10));
+    }
+}
