@@ -57,6 +57,9 @@ const UNCLAIMED_KEPT: usize = 256;
 /// names carry pids and a kworker's flags its item count).
 const MADE_KEPT: usize = 4096;
 
+/// Class codes remembered in `KernelTally::last` (`enum js_class`, with room).
+const CLASS_CODES: usize = 16;
+
 /// A nested episode waiting for its enclosing one: the class code it is nested in, its span.
 #[derive(Debug, Clone, Copy)]
 struct Nested {
@@ -72,6 +75,9 @@ pub struct KernelTally {
     index: FastMap<Naming, usize>,
     /// A record's naming fields to its culprit: the names are made once.
     by_made: FastMap<Made, usize>,
+    /// The last naming seen of each class code, with its culprit: a tick's record is
+    /// nearly always named as the tick's before it, and a compare is cheaper than a hash.
+    last: [Option<(Made, usize)>; CLASS_CODES],
     /// Per CPU (its number), the nested episodes not yet claimed.
     nested: Vec<Vec<Nested>>,
     total_ns: Nanos,
@@ -96,7 +102,12 @@ impl KernelTally {
             return;
         }
         match Kind::from_code(r.kind) {
-            Some(Kind::Interruption) if end_unseen(r) => self.end_unseen += 1,
+            Some(Kind::Interruption) if end_unseen(r) => {
+                // What the probes took as nested in it (the timer ticks of the workload's
+                // run it holds among them) goes to its own culprits, as always.
+                self.claim(r, from_ns);
+                self.end_unseen += 1;
+            }
             Some(Kind::Interruption) => self.interruption(r, from_ns, name),
             Some(Kind::Steal) if r.id > 0 => {
                 let (name, detail): (Text, Text) =
@@ -117,36 +128,30 @@ impl KernelTally {
         name: &mut dyn FnMut(&js_record) -> Option<Naming>,
     ) {
         let made = Made::of(r);
-        let at = match self.by_made.get(&made) {
-            Some(&at) => at,
-            None => {
-                let Some(at) = name(r).and_then(|key| self.culprit(key)) else {
-                    return;
+        let class = (r.class_ as usize).min(CLASS_CODES - 1);
+        let at = match self.last[class] {
+            Some((seen, at)) if seen == made => at,
+            _ => {
+                let at = match self.by_made.get(&made) {
+                    Some(&at) => at,
+                    None => {
+                        let Some(at) = name(r).and_then(|key| self.culprit(key)) else {
+                            return;
+                        };
+                        if self.by_made.len() >= MADE_KEPT {
+                            self.by_made.clear();
+                        }
+                        self.by_made.insert(made, at);
+                        at
+                    }
                 };
-                if self.by_made.len() >= MADE_KEPT {
-                    self.by_made.clear();
-                }
-                self.by_made.insert(made, at);
+                self.last[class] = Some((made, at));
                 at
             }
         };
-        let cpu = r.cpu as usize;
-        if self.nested.len() <= cpu {
-            self.nested.resize_with(cpu + 1, Vec::new);
-        }
         let (start, end) = (r.start_ns.max(from_ns), r.end_ns.max(r.start_ns));
-        let waiting = &mut self.nested[cpu];
-        // Records of a CPU come in the order their episodes ended: what is nested in this
-        // one came before it, naming its class as the parent. Its own time is what they
-        // leave.
-        let mut inside: Nanos = 0;
-        waiting.retain(|n| {
-            let claimed = n.parent == r.class_ && n.start_ns >= r.start_ns && n.end_ns <= end;
-            if claimed {
-                inside += n.end_ns - n.start_ns.clamp(start, n.end_ns);
-            }
-            !claimed
-        });
+        let inside = self.claim(r, from_ns);
+        let waiting = &mut self.nested[r.cpu as usize];
         if r.parent != Class::None as u16 {
             if waiting.len() == UNCLAIMED_KEPT {
                 waiting.remove(0);
@@ -158,6 +163,26 @@ impl KernelTally {
             });
         }
         self.credit(at, (end - start).saturating_sub(inside), end);
+    }
+
+    /// Takes the episodes nested in `r` off its CPU's waiting list; returns their time in
+    /// the window. Records of a CPU come in the order their episodes ended: what is nested in
+    /// one came before it, naming its class as the parent.
+    fn claim(&mut self, r: &js_record, from_ns: Nanos) -> Nanos {
+        let cpu = r.cpu as usize;
+        if self.nested.len() <= cpu {
+            self.nested.resize_with(cpu + 1, Vec::new);
+        }
+        let (start, end) = (r.start_ns.max(from_ns), r.end_ns.max(r.start_ns));
+        let mut inside: Nanos = 0;
+        self.nested[cpu].retain(|n| {
+            let claimed = n.parent == r.class_ && n.start_ns >= r.start_ns && n.end_ns <= end;
+            if claimed {
+                inside += n.end_ns - n.start_ns.clamp(start, n.end_ns);
+            }
+            !claimed
+        });
+        inside
     }
 
     /// The culprit's place, made on first sight.
@@ -285,9 +310,11 @@ mod tests {
     fn only_time_inside_the_window_counts_and_the_host_and_lost_records_are_kept() {
         use Class::*;
         let mut t = KernelTally::default();
-        // A run whose end was not seen: its span holds the workload's own run too.
+        // A run whose end was not seen: its span holds the workload's own run too, and the
+        // ticks the probes took as nested in it.
         let mut unseen = ep(0, Task, "unseen", (1000, 41000), None);
         unseen.flags = F_END_UNSEEN;
+        let tick = ep(0, TimerTick, "local timer", (20000, 20010), Task);
         let steal = js_record {
             kind: Kind::Steal as u32,
             start_ns: 1100,
@@ -307,6 +334,7 @@ mod tests {
             &[
                 ep(0, Kthread, "before", (100, 900), None),
                 ep(0, Kthread, "across", (900, 1300), None),
+                tick,
                 unseen,
                 steal,
                 lost,
@@ -317,12 +345,17 @@ mod tests {
         assert_eq!(top.culprits.len(), 1, "the first only");
         assert_eq!(top.culprits[0].name.as_ref(), "across");
         assert_eq!(top.culprits[0].ns, 300);
-        assert_eq!(top.total_ns, 300 + 250);
+        assert_eq!(top.total_ns, 300 + 10 + 250);
         assert_eq!((top.lost, top.end_unseen), (7, 1));
+        assert!(
+            t.nested[0].is_empty(),
+            "the tick was claimed by the run it was nested in"
+        );
         let all = t.top(10);
         assert_eq!(ns_of(&all, HYPERVISOR_NAME), Some(250));
         assert_eq!(ns_of(&all, "before"), Option::None);
         assert_eq!(ns_of(&all, "unseen"), Option::None);
+        assert_eq!(ns_of(&all, "local timer"), Some(10));
     }
 
     #[test]
