@@ -246,6 +246,14 @@ impl fmt::Display for Ended {
 /// per distinct text and every record, sweep and verdict points at it.
 pub type Text = std::sync::Arc<str>;
 
+/// The hypervisor culprit's name (the KVM steal clock's growth).
+pub const HYPERVISOR_NAME: &str = "host preemption";
+
+/// The hypervisor culprit's detail for `cpu`.
+pub fn hypervisor_detail(cpu: Cpu) -> String {
+    format!("the host kept vCPU {cpu} off its physical CPU (KVM steal clock)")
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Interruption {
     pub cpu: Cpu,

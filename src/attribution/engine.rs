@@ -181,7 +181,7 @@ pub const UNEXPLAINED_DETAIL_NO_STEAL: &str =
     "no kernel event (no steal clock here): hypervisor preemption, SMI or hardware";
 pub const LOST_NAME: &str = "kernel records lost";
 pub const LOST_DETAIL: &str = "a BPF record ring was full; cause unknown";
-pub const HYPERVISOR_NAME: &str = "host preemption";
+pub use crate::model::{hypervisor_detail, HYPERVISOR_NAME};
 
 /// The fixed names above as shared texts, made once (most stalls carry one of them).
 struct Fixed {
@@ -203,11 +203,6 @@ fn fixed() -> &'static Fixed {
         lost: LOST_NAME.into(),
         lost_detail: LOST_DETAIL.into(),
     })
-}
-
-/// The hypervisor culprit's detail for `cpu`.
-pub fn hypervisor_detail(cpu: Cpu) -> String {
-    format!("the host kept vCPU {cpu} off its physical CPU (KVM steal clock)")
 }
 
 /// A record's level where it ran: never below the episode it is nested in (jitterscope's own

@@ -7,8 +7,7 @@
 //! one: measured inside kernel records, but not yet matched to the stalls the workload saw
 //! (entry/exit time and unexplained gaps come only with the decisions at the end).
 
-use crate::attribution::engine::{hypervisor_detail, HYPERVISOR_NAME};
-use crate::model::{CulpritClass, Nanos, Text};
+use crate::model::{hypervisor_detail, CulpritClass, Nanos, Text, HYPERVISOR_NAME};
 use crate::platform::fast_hash::FastMap;
 
 use super::abi::{Class, Kind};
