@@ -56,6 +56,11 @@ const UNCLAIMED_KEPT: usize = 256;
 /// names carry pids and a kworker's flags its item count).
 const MADE_KEPT: usize = 4096;
 
+/// Culprits told apart, at most (the rest of each class share a row named `OTHERS`).
+const CULPRITS_KEPT: usize = 4096;
+/// The name of a class's row for the culprits past `CULPRITS_KEPT`.
+const OTHERS: &str = "others (past the culprits told apart)";
+
 /// Class codes remembered in `KernelTally::last` (`enum js_class`, with room).
 const CLASS_CODES: usize = 16;
 
@@ -184,11 +189,23 @@ impl KernelTally {
         inside
     }
 
-    /// The culprit's place, made on first sight.
+    /// The culprit's place, made on first sight; past `CULPRITS_KEPT` culprits, a new one is
+    /// counted in its class's `others` row (names carry pids: a loop forking short tasks
+    /// would grow the list without end).
     fn culprit(&mut self, key: Naming) -> Option<usize> {
         if let Some(&at) = self.index.get(&key) {
             return Some(at);
         }
+        let key = match self.culprits.len() < CULPRITS_KEPT {
+            true => key,
+            false => {
+                let others: Naming = (key.0, OTHERS.into(), "".into());
+                if let Some(&at) = self.index.get(&others) {
+                    return Some(at);
+                }
+                others
+            }
+        };
         self.culprits.push(KernelCulprit {
             class: key.0,
             name: key.1.clone(),
@@ -213,11 +230,15 @@ impl KernelTally {
 
     /// The `n` culprits with the most time, most first, and the totals.
     pub fn top(&self, n: usize) -> KernelTime {
-        let mut culprits = self.culprits.clone();
-        culprits.sort_by_key(|c| std::cmp::Reverse(c.ns));
-        culprits.truncate(n);
+        // Indices sorted, the listed culprits copied: up to `CULPRITS_KEPT` each second.
+        let mut order: Vec<usize> = (0..self.culprits.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(self.culprits[i].ns));
         KernelTime {
-            culprits,
+            culprits: order
+                .into_iter()
+                .take(n)
+                .map(|i| self.culprits[i].clone())
+                .collect(),
             total_ns: self.total_ns,
             lost: self.lost,
             end_unseen: self.end_unseen,
@@ -381,6 +402,24 @@ mod tests {
         );
         assert_eq!(asked, 1);
         assert_eq!(t.top(10).total_ns, 25);
+    }
+
+    #[test]
+    fn culprits_past_those_told_apart_share_their_classs_row() {
+        let mut t = KernelTally::default();
+        let n = CULPRITS_KEPT as u64 + 3;
+        for k in 0..n {
+            let name = format!("task{k}");
+            add_all(
+                &mut t,
+                &[ep(0, Class::Task, &name, (k * 10, k * 10 + 5), Class::None)],
+                0,
+            );
+        }
+        let top = t.top(usize::MAX);
+        assert_eq!(top.culprits.len(), CULPRITS_KEPT + 1);
+        assert_eq!(ns_of(&top, OTHERS), Some(15));
+        assert_eq!(top.total_ns, 5 * n, "every ns still counted");
     }
 
     #[test]
