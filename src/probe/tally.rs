@@ -335,20 +335,16 @@ mod tests {
         let mut unseen = ep(0, Task, "unseen", (1000, 41000), None);
         unseen.flags = F_END_UNSEEN;
         let tick = ep(0, TimerTick, "local timer", (20000, 20010), Task);
-        let steal = js_record {
-            kind: Kind::Steal as u32,
-            start_ns: 1100,
-            end_ns: 1400,
-            id: 250,
+        // The steal clock grew 250 ns, and 7 records were lost.
+        let counted = |kind: Kind, (start_ns, end_ns), id| js_record {
+            kind: kind as u32,
+            start_ns,
+            end_ns,
+            id,
             ..Default::default()
         };
-        let lost = js_record {
-            kind: Kind::Lost as u32,
-            start_ns: 1400,
-            end_ns: 1500,
-            id: 7,
-            ..Default::default()
-        };
+        let steal = counted(Kind::Steal, (1100, 1400), 250);
+        let lost = counted(Kind::Lost, (1400, 1500), 7);
         add_all(
             &mut t,
             &[
