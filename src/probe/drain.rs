@@ -131,8 +131,13 @@ pub(super) fn run(
             if !b.take_records_wanted() && fill + 2.0 * grew < AT_END_FULL {
                 // Culprits are decided at the end: the records wait in the rings meanwhile,
                 // and the live view is given their time so far.
-                let cpu_before = own_thread_cpu_ns();
+                // Not before the collector said where the window begins, nor over the
+                // budget (the glance goes on from where it stopped, the view a turn older).
                 let from = live.window_from();
+                if from == 0 || b.hold_back() {
+                    return;
+                }
+                let cpu_before = own_thread_cpu_ns();
                 let mut rings = rings.borrow_mut();
                 let mut pacer = pacer.borrow_mut();
                 let Decoded { syms, names, .. } = &mut decoded;
@@ -140,7 +145,9 @@ pub(super) fn run(
                     tally.add(r, from, &mut |r| decode::culprit_named(r, syms, names));
                 }) == CONSUME_STEP
                 {
-                    pacer.between();
+                    if pacer.between() && !b.allows_since(began, cpu_before) {
+                        break;
+                    }
                 }
                 live.set_kernel_time(tally.top(tally::LISTED));
                 b.spend(own_thread_cpu_ns().saturating_sub(cpu_before));
@@ -178,7 +185,7 @@ pub(super) fn run(
             let from = live.window_from();
             let n = rings.consume_glanced(CONSUME_STEP, &mut |r, glanced| {
                 // Taken before the end without a glance: into the live view's time too.
-                if at_end && !last && !glanced {
+                if at_end && !last && !glanced && from > 0 {
                     let Decoded { syms, names, .. } = &mut decoded;
                     tally.add(&r, from, &mut |r| decode::culprit_named(r, syms, names));
                 }
