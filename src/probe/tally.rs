@@ -61,6 +61,9 @@ const CULPRITS_KEPT: usize = 4096;
 /// The name of a class's row for the culprits past `CULPRITS_KEPT`.
 const OTHERS: &str = "others (past the culprits told apart)";
 
+/// The kernel's largest `NR_CPUS`.
+const MAX_CPUS: usize = 8192;
+
 /// Class codes remembered in `KernelTally::last` (`enum js_class`, with room).
 const CLASS_CODES: usize = 16;
 
@@ -102,7 +105,8 @@ impl KernelTally {
         from_ns: Nanos,
         name: &mut dyn FnMut(&js_record) -> Option<Naming>,
     ) {
-        if r.end_ns <= from_ns {
+        // A CPU number past the kernel's largest `NR_CPUS` is no record of a measured CPU.
+        if r.end_ns <= from_ns || r.cpu as usize >= MAX_CPUS {
             return;
         }
         match Kind::from_code(r.kind) {
@@ -116,9 +120,8 @@ impl KernelTally {
             Some(Kind::Steal) if r.id > 0 => {
                 let (name, detail): (Text, Text) =
                     (HYPERVISOR_NAME.into(), hypervisor_detail(r.cpu).into());
-                if let Some(at) = self.culprit((CulpritClass::Hypervisor, name, detail)) {
-                    self.credit(at, r.id, r.end_ns);
-                }
+                let at = self.culprit((CulpritClass::Hypervisor, name, detail));
+                self.credit(at, r.id, r.end_ns);
             }
             Some(Kind::Lost) => self.lost += r.id,
             _ => {}
@@ -139,7 +142,7 @@ impl KernelTally {
                 let at = match self.by_made.get(&made) {
                     Some(&at) => at,
                     None => {
-                        let Some(at) = name(r).and_then(|key| self.culprit(key)) else {
+                        let Some(at) = name(r).map(|key| self.culprit(key)) else {
                             return;
                         };
                         if self.by_made.len() >= MADE_KEPT {
@@ -182,7 +185,7 @@ impl KernelTally {
         self.nested[cpu].retain(|n| {
             let claimed = n.parent == r.class_ && n.start_ns >= r.start_ns && n.end_ns <= end;
             if claimed {
-                inside += n.end_ns - n.start_ns.clamp(start, n.end_ns);
+                inside += n.end_ns - n.start_ns.max(start).min(n.end_ns);
             }
             !claimed
         });
@@ -192,16 +195,16 @@ impl KernelTally {
     /// The culprit's place, made on first sight; past `CULPRITS_KEPT` culprits, a new one is
     /// counted in its class's `others` row (names carry pids: a loop forking short tasks
     /// would grow the list without end).
-    fn culprit(&mut self, key: Naming) -> Option<usize> {
+    fn culprit(&mut self, key: Naming) -> usize {
         if let Some(&at) = self.index.get(&key) {
-            return Some(at);
+            return at;
         }
         let key = match self.culprits.len() < CULPRITS_KEPT {
             true => key,
             false => {
                 let others: Naming = (key.0, OTHERS.into(), "".into());
                 if let Some(&at) = self.index.get(&others) {
-                    return Some(at);
+                    return at;
                 }
                 others
             }
@@ -216,7 +219,7 @@ impl KernelTally {
             last_ns: 0,
         });
         self.index.insert(key, self.culprits.len() - 1);
-        Some(self.culprits.len() - 1)
+        self.culprits.len() - 1
     }
 
     fn credit(&mut self, at: usize, ns: Nanos, end_ns: Nanos) {
