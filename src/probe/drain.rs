@@ -140,10 +140,8 @@ pub(super) fn run(
                 let cpu_before = own_thread_cpu_ns();
                 let mut rings = rings.borrow_mut();
                 let mut pacer = pacer.borrow_mut();
-                let Decoded { syms, names, .. } = &mut decoded;
-                while rings.glance(CONSUME_STEP, &mut |r| {
-                    tally.add(r, from, &mut |r| decode::culprit_named(r, syms, names));
-                }) == CONSUME_STEP
+                while rings.glance(CONSUME_STEP, &mut |r| decoded.tally(&mut tally, r, from))
+                    == CONSUME_STEP
                 {
                     if pacer.between() && !b.allows_since(began, cpu_before) {
                         break;
@@ -186,8 +184,7 @@ pub(super) fn run(
             let n = rings.consume_glanced(CONSUME_STEP, &mut |r, glanced| {
                 // Taken before the end without a glance: into the live view's time too.
                 if at_end && !last && !glanced && from > 0 {
-                    let Decoded { syms, names, .. } = &mut decoded;
-                    tally.add(&r, from, &mut |r| decode::culprit_named(r, syms, names));
+                    decoded.tally(&mut tally, &r, from);
                 }
                 decoded.push(&r);
             });
@@ -309,6 +306,13 @@ struct Decoded {
 }
 
 impl Decoded {
+    /// Adds `r` to the live view's kernel time, its culprit named as the decoder names it.
+    fn tally(&mut self, tally: &mut KernelTally, r: &js_record, from_ns: u64) {
+        tally.add(r, from_ns, &mut |r| {
+            decode::culprit_named(r, &mut self.syms, &mut self.names)
+        });
+    }
+
     /// Records too short or of an unknown kind or class are skipped, as the decoder says.
     fn push(&mut self, r: &js_record) {
         if let Some(r) = decode::decode_with(r, &mut self.syms, &mut self.names) {
