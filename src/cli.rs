@@ -178,16 +178,18 @@ pub struct RunArgs {
     #[arg(long, default_value = "10s", requires = "metrics", allow_hyphen_values = true, value_parser = parse_metrics_interval)]
     pub metrics_interval: Nanos,
 
-    /// When culprits are decided: `live`, as the run goes (the live view's culprits); or
-    /// `end`, after the workload stops — the kernel records wait in the rings meanwhile, so
-    /// the least of jitterscope runs beside the workload (for when every CPU is measured)
-    #[arg(long, value_enum, default_value_t = Attribution::Live)]
+    /// When culprits are decided: `live`, as the run goes (the live view's culprits); `end`,
+    /// after the workload stops — the kernel records wait in the rings meanwhile, so the least
+    /// of jitterscope runs beside the workload; `auto`: `end` when every CPU is measured (its
+    /// threads must share them) and nothing needs live decisions (--metrics), else `live`
+    #[arg(long, value_enum, default_value_t = Attribution::Auto)]
     pub attribution: Attribution,
 }
 
 /// `--attribution`: when a run decides its culprits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Attribution {
+    Auto,
     Live,
     End,
 }

@@ -809,7 +809,7 @@ fn advice_on_jitterscopes_own_time_says_where_its_threads_can_go() {
         ..all.clone()
     };
     let a = advice(C::SelfNoise, js, "", &[0], &at_end);
-    assert!(!a.contains("--attribution end:"), "{a}");
+    assert!(!a.contains("--attribution end"), "{a}");
     assert!(a.contains("left out of --cpus"), "{a}");
     let watch = Machine {
         tracer: Tracer::Watch,

@@ -144,7 +144,13 @@ fn stat_refresh_kworkers_are_the_top_culprit_and_explain_their_stalls() {
     // SAFETY: sync takes no arguments.
     unsafe { libc::sync() };
     let mut windows = Vec::new();
+    // Before the injector pins this thread.
+    let every_cpu_measured = nproc() == 2;
     let run = run_with("kworker", 3, || windows = inject_stat_refresh(2.3));
+    // By default the culprits wait for the end exactly where jitterscope must share the
+    // measured CPUs (`--attribution auto`).
+    let at_end = run.overhead.as_ref().is_some_and(|o| o.at_end);
+    assert_eq!(at_end, every_cpu_measured, "deciding at the end: {at_end}");
     // Each write runs two work items on the consumer's kworker: refresh_vm_stats, and the
     // flush barrier (wq_barrier_func) the write queues behind it to wait for it. Each item's
     // time is its own, so the top culprit is that kworker running one of the two.
@@ -226,7 +232,8 @@ fn a_competing_task_is_the_top_culprit_by_its_comm() {
     }
     let _cpus = exclusive();
     let mut pid = 0;
-    let run = run_with("task", 3, || {
+    // Decided live: the other tests here decide at the end where every CPU is measured.
+    let (run, _) = run_with_args("task", 3, &["--attribution", "live"], || {
         std::thread::sleep(std::time::Duration::from_millis(800));
         let hog = Competitor::start(CONSUMER);
         pid = hog.pid();
@@ -382,18 +389,21 @@ fn jitterscope_sends_no_tlb_shootdown_to_the_consumers_cpu_while_recording() {
         return;
     }
     let _cpus = exclusive();
-    let run = run_with("no-self-ipi", 8, || {});
-    let own_ipis: Vec<_> = run
-        .culprits
-        .iter()
-        .filter(|c| c.class == CulpritClass::SelfNoise && c.name.starts_with("call-function"))
-        .filter(|c| c.on_cpu(CONSUMER as u32) > 0)
-        .map(|c| format!("{} {} ({} episodes)", c.name, c.detail, c.episodes))
-        .collect();
-    assert!(
-        own_ipis.is_empty(),
-        "jitterscope interrupted the consumer's CPU: {own_ipis:?}"
-    );
+    // Deciding live (the most work beside the workload), and by default.
+    for more in [&["--attribution", "live"][..], &[]] {
+        let (run, _) = run_with_args("no-self-ipi", 8, more, || {});
+        let own_ipis: Vec<_> = run
+            .culprits
+            .iter()
+            .filter(|c| c.class == CulpritClass::SelfNoise && c.name.starts_with("call-function"))
+            .filter(|c| c.on_cpu(CONSUMER as u32) > 0)
+            .map(|c| format!("{} {} ({} episodes)", c.name, c.detail, c.episodes))
+            .collect();
+        assert!(
+            own_ipis.is_empty(),
+            "jitterscope {more:?} interrupted the consumer's CPU: {own_ipis:?}"
+        );
+    }
 }
 
 #[test]
@@ -413,15 +423,21 @@ fn deciding_at_end_decides_nothing_while_it_runs_and_names_the_same_culprit() {
         inject_stat_refresh(2.3);
     });
     // Every progress line: nothing attributed yet, the stalls waiting for the end; each
-    // second's largest transit shown as it comes, its percentiles left to the end.
+    // second's percentiles shown as it comes (read from the second held for the end).
     let lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with('[')).collect();
     assert!(!lines.is_empty(), "no progress lines:\n{stdout}");
-    assert!(
-        lines
-            .iter()
-            .all(|l| l.contains("accumulator: transit max ") && !l.contains("p50")),
-        "each second's largest transit, without percentiles:\n{stdout}"
-    );
+    for l in &lines {
+        let shown = l
+            .split(" | accumulator: transit ")
+            .nth(1)
+            .and_then(|t| t.split(" | ").next())
+            .unwrap_or_default();
+        let v: Vec<u64> = shown.split(' ').skip(1).step_by(2).map(parse_ns).collect();
+        assert!(
+            shown.starts_with("p50 ") && v.len() == 4 && v.windows(2).all(|w| w[0] <= w[1]),
+            "each second's p50, p99, p99.99 and max, in order: {l}\n{stdout}"
+        );
+    }
     intervals_held_to_the_end_are_all_there(dir.path(), &run, &stdout);
     kernel_time_shown_live_is_what_the_decisions_found(&run, &lines, &stdout);
     assert!(

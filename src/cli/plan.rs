@@ -98,6 +98,24 @@ pub fn ringbuf_bytes(requested: u64) -> u32 {
     bytes
 }
 
+/// Whether a run decides its culprits after the workload stops. `auto`: when every CPU is
+/// measured, jitterscope's threads must share them and each of their slices stalls the
+/// workload, so only what the live view needs runs beside it — unless there is nothing to
+/// decide (no probes) or something needs the decisions while the run goes on (the metrics
+/// file's culprit series).
+pub fn decides_at_end(
+    asked: Attribution,
+    probes: bool,
+    metrics: bool,
+    every_cpu_measured: bool,
+) -> bool {
+    match asked {
+        Attribution::Live => false,
+        Attribution::End => true,
+        Attribution::Auto => probes && !metrics && every_cpu_measured,
+    }
+}
+
 /// `jitterscope run`'s flags as a checked plan.
 pub fn run_plan(args: &RunArgs) -> Result<RunPlan, UsageError> {
     let Some(cpus_text) = &args.cpus else {
@@ -105,8 +123,15 @@ pub fn run_plan(args: &RunArgs) -> Result<RunPlan, UsageError> {
             "--cpus is required: give the producer's CPU then one or more consumer CPUs, e.g. --cpus 1,3".into(),
         ));
     };
-    let cpus = parse_cpus(cpus_text, &Topology::read())?;
+    let topo = Topology::read();
+    let cpus = parse_cpus(cpus_text, &topo)?;
     let metrics = metrics_plan(args.metrics.as_deref(), args.metrics_interval)?;
+    let at_end = decides_at_end(
+        args.attribution,
+        !args.no_probes,
+        metrics.is_some(),
+        topo.housekeeping(&cpus).is_empty(),
+    );
     if args.attribution == Attribution::End {
         if args.no_probes {
             return Err(UsageError(
@@ -132,7 +157,7 @@ pub fn run_plan(args: &RunArgs) -> Result<RunPlan, UsageError> {
     workload.duration_ns = args.duration;
     workload.stall_threshold_ns = threshold;
     workload.spike_threshold_ns = args.spike_threshold;
-    if args.attribution == Attribution::End {
+    if at_end {
         workload.stall_queue_capacity = crate::workload::AT_END_STALL_QUEUE;
         workload.interval_pool = crate::workload::histograms::interval_pool_at_end(
             workload.duration_ns,
@@ -151,7 +176,8 @@ pub fn run_plan(args: &RunArgs) -> Result<RunPlan, UsageError> {
         colour: colour_on_stdout(),
         probes,
         metrics,
-        attribute_at_end: args.attribution == Attribution::End,
+        attribute_at_end: at_end,
+        at_end_by_default: at_end && args.attribution == Attribution::Auto,
     })
 }
 
@@ -338,5 +364,34 @@ mod tests {
             probe_floor(&["--floor", "--floor-first"]),
             Reference::BeforeProbes
         );
+    }
+
+    #[test]
+    fn by_default_culprits_wait_for_the_end_only_where_jitterscope_must_share_the_cpus() {
+        use Attribution::{Auto, End, Live};
+        // (probes, metrics, every CPU measured)
+        let cases = [
+            (true, false, true),
+            (true, false, false),
+            (true, true, true),
+            (false, false, true),
+        ];
+        let auto: Vec<bool> = (cases.iter())
+            .map(|&(p, m, all)| decides_at_end(Auto, p, m, all))
+            .collect();
+        assert_eq!(auto, [true, false, false, false]);
+        // Asked for, either way is kept (what cannot serve is refused before this).
+        for (p, m, all) in cases {
+            assert!(decides_at_end(End, p, m, all));
+            assert!(!decides_at_end(Live, p, m, all));
+        }
+        // Unsaid, it is `auto`.
+        let Some(Command::Run(args)) = Cli::try_parse_from(["jitterscope", "run", "--cpus", "0,1"])
+            .unwrap()
+            .command
+        else {
+            panic!("not the run command");
+        };
+        assert_eq!(args.attribution, Auto);
     }
 }

@@ -88,6 +88,9 @@ pub struct LiveModel {
     /// Deciding at the end: the kernel's time on the measured CPUs so far, all culprits
     /// together — `culprits` are then that time by culprit, not yet matched to stalls.
     pub kernel_total_ns: Option<Nanos>,
+    /// Deciding at the end: task runs left out of that time because the kernel never
+    /// reported their closing switch (their span holds the workload's own run).
+    pub kernel_unseen: u64,
     /// BPF cost, when probes run and statistics are on: (ns per event, share of one CPU).
     pub bpf_cost: Option<(f64, f64)>,
     pub probes: bool,
@@ -197,9 +200,6 @@ impl LiveModel {
                     fmt_ns(s.percentile("99.99").unwrap_or(0)),
                     fmt_ns(s.max)
                 ));
-            } else if let Some(max) = c.max_history.back() {
-                // Deciding at the end, the intervals' percentiles wait for the end too.
-                line.push_str(&format!(" | {}: transit max {}", c.name, fmt_ns(*max)));
             }
         }
         line.push_str(&format!(" | stalls {}", self.stalls));

@@ -239,8 +239,12 @@ fn culprits(m: &LiveModel, rows: usize) -> Table<'static> {
         })
         .collect();
     let title = if let Some(total) = m.kernel_total_ns {
+        let unseen = match m.kernel_unseen {
+            0 => String::new(),
+            n => format!(", {n} task runs without a closing switch left out"),
+        };
         format!(
-            "kernel time on the measured CPUs by {} ({} so far; stalls decided at the end)",
+            "kernel time on the measured CPUs by {} ({} so far{unseen}; stalls decided at the end)",
             m.sort.label(),
             fmt_ns(total)
         )

@@ -45,6 +45,9 @@ pub struct RunPlan {
     /// in the probes' rings and the stalls in the workload's queues, and only the intake of
     /// its histograms runs beside it (unless a ring or a queue needs room before the end).
     pub attribute_at_end: bool,
+    /// Deciding at the end was not asked for but chosen (`--attribution auto`, the default):
+    /// every CPU is measured and nothing needs the decisions while the run goes on.
+    pub at_end_by_default: bool,
 }
 
 /// Where the run's files went.

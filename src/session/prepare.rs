@@ -59,7 +59,8 @@ pub(super) fn prepare(plan: &RunPlan, out: &mut Console) -> Result<Prepared> {
         // Unpinned workload threads float over the whole process set, not the collector's.
         cfg.float_cpus = topo.allowed.clone();
     }
-    let (housekeeping, guard) = place_collector(&cfg, &measured, &topo, out)?;
+    let (housekeeping, guard) =
+        place_collector(&cfg, &measured, &topo, plan.at_end_by_default, out)?;
     let every_cpu_measured = topo.housekeeping(&measured).is_empty();
     // Probes first: attached before the workload starts its clock, and a run that cannot
     // load them (no root) fails before it leaves any file behind.
@@ -136,6 +137,7 @@ fn place_collector(
     cfg: &WorkloadConfig,
     measured: &[Cpu],
     topo: &Topology,
+    at_end_by_default: bool,
     out: &mut Console,
 ) -> Result<(Vec<Cpu>, AffinityGuard)> {
     let mut housekeeping = topo.housekeeping(measured);
@@ -143,9 +145,14 @@ fn place_collector(
         // Every CPU is measured: jitterscope's own threads share the producer's CPU, which
         // shares with the rest of the system anyway, and keep off the consumers' CPUs.
         housekeeping = vec![cfg.producer_cpu];
+        let deciding = if at_end_by_default {
+            "; so that they do the least there, the culprits are decided after the run, and meanwhile the live view shows the kernel's time by culprit (--attribution live decides them as the run goes)"
+        } else {
+            ""
+        };
         writeln!(
             out,
-            "note: every CPU is measured ({}); jitterscope's own threads run on the producer's CPU {} and show up there as class `self` (measure a subset of CPUs on a larger machine to avoid this)",
+            "note: every CPU is measured ({}); jitterscope's own threads run on the producer's CPU {} and show up there as class `self` (measure a subset of CPUs on a larger machine to avoid this){deciding}",
             format_list(measured),
             cfg.producer_cpu
         )?;

@@ -726,7 +726,9 @@ impl Recorder {
                 if held.holding() {
                     // Deciding at the end: the box waits for the end, and the consumer
                     // rotates into one made before recording; once the pool runs low the
-                    // oldest held interval is taken now, as when deciding live.
+                    // oldest held interval is taken now, as when deciding live. The live
+                    // view still gets the second's percentiles.
+                    work.percentiles(consumer, &hists);
                     hists = held.hold(consumer, hists)?;
                     work.take(consumer, &hists, false);
                 } else {
@@ -811,6 +813,7 @@ impl Recorder {
             // The stalls wait for the end: the kernel's time by culprit so far instead.
             if let Some(k) = p.probe.as_ref().and_then(|(s, _)| s.kernel_time()) {
                 live.kernel_total_ns = Some(k.total_ns);
+                live.kernel_unseen = k.end_unseen;
                 // Every lost-record window the glances and drains saw, in the rings or not.
                 live.lost = k.lost + StallSource::counters(&p.workload).queue_drops;
                 live.culprits = kernel_rows(&k, p.record_from);
@@ -939,6 +942,9 @@ fn initial_model(plan: &RunPlan, p: &Prepared) -> LiveModel {
             })
             .collect(),
         note: match (plan.attribute_at_end, p.every_cpu_measured) {
+            (true, _) if plan.at_end_by_default => Some(
+                "every CPU is measured, so culprits are decided at the end of the run (--attribution live decides them as it goes, at a cost under `self`): meanwhile, the kernel's time by culprit".to_string(),
+            ),
             (true, _) => Some(
                 "culprits are decided at the end of the run (--attribution end): the records wait in the kernel's rings meanwhile".to_string(),
             ),
@@ -977,6 +983,22 @@ impl IntervalWork<'_> {
         if !hists.transit.is_empty() {
             self.live.push_max(consumer, hists.transit.max());
         }
+    }
+
+    /// The interval's transit percentiles for the live view, read without taking the
+    /// interval in (deciding at the end, it is held for the end): one walk of its transit
+    /// counts.
+    fn percentiles(&mut self, consumer: usize, hists: &IntervalHistograms) {
+        let pacer = &mut *self.pacer;
+        read_buckets(
+            &hists.transit,
+            &mut || {
+                pacer.between();
+            },
+            &mut self.buckets.transit,
+        );
+        self.totals[consumer].last_transit =
+            Some(Summary::brief_of(&hists.transit, &self.buckets.transit));
     }
 
     /// Everything else, which walks the histograms' counts: the run's totals, the interval

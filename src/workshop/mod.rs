@@ -80,6 +80,7 @@ fn base_plan(cfg: &WorkshopConfig) -> RunPlan {
         probes: Some(8 << 20),
         metrics: None,
         attribute_at_end: false,
+        at_end_by_default: false,
     }
 }
 
