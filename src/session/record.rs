@@ -987,18 +987,9 @@ impl IntervalWork<'_> {
 
     /// The interval's transit percentiles for the live view, read without taking the
     /// interval in (deciding at the end, it is held for the end): one walk of its transit
-    /// counts.
+    /// counts up to the highest percentile.
     fn percentiles(&mut self, consumer: usize, hists: &IntervalHistograms) {
-        let pacer = &mut *self.pacer;
-        read_buckets(
-            &hists.transit,
-            &mut || {
-                pacer.between();
-            },
-            &mut self.buckets.transit,
-        );
-        self.totals[consumer].last_transit =
-            Some(Summary::brief_of(&hists.transit, &self.buckets.transit));
+        self.totals[consumer].last_transit = Some(Summary::percentiles_only(&hists.transit));
     }
 
     /// Everything else, which walks the histograms' counts: the run's totals, the interval
