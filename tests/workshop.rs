@@ -7,6 +7,7 @@ use std::process::Command;
 use common::*;
 
 fn step(name: &str) -> String {
+    let every_cpu_measured = nproc() == 2;
     let dir = tempfile::tempdir().unwrap();
     let before = snapshot();
     let out = Command::new(env!("CARGO_BIN_EXE_jitterscope"))
@@ -36,6 +37,15 @@ fn step(name: &str) -> String {
         "workshop --step {name} left settings changed"
     );
     assert!(!dir.path().join("restore.json").exists());
+    // Nothing is shown while a step runs: where every CPU is measured, the step decides its
+    // culprits after its workload stops, as a run does by default.
+    let run = jitterscope::report::runfile::RunFile::read(&run_file_in(dir.path()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let at_end = run.overhead.as_ref().is_some_and(|o| o.at_end);
+    assert_eq!(
+        at_end, every_cpu_measured,
+        "workshop --step {name}: at the end {at_end}"
+    );
     stdout
 }
 

@@ -158,12 +158,7 @@ pub fn run_plan(args: &RunArgs) -> Result<RunPlan, UsageError> {
     workload.stall_threshold_ns = threshold;
     workload.spike_threshold_ns = args.spike_threshold;
     if at_end {
-        workload.stall_queue_capacity = crate::workload::AT_END_STALL_QUEUE;
-        workload.interval_pool = crate::workload::histograms::interval_pool_at_end(
-            workload.duration_ns,
-            workload.histogram_interval_ns,
-            workload.consumer_cpus.len(),
-        );
+        workload.hold_for_the_end();
     }
     Ok(RunPlan {
         workload,

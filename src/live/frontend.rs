@@ -30,6 +30,9 @@ pub struct Needs {
     pub run_totals: bool,
     /// The probes' BPF cost so far.
     pub bpf_cost: bool,
+    /// The latest interval's percentiles (deciding at the end they are read apart from the
+    /// interval, which waits for the end).
+    pub intervals: bool,
 }
 
 impl Needs {
@@ -39,6 +42,7 @@ impl Needs {
         feed: true,
         run_totals: true,
         bpf_cost: true,
+        intervals: true,
     };
     /// The run's plain progress line: the last interval's transit, the stall count, the top
     /// culprit.
@@ -47,6 +51,15 @@ impl Needs {
         feed: false,
         run_totals: false,
         bpf_cost: false,
+        intervals: true,
+    };
+    /// Nothing is shown while the run goes on (the workshop's steps, a watch's metrics).
+    pub const NOTHING: Needs = Needs {
+        culprits: 0,
+        feed: false,
+        run_totals: false,
+        bpf_cost: false,
+        intervals: false,
     };
     /// A watch's plain line: each thread's interruptions so far, the top culprit.
     pub const PLAIN_WATCH_LINE: Needs = Needs {
@@ -74,6 +87,10 @@ pub struct Silent;
 impl Frontend for Silent {
     fn due(&self, _now: Nanos) -> bool {
         false
+    }
+
+    fn needs(&self) -> Needs {
+        Needs::NOTHING
     }
 
     fn show(&mut self, _now: Nanos, _model: &LiveModel, _out: &mut dyn Write) -> Asked {

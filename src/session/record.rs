@@ -511,7 +511,9 @@ fn take_records(attr: &mut RunAttribution, batch: &mut Vec<Record>, pacer: &mut 
 impl Recorder {
     fn new(plan: &RunPlan, p: &Prepared, needs: Needs) -> Self {
         let cfg = &p.cfg;
-        if let Some((session, _)) = &p.probe {
+        // Deciding at the end, the drain thread glances at the records for the live view's
+        // culprits from here on: not when no culprit is shown.
+        if let Some((session, _)) = p.probe.as_ref().filter(|_| needs.culprits > 0) {
             session.set_window_from(p.record_from);
         }
         let steal_clock = p.probe.as_ref().is_some_and(|(s, _)| s.steal_clock());
@@ -677,7 +679,7 @@ impl Recorder {
     /// Everything the stall source produced since the last turn (its stalls and spikes only
     /// if `with_stalls`).
     fn drain(&mut self, p: &mut Prepared, with_stalls: bool) {
-        let run_totals = self.needs.run_totals;
+        let (run_totals, intervals) = (self.needs.run_totals, self.needs.intervals);
         let (totals, attr, live, view_totals, hlog_error, pacer, buckets, stalls) = (
             &mut self.totals,
             &mut self.attr,
@@ -728,7 +730,9 @@ impl Recorder {
                     // rotates into one made before recording; once the pool runs low the
                     // oldest held interval is taken now, as when deciding live. The live
                     // view still gets the second's percentiles.
-                    work.percentiles(consumer, &hists);
+                    if intervals {
+                        work.percentiles(consumer, &hists);
+                    }
                     hists = held.hold(consumer, hists)?;
                     work.take(consumer, &hists, false);
                 } else {

@@ -70,6 +70,18 @@ impl WorkloadConfig {
             interval_pool: POOL_PER_CONSUMER,
         }
     }
+
+    /// Deciding the culprits at the end: stall and spike queues that hold a run's worth
+    /// (`AT_END_STALL_QUEUE`), and an interval box made before recording for each second of
+    /// it (`histograms::interval_pool_at_end`). Set once the duration is.
+    pub fn hold_for_the_end(&mut self) {
+        self.stall_queue_capacity = AT_END_STALL_QUEUE;
+        self.interval_pool = histograms::interval_pool_at_end(
+            self.duration_ns,
+            self.histogram_interval_ns,
+            self.consumer_cpus.len(),
+        );
+    }
 }
 
 /// A workload thread as the probes need to know it.

@@ -45,7 +45,10 @@ pub fn run(cfg: &WorkshopConfig, out: &mut dyn Write) -> Result<()> {
     let topo = Topology::read();
     let others = topo.housekeeping(&[cfg.consumer_cpu]);
     restore_leftovers();
-    let base = base_plan(cfg);
+    let every_cpu_measured = topo
+        .housekeeping(&[cfg.producer_cpu, cfg.consumer_cpu])
+        .is_empty();
+    let base = base_plan(cfg, every_cpu_measured);
     introduce(cfg, &others, topo.online.len(), out)?;
     let course = run_steps(cfg, &base, &others, out)?;
     if course.runs.len() > 1 {
@@ -63,11 +66,17 @@ pub fn run(cfg: &WorkshopConfig, out: &mut dyn Write) -> Result<()> {
 }
 
 /// The run every step starts from: probes on, no terminal UI, the automatic stall threshold.
-fn base_plan(cfg: &WorkshopConfig) -> RunPlan {
+/// As a run's default (`--attribution auto`), the culprits are decided after each step's
+/// workload stops when every CPU is measured: nothing is shown while a step runs, and its
+/// checks read the report.
+fn base_plan(cfg: &WorkshopConfig, every_cpu_measured: bool) -> RunPlan {
     let mut workload = WorkloadConfig::new(cfg.producer_cpu, vec![cfg.consumer_cpu]);
     workload.duration_ns = cfg.duration_ns;
     workload.warmup_ns = 500_000_000;
     workload.stall_threshold_ns = auto_stall_threshold_ns();
+    if every_cpu_measured {
+        workload.hold_for_the_end();
+    }
     RunPlan {
         workload,
         label: "workshop".into(),
@@ -79,8 +88,8 @@ fn base_plan(cfg: &WorkshopConfig) -> RunPlan {
         colour: false,
         probes: Some(8 << 20),
         metrics: None,
-        attribute_at_end: false,
-        at_end_by_default: false,
+        attribute_at_end: every_cpu_measured,
+        at_end_by_default: every_cpu_measured,
     }
 }
 
