@@ -181,7 +181,8 @@ pub struct RunArgs {
     /// When culprits are decided: `live`, as the run goes (the live view's culprits); `end`,
     /// after the workload stops — the kernel records wait in the rings meanwhile, so the least
     /// of jitterscope runs beside the workload; `auto`: `end` when every CPU is measured (its
-    /// threads must share them) and nothing needs live decisions (--metrics), else `live`
+    /// threads must share them), the run is at most a minute long (what the rings hold) and
+    /// nothing needs live decisions (--metrics), else `live`
     #[arg(long, value_enum, default_value_t = Attribution::Auto)]
     pub attribution: Attribution,
 }

@@ -9,6 +9,7 @@ use super::{
     parse_cpu_list, parse_cpus, AttachOrder, Attribution, FloorArgs, NoiseArgs, ProbeArgs, RunArgs,
     Threshold, TuneArgs, UsageError, VerifyArgs, WatchArgs, WorkshopArgs,
 };
+use crate::model::Nanos;
 use crate::probe::census::CensusConfig;
 use crate::probe::Reference;
 use crate::report::files::OutputDir;
@@ -98,21 +99,21 @@ pub fn ringbuf_bytes(requested: u64) -> u32 {
     bytes
 }
 
-/// Whether a run decides its culprits after the workload stops. `auto`: when every CPU is
-/// measured, jitterscope's threads must share them and each of their slices stalls the
-/// workload, so only what the live view needs runs beside it — unless there is nothing to
-/// decide (no probes) or something needs the decisions while the run goes on (the metrics
-/// file's culprit series).
+/// Whether a run decides its culprits after the workload stops: as asked, or for `auto`
+/// as `session::at_end_by_default` says.
 pub fn decides_at_end(
     asked: Attribution,
     probes: bool,
     metrics: bool,
     every_cpu_measured: bool,
+    duration_ns: Nanos,
 ) -> bool {
     match asked {
         Attribution::Live => false,
         Attribution::End => true,
-        Attribution::Auto => probes && !metrics && every_cpu_measured,
+        Attribution::Auto => {
+            crate::session::at_end_by_default(probes, metrics, every_cpu_measured, duration_ns)
+        }
     }
 }
 
@@ -131,6 +132,7 @@ pub fn run_plan(args: &RunArgs) -> Result<RunPlan, UsageError> {
         !args.no_probes,
         metrics.is_some(),
         topo.housekeeping(&cpus).is_empty(),
+        args.duration,
     );
     if args.attribution == Attribution::End {
         if args.no_probes {
@@ -364,21 +366,25 @@ mod tests {
     #[test]
     fn by_default_culprits_wait_for_the_end_only_where_jitterscope_must_share_the_cpus() {
         use Attribution::{Auto, End, Live};
-        // (probes, metrics, every CPU measured)
+        const S: Nanos = 1_000_000_000;
+        // (probes, metrics, every CPU measured, duration)
         let cases = [
-            (true, false, true),
-            (true, false, false),
-            (true, true, true),
-            (false, false, true),
+            (true, false, true, 10 * S),
+            (true, false, true, 60 * S),
+            (true, false, false, 10 * S),
+            (true, true, true, 10 * S),
+            (false, false, true, 10 * S),
+            // Longer than the rings hold a quiet run: it would decide in bursts before the end.
+            (true, false, true, 60 * S + 1),
         ];
         let auto: Vec<bool> = (cases.iter())
-            .map(|&(p, m, all)| decides_at_end(Auto, p, m, all))
+            .map(|&(p, m, all, d)| decides_at_end(Auto, p, m, all, d))
             .collect();
-        assert_eq!(auto, [true, false, false, false]);
+        assert_eq!(auto, [true, true, false, false, false, false]);
         // Asked for, either way is kept (what cannot serve is refused before this).
-        for (p, m, all) in cases {
-            assert!(decides_at_end(End, p, m, all));
-            assert!(!decides_at_end(Live, p, m, all));
+        for (p, m, all, d) in cases {
+            assert!(decides_at_end(End, p, m, all, d));
+            assert!(!decides_at_end(Live, p, m, all, d));
         }
         // Unsaid, it is `auto`.
         let Some(Command::Run(args)) = Cli::try_parse_from(["jitterscope", "run", "--cpus", "0,1"])

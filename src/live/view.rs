@@ -154,8 +154,8 @@ fn percentiles(c: &ConsumerView, watch: bool) -> Table<'static> {
             .map(|s| fmt_ns(s.max))
             .unwrap_or_else(|| "–".into())
     };
-    // Deciding at the end, an interval's largest transit is shown as it comes (its
-    // percentiles wait for the end).
+    // The interval's largest transit: from its percentiles, or the chart's latest before
+    // they come.
     let interval_max = (c.interval.as_ref().map(|s| s.max))
         .or(c.max_history.back().copied())
         .map_or_else(|| "–".into(), fmt_ns);

@@ -136,6 +136,9 @@ struct Recorder {
     stalls: Vec<Stall>,
     /// Deciding at the end: the intervals held for the end.
     held: HeldIntervals,
+    /// Deciding at the end, a ring or a stall queue needed room before the end: from then
+    /// on the stalls are decided as the run goes.
+    outgrown: bool,
 }
 
 /// Deciding at the end, each consumer's interval histograms held until the workload stops,
@@ -563,6 +566,7 @@ impl Recorder {
                     false => 0,
                 },
             ),
+            outgrown: false,
         }
     }
 
@@ -612,13 +616,19 @@ impl Recorder {
         // or this thread asked), every stall before its records is taken in with them; and
         // the queues are emptied when half full. Nothing is decided, nor any record dropped
         // as too old, while stalls that could need it are still queued.
+        // Once a run has outgrown its rings or queues, it decides as the run goes from then on,
+        // each turn's records asked for: caught up only now and then, a noisy run's backlog
+        // of undecided stalls kept its records in memory without bound (1.2 GB in a
+        // 30-minute soak with noise injected).
         let catch_up = match p.budget.as_ref().filter(|b| b.at_end()) {
             Some(b) => {
                 let full = StallSource::queued(&p.workload) >= AT_END_QUEUED;
-                if full {
+                if full || self.outgrown {
                     b.want_records();
                 }
-                b.take_records_delivered() || full
+                let caught = b.take_records_delivered() || full;
+                self.outgrown |= caught;
+                caught
             }
             None => true,
         };
@@ -778,7 +788,7 @@ impl Recorder {
             });
         live.stalls = self.attr.book.count();
         let (undecided, oldest) = self.attr.engine.undecided_stalls();
-        live.awaiting = if live.at_end {
+        live.awaiting = if live.at_end && !self.outgrown {
             // Most wait in the workload's queues, not yet taken in.
             let waiting = undecided + StallSource::stalls_queued(&p.workload);
             (waiting > 0).then_some((waiting as u64, 0))
