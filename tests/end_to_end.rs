@@ -573,10 +573,11 @@ fn deciding_at_end_drains_early_when_a_ring_needs_room() {
     }
     let _cpus = exclusive();
     // A 256 KiB ring (4,096 records) fills to half in a few seconds of a quiet run: the drain
-    // thread empties it before it is full, and the collector decides what it can.
+    // thread empties it before it is full, and the collector decides what it can, then
+    // everything as it comes.
     let more = ["--attribution", "end", "--ringbuf-size", "256K"];
     let dir = tempfile::tempdir().unwrap();
-    let (run, stdout) = run_in(dir.path(), "at-end-early", 8, &more, || {});
+    let (run, stdout) = run_in(dir.path(), "at-end-early", 10, &more, || {});
     intervals_held_to_the_end_are_all_there(dir.path(), &run, &stdout);
     // Records taken early without a glance are in the live figure too.
     let lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with('[')).collect();
@@ -585,6 +586,16 @@ fn deciding_at_end_drains_early_when_a_ring_needs_room() {
     assert!(
         counts.iter().any(|&n| n > 0),
         "some stalls were decided before the end: {counts:?}\n{stdout}"
+    );
+    // Once the ring needed room, the run decides as it goes (each turn's records asked
+    // for): the count grows from line to line, where it stayed flat between the times the
+    // ring next needed room before ([0, 9337, 14259, 14259, 14259, 28569, 28569] in 8 s).
+    let first = counts.iter().position(|&n| n > 0).unwrap_or(counts.len());
+    let pairs: Vec<&[u64]> = counts[first..].windows(2).collect();
+    let flat = pairs.iter().filter(|w| w[1] <= w[0]).count();
+    assert!(
+        pairs.len() >= 4 && flat <= 2,
+        "decided as it goes once the ring needed room: {counts:?}\n{stdout}"
     );
     assert_eq!(
         run.lost.ring_buffer_drops, 0,
