@@ -780,7 +780,7 @@ def lost_of(rs):
     return f"records dropped {', '.join(map(str, drops))}, stalls incomplete {', '.join(map(str, incomplete))}"
 if ends:
     x = [share_of_self(r) for r in ends]
-    rows_t.append(("`self` share of stall time, quiet, `--attribution end` (the default when every CPU is measured)", "≤ 1 %", figure(x, pct1, " %"), met(median(x) <= 1.0)))
+    rows_t.append(("`self` share of stall time, quiet, `--attribution end` (the default for a run of up to a minute when every CPU is measured)", "≤ 1 %", figure(x, pct1, " %"), met(median(x) <= 1.0)))
     w = [pct_of(r["overhead"], r["overhead"]["tracer_cpu_ns"]) for r in ends]
     after = [after_ns(r["overhead"]) / 1e6 for r in ends]
     rows_t.append(("… jitterscope's threads in the window, and after the workload stopped (deciding, detaching, its files)", "",
