@@ -303,6 +303,8 @@ impl ProbeSession {
     }
 
     /// Where the run's window begins (CLOCK_MONOTONIC): the kernel time is counted from it.
+    /// 0 (before it is set, or again once a run deciding at the end outgrew its rings):
+    /// nothing is glanced at or counted.
     pub fn set_window_from(&self, from_ns: u64) {
         self.live.set_window_from(from_ns);
     }

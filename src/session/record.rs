@@ -627,7 +627,9 @@ impl Recorder {
                     b.want_records();
                 }
                 let caught = b.take_records_delivered() || full;
-                self.outgrown |= caught;
+                if caught && !self.outgrown {
+                    self.outgrow(p);
+                }
                 caught
             }
             None => true,
@@ -684,6 +686,24 @@ impl Recorder {
             }
             self.cpu_last = sample.or(self.cpu_last);
         }
+    }
+
+    /// Deciding at the end, a ring or a stall queue needed room before the end: from now on
+    /// the stalls are decided as the run goes, and the live view shows their culprits, as
+    /// when deciding live — the glance at the records for their kernel time stops.
+    fn outgrow(&mut self, p: &Prepared) {
+        self.outgrown = true;
+        if let Some((session, _)) = &p.probe {
+            session.set_window_from(0);
+        }
+        let live = &mut self.live;
+        live.at_end = false;
+        live.kernel_total_ns = None;
+        live.kernel_unseen = 0;
+        live.culprits.clear();
+        live.note = Some(
+            "a record ring or a stall queue needed room before the end: the culprits are decided as the run goes from here on".to_string(),
+        );
     }
 
     /// Everything the stall source produced since the last turn (its stalls and spikes only
@@ -788,7 +808,7 @@ impl Recorder {
             });
         live.stalls = self.attr.book.count();
         let (undecided, oldest) = self.attr.engine.undecided_stalls();
-        live.awaiting = if live.at_end && !self.outgrown {
+        live.awaiting = if live.at_end {
             // Most wait in the workload's queues, not yet taken in.
             let waiting = undecided + StallSource::stalls_queued(&p.workload);
             (waiting > 0).then_some((waiting as u64, 0))
