@@ -136,9 +136,6 @@ struct Recorder {
     stalls: Vec<Stall>,
     /// Deciding at the end: the intervals held for the end.
     held: HeldIntervals,
-    /// Deciding at the end, a ring or a stall queue needed room before the end: from then
-    /// on the stalls are decided as the run goes.
-    outgrown: bool,
 }
 
 /// Deciding at the end, each consumer's interval histograms held until the workload stops,
@@ -566,7 +563,6 @@ impl Recorder {
                     false => 0,
                 },
             ),
-            outgrown: false,
         }
     }
 
@@ -623,11 +619,13 @@ impl Recorder {
         let catch_up = match p.budget.as_ref().filter(|b| b.at_end()) {
             Some(b) => {
                 let full = StallSource::queued(&p.workload) >= AT_END_QUEUED;
-                if full || self.outgrown {
+                // The live view stops showing the run as deciding at the end once it outgrew.
+                let outgrown = !self.live.at_end;
+                if full || outgrown {
                     b.want_records();
                 }
                 let caught = b.take_records_delivered() || full;
-                if caught && !self.outgrown {
+                if caught && !outgrown {
                     self.outgrow(p);
                 }
                 caught
@@ -692,7 +690,6 @@ impl Recorder {
     /// the stalls are decided as the run goes, and the live view shows their culprits, as
     /// when deciding live — the glance at the records for their kernel time stops.
     fn outgrow(&mut self, p: &Prepared) {
-        self.outgrown = true;
         if let Some((session, _)) = &p.probe {
             session.set_window_from(0);
         }
