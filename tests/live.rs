@@ -40,6 +40,7 @@ fn model() -> LiveModel {
         lost: 0,
         kernel_total_ns: None,
         kernel_unseen: 0,
+        worst_spike: None,
         bpf_cost: Some((175.0, 0.0004)),
         probes: true,
         consumers: vec![ConsumerView {
@@ -219,6 +220,25 @@ fn stalls_waiting_for_the_end_are_counted_as_such() {
         t.contains("(9.80ms so far, 3 task runs without a closing switch left out; stalls decided at the end)"),
         "{t}"
     );
+    // The spikes: the feed's title says they are shown by the kernel's time in their window,
+    // and the line shows the second's largest.
+    assert!(
+        t.contains("latest spikes, by the kernel's time in each one's window"),
+        "{t}"
+    );
+    let worst = "+11.500000s  accumulator message 191.0µs in transit: kernel on consumer CPU 3 182.4µs: kworker/3:1 refresh_vm_stats 171.0µs (90%)";
+    m.worst_spike = Some(worst.into());
+    let line = m.plain_line();
+    assert!(
+        line.contains(&format!(" | worst spike {worst} | top kernel time: ")),
+        "{line}"
+    );
+    // Deciding live, the feed is the decided spikes'.
+    let t = text(&render(&model(), 200, 36));
+    assert!(
+        t.contains("latest spikes") && !t.contains("each one's window"),
+        "{t}"
+    );
 }
 
 /// The real terminal: the culprits table names the injected kworker while it runs; at the end
@@ -230,7 +250,11 @@ fn under_tmux_the_live_view_names_the_injected_kworker_and_restores_the_terminal
     {
         return;
     }
-    live_view_names_the_injected_kworker("--attribution live", "culprits by total");
+    live_view_names_the_injected_kworker(
+        "--attribution live",
+        "culprits by total",
+        "latest spikes",
+    );
 }
 
 /// The same by default: where every CPU is measured (`--cpus 0,1` on two CPUs) the culprits
@@ -240,17 +264,21 @@ fn under_tmux_the_default_live_view_names_the_injected_kworker() {
     if skip_bpf("under_tmux_the_default_live_view_names_the_injected_kworker") || nproc() < 2 {
         return;
     }
-    let title = if nproc() == 2 {
-        "kernel time on the measured CPUs by total"
+    let (title, feed) = if nproc() == 2 {
+        (
+            "kernel time on the measured CPUs by total",
+            "latest spikes, by the kernel's time in each one's window",
+        )
     } else {
-        "culprits by total"
+        ("culprits by total", "latest spikes")
     };
-    live_view_names_the_injected_kworker("", title);
+    live_view_names_the_injected_kworker("", title, feed);
 }
 
 /// Runs `jitterscope --cpus 0,1 {flags}` under tmux while `stat_refresh` is written from CPU
-/// 0: the table titled `title` must name the kworker, and the run must end cleanly.
-fn live_view_names_the_injected_kworker(flags: &str, title: &str) {
+/// 0: the table titled `title` must name the kworker, the feed titled `feed` list spikes, and
+/// the run must end cleanly.
+fn live_view_names_the_injected_kworker(flags: &str, title: &str, feed: &str) {
     if Command::new("tmux").arg("-V").output().is_err() {
         panic!("tmux is needed for this test (scripts/deps.sh installs it)");
     }
@@ -273,14 +301,15 @@ fn live_view_names_the_injected_kworker(flags: &str, title: &str) {
         }
         std::thread::sleep(Duration::from_millis(100));
         let pane = tmux.screen();
-        if pane.contains("refresh_vm_stats") && pane.contains(title) {
+        let spikes = pane.contains(feed) && pane.contains(" in transit: ");
+        if pane.contains("refresh_vm_stats") && pane.contains(title) && spikes {
             seen = pane;
             break;
         }
     }
     assert!(
         seen.contains("kworker") && seen.contains("refresh_vm_stats"),
-        "the table `{title}` never showed refresh_vm_stats:\n{}",
+        "the table `{title}` never showed refresh_vm_stats with spikes under `{feed}`:\n{}",
         tmux.screen()
     );
     // Wait for the end of the run and the report.

@@ -282,11 +282,11 @@ fn feed(m: &LiveModel, rows: usize) -> List<'static> {
         .take(rows)
         .map(|l| ListItem::new(l.clone()))
         .collect();
-    List::new(items).block(
-        Block::default()
-            .borders(Borders::ALL)
-            .title("latest spikes"),
-    )
+    let title = match m.at_end && m.kernel_total_ns.is_some() {
+        true => "latest spikes, by the kernel's time in each one's window (their culprits are decided at the end)",
+        false => "latest spikes",
+    };
+    List::new(items).block(Block::default().borders(Borders::ALL).title(title))
 }
 
 fn footer(m: &LiveModel) -> Paragraph<'static> {

@@ -120,6 +120,9 @@ pub(super) fn run(
     let mut last_fill = 0.0f64;
     // `--attribution end`: the kernel's time by culprit, for the live view (see `tally`).
     let mut tally = KernelTally::default();
+    if let Some(recent) = live.recent() {
+        tally.keep_pieces(recent.clone());
+    }
     let at_end = budget.as_ref().is_some_and(|b| b.at_end());
     // `last`: the drain after the probes detached, whatever the budget.
     let mut drain = |last: bool| {
@@ -140,13 +143,17 @@ pub(super) fn run(
                 let cpu_before = own_thread_cpu_ns();
                 let mut rings = rings.borrow_mut();
                 let mut pacer = pacer.borrow_mut();
-                while rings.glance(CONSUME_STEP, &mut |r| decoded.tally(&mut tally, r, from))
-                    == CONSUME_STEP
-                {
-                    if pacer.between() && !b.allows_since(began, cpu_before) {
-                        break;
+                let read_all = loop {
+                    if rings.glance(CONSUME_STEP, &mut |r| decoded.tally(&mut tally, r, from))
+                        < CONSUME_STEP
+                    {
+                        break true;
                     }
-                }
+                    if pacer.between() && !b.allows_since(began, cpu_before) {
+                        break false;
+                    }
+                };
+                tally.hand_pieces(read_all.then_some(began));
                 live.set_kernel_time(tally.top(tally::LISTED));
                 b.spend(own_thread_cpu_ns().saturating_sub(cpu_before));
                 return;
@@ -220,6 +227,7 @@ pub(super) fn run(
         if let Some(b) = budget.as_ref().filter(|b| b.at_end()) {
             b.records_delivered();
             if !last {
+                tally.hand_pieces(emptied.then_some(began));
                 live.set_kernel_time(tally.top(tally::LISTED));
             }
         }

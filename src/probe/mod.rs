@@ -13,6 +13,7 @@ pub mod decode;
 mod drain;
 pub mod kallsyms;
 mod load;
+pub mod recent;
 pub mod rings;
 mod stats;
 pub mod steal;
@@ -85,6 +86,9 @@ pub struct ProbeConfig {
     /// read on sched_switch, an empty program and a clock read on local_timer_entry), and
     /// where they run; reported apart from the probes' costs (`ProbeSummary::floor`).
     pub floor: Reference,
+    /// Deciding at the end, for a live view that lists the latest spikes: the episodes the
+    /// glances take are kept a few seconds (`recent`), room for them made at the start.
+    pub spike_windows: bool,
 }
 
 /// The reference programs (`probe --floor`): not loaded, or attached after the probes' own
@@ -112,6 +116,7 @@ impl ProbeConfig {
             faults: true,
             budget: None,
             floor: Reference::Off,
+            spike_windows: false,
         }
     }
 }
@@ -219,7 +224,11 @@ impl ProbeSession {
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);
         // One beat pending at most: a collector that missed several takes one turn for all.
         let (drained_tx, drained) = mpsc::sync_channel(1);
-        let live = Arc::new(stats::LiveCostCell::default());
+        let recent = cfg.spike_windows.then(|| {
+            let room = cfg.cpus.iter().max().map_or(0, |&c| c as usize + 1);
+            Arc::new(std::sync::Mutex::new(recent::RecentKernel::with_room(room)))
+        });
+        let live = Arc::new(stats::LiveCostCell::with_recent(recent));
         let live_thread = live.clone();
         let batches = drain::Batches {
             out: batch_tx,
@@ -300,6 +309,12 @@ impl ProbeSession {
     /// goes.
     pub fn kernel_time(&self) -> Option<tally::KernelTime> {
         self.live.kernel_time()
+    }
+
+    /// Deciding at the end, with `spike_windows`: the kernel's recent episodes on the
+    /// measured CPUs, to explain a spike by the kernel time in its window (see `recent`).
+    pub fn recent_kernel(&self) -> Option<std::sync::MutexGuard<'_, recent::RecentKernel>> {
+        self.live.recent()?.lock().ok()
     }
 
     /// Where the run's window begins (CLOCK_MONOTONIC): the kernel time is counted from it.

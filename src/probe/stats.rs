@@ -4,12 +4,13 @@
 
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use libbpf_rs::skel::Skel;
 
 use super::load::{tracepoint_of, FLOOR_PREFIX};
+use super::recent::RecentKernel;
 use super::tally::KernelTime;
 use super::JitterscopeSkel;
 use crate::platform::pace::Pacer;
@@ -56,9 +57,23 @@ pub struct LiveCostCell {
     kernel_time: Mutex<Option<KernelTime>>,
     /// Where the run's window begins (CLOCK_MONOTONIC), once the collector said so.
     window_from: AtomicU64,
+    /// Deciding at the end, for the live view's spike feed: the recent episodes (`recent`).
+    recent: Option<Arc<Mutex<RecentKernel>>>,
 }
 
 impl LiveCostCell {
+    pub fn with_recent(recent: Option<Arc<Mutex<RecentKernel>>>) -> LiveCostCell {
+        LiveCostCell {
+            recent,
+            ..Default::default()
+        }
+    }
+
+    /// The recent episodes, when they are kept.
+    pub fn recent(&self) -> Option<&Arc<Mutex<RecentKernel>>> {
+        self.recent.as_ref()
+    }
+
     /// The kernel's time by culprit at the latest glance.
     pub fn kernel_time(&self) -> Option<KernelTime> {
         self.kernel_time.lock().ok().and_then(|k| k.clone())

@@ -12,7 +12,10 @@ use crate::platform::fast_hash::FastMap;
 
 use super::abi::{Class, Kind};
 use super::decode::{end_unseen, Made};
+use super::recent::{Piece, RecentKernel};
 use super::skel::types::js_record;
+use crate::model::Cpu;
+use std::sync::{Arc, Mutex};
 
 /// Culprits given to the live view, at most (a terminal shows fewer: it sorts them its own
 /// ways).
@@ -57,7 +60,7 @@ const UNCLAIMED_KEPT: usize = 256;
 const MADE_KEPT: usize = 4096;
 
 /// Culprits told apart, at most (the rest of each class share a row named `OTHERS`).
-const CULPRITS_KEPT: usize = 4096;
+pub(super) const CULPRITS_KEPT: usize = 4096;
 /// The name of a class's row for the culprits past `CULPRITS_KEPT`.
 const OTHERS: &str = "others (past the culprits told apart)";
 
@@ -90,9 +93,50 @@ pub struct KernelTally {
     total_ns: Nanos,
     lost: u64,
     end_unseen: u64,
+    /// Where each episode's pieces go for the live view's spike windows (`recent`), when
+    /// it shows them, and those not handed over yet.
+    recent: Option<Arc<Mutex<RecentKernel>>>,
+    pieces: Vec<(Cpu, Piece)>,
 }
 
+/// Pieces gathered before they are handed to `RecentKernel` under its lock (made ahead:
+/// the buffer never grows while recording).
+const PIECES_HANDED: usize = 4096;
+
 impl KernelTally {
+    /// Keeps each episode's pieces for the live view's spike windows too.
+    pub fn keep_pieces(&mut self, recent: Arc<Mutex<RecentKernel>>) {
+        self.recent = Some(recent);
+        self.pieces = Vec::with_capacity(PIECES_HANDED);
+    }
+
+    /// Hands the pieces gathered since the last call over, with the culprits named since;
+    /// `complete_to_ns`: when the glance that took them began, if it read every ring to its
+    /// end.
+    pub fn hand_pieces(&mut self, complete_to_ns: Option<Nanos>) {
+        let Some(recent) = &self.recent else {
+            return;
+        };
+        let Ok(mut r) = recent.lock() else {
+            return;
+        };
+        let mut names: Vec<Naming> = self.culprits[r.named().min(self.culprits.len())..]
+            .iter()
+            .map(|c| (c.class, c.name.clone(), c.detail.clone()))
+            .collect();
+        r.add(&mut self.pieces, &mut names, complete_to_ns);
+    }
+
+    fn piece(&mut self, cpu: u32, piece: Piece) {
+        if self.recent.is_none() {
+            return;
+        }
+        if self.pieces.len() == PIECES_HANDED {
+            self.hand_pieces(None);
+        }
+        self.pieces.push((cpu, piece));
+    }
+
     /// Adds a record; only its time from `from_ns` on counts (the run's window). `name`
     /// gives an interruption record's culprit (`decode::culprit_named`), asked once for each
     /// distinct naming. A task's run whose closing switch the probes did not see
@@ -112,28 +156,39 @@ impl KernelTally {
         match Kind::from_code(r.kind) {
             Some(Kind::Interruption) if end_unseen(r) => {
                 // What the probes took as nested in it (the timer ticks of the workload's
-                // run it holds among them) goes to its own culprits, as always.
-                self.claim(r, from_ns);
+                // run it holds among them) goes to its own culprits, as always. A spike's
+                // window has none of the workload's run in it (the thread would have taken
+                // the message): there, the run's time is kept (`recent`).
+                self.interruption(r, from_ns, name, false);
                 self.end_unseen += 1;
             }
-            Some(Kind::Interruption) => self.interruption(r, from_ns, name),
+            Some(Kind::Interruption) => self.interruption(r, from_ns, name, true),
             Some(Kind::Steal) if r.id > 0 => {
                 let (name, detail): (Text, Text) =
                     (HYPERVISOR_NAME.into(), hypervisor_detail(r.cpu).into());
                 let at = self.culprit((CulpritClass::Hypervisor, name, detail));
                 self.credit(at, r.id, r.end_ns);
+                let span = (r.start_ns, r.end_ns.max(r.start_ns));
+                let grown = r.id.min(span.1 - span.0);
+                self.piece(r.cpu, Piece::new(span, grown, at as u32, false));
             }
             Some(Kind::Lost) => self.lost += r.id,
             _ => {}
         }
     }
 
+    /// `counted`: into the culprit's time (else only the pieces kept for spike windows).
     fn interruption(
         &mut self,
         r: &js_record,
         from_ns: Nanos,
         name: &mut dyn FnMut(&js_record) -> Option<Naming>,
+        counted: bool,
     ) {
+        if !counted && self.recent.is_none() {
+            self.claim(r, from_ns, None);
+            return;
+        }
         let made = Made::of(r);
         let class = (r.class_ as usize).min(CLASS_CODES - 1);
         let at = match self.last[class] {
@@ -143,6 +198,9 @@ impl KernelTally {
                     Some(&at) => at,
                     None => {
                         let Some(at) = name(r).map(|key| self.culprit(key)) else {
+                            if !counted {
+                                self.claim(r, from_ns, None);
+                            }
                             return;
                         };
                         if self.by_made.len() >= MADE_KEPT {
@@ -157,7 +215,14 @@ impl KernelTally {
             }
         };
         let (start, end) = (r.start_ns.max(from_ns), r.end_ns.max(r.start_ns));
-        let inside = self.claim(r, from_ns);
+        let inside = self.claim(r, from_ns, Some(at));
+        self.piece(
+            r.cpu,
+            Piece::new((r.start_ns, end), end - r.start_ns, at as u32, false),
+        );
+        if !counted {
+            return;
+        }
         let waiting = &mut self.nested[r.cpu as usize];
         if r.parent != Class::None as u16 {
             if waiting.len() == UNCLAIMED_KEPT {
@@ -174,21 +239,29 @@ impl KernelTally {
 
     /// Takes the episodes nested in `r` off its CPU's waiting list; returns their time in
     /// the window. Records of a CPU come in the order their episodes ended: what is nested in
-    /// one came before it, naming its class as the parent.
-    fn claim(&mut self, r: &js_record, from_ns: Nanos) -> Nanos {
+    /// one came before it, naming its class as the parent. With `r`'s culprit (`of`), each
+    /// is a piece taken off it.
+    fn claim(&mut self, r: &js_record, from_ns: Nanos, of: Option<usize>) -> Nanos {
         let cpu = r.cpu as usize;
         if self.nested.len() <= cpu {
             self.nested.resize_with(cpu + 1, Vec::new);
         }
         let (start, end) = (r.start_ns.max(from_ns), r.end_ns.max(r.start_ns));
         let mut inside: Nanos = 0;
-        self.nested[cpu].retain(|n| {
+        let debit_of = if self.recent.is_some() { of } else { None };
+        let mut waiting = std::mem::take(&mut self.nested[cpu]);
+        waiting.retain(|n| {
             let claimed = n.parent == r.class_ && n.start_ns >= r.start_ns && n.end_ns <= end;
             if claimed {
                 inside += n.end_ns - n.start_ns.max(start).min(n.end_ns);
+                if let Some(at) = debit_of {
+                    let span = (n.start_ns, n.end_ns);
+                    self.piece(r.cpu, Piece::new(span, span.1 - span.0, at as u32, true));
+                }
             }
             !claimed
         });
+        self.nested[cpu] = waiting;
         inside
     }
 
@@ -234,7 +307,11 @@ impl KernelTally {
     /// The `n` culprits with the most time, most first, and the totals.
     pub fn top(&self, n: usize) -> KernelTime {
         // Indices sorted, the listed culprits copied: up to `CULPRITS_KEPT` each second.
-        let mut order: Vec<usize> = (0..self.culprits.len()).collect();
+        // A culprit named only for the spike windows (a run whose end was not seen) has no
+        // time here.
+        let mut order: Vec<usize> = (0..self.culprits.len())
+            .filter(|&i| self.culprits[i].episodes > 0)
+            .collect();
         order.sort_by_key(|&i| std::cmp::Reverse(self.culprits[i].ns));
         KernelTime {
             culprits: order
@@ -375,6 +452,64 @@ mod tests {
         assert_eq!(ns_of(&all, "before"), Option::None);
         assert_eq!(ns_of(&all, "unseen"), Option::None);
         assert_eq!(ns_of(&all, "local timer"), Some(10));
+    }
+
+    #[test]
+    fn kept_pieces_give_a_window_each_culprits_own_time_and_an_unseen_end_only_there() {
+        use Class::*;
+        let recent = Arc::new(Mutex::new(RecentKernel::with_room(2)));
+        let mut t = KernelTally::default();
+        t.keep_pieces(recent.clone());
+        // A kworker 1000–2000 with an IRQ 1100–1150 nested in it; a task run 3000–5000 whose
+        // closing switch was not seen, with a tick 3500–3510 nested in it; steal 6000–7000
+        // that grew 400.
+        let mut unseen = ep(1, Task, "unseen", (3000, 5000), None);
+        unseen.flags = F_END_UNSEEN;
+        let steal = js_record {
+            kind: Kind::Steal as u32,
+            cpu: 1,
+            start_ns: 6000,
+            end_ns: 7000,
+            id: 400,
+            ..Default::default()
+        };
+        add_all(
+            &mut t,
+            &[
+                ep(0, Irq, "irq", (1100, 1150), Kworker),
+                ep(0, Kworker, "kworker/0:1", (1000, 2000), None),
+                ep(1, TimerTick, "local timer", (3500, 3510), Task),
+                unseen,
+                steal,
+            ],
+            0,
+        );
+        t.hand_pieces(Some(8000));
+        let r = recent.lock().unwrap();
+        assert_eq!(r.complete_to_ns(), 8000);
+        let names = |w: super::super::recent::WindowTime| -> Vec<(String, Nanos)> {
+            w.culprits
+                .into_iter()
+                .map(|(n, ns)| (n.1.to_string(), ns))
+                .collect()
+        };
+        assert_eq!(
+            names(r.window(0, 1000, 1500)),
+            vec![("kworker/0:1".into(), 450), ("irq".into(), 50)]
+        );
+        assert_eq!(
+            names(r.window(1, 3400, 3600)),
+            vec![("unseen".into(), 190), ("local timer".into(), 10)]
+        );
+        assert_eq!(
+            names(r.window(1, 6500, 7000)),
+            vec![(HYPERVISOR_NAME.into(), 200)]
+        );
+        // The run whose end was not seen has no time of its own in the tally.
+        let top = t.top(10);
+        assert_eq!(ns_of(&top, "unseen"), Option::None);
+        assert_eq!(top.total_ns, 1000 + 10 + 400);
+        assert_eq!(top.end_unseen, 1);
     }
 
     #[test]

@@ -7,7 +7,8 @@ use super::runfile::{
 };
 use crate::attribution::run::RunAttribution;
 use crate::attribution::{RankedCulprit, Share, SpikeVerdict, Verdict};
-use crate::model::ThreadRole;
+use crate::model::{Cpu, Spike, ThreadRole};
+use crate::probe::recent::{RecentKernel, WindowTime};
 use crate::probe::{AttachState, AttachStatus, ProbeSummary};
 
 /// `accumulator`, `journaller`, `consumer-3` … by consumer index.
@@ -68,6 +69,53 @@ pub fn spike_entry(v: &SpikeVerdict, probes_on: bool) -> SpikeEntry {
         producer_culprits: culprits(&v.producer_culprits, probes_on),
         consumer_culprits: culprits(&v.consumer_culprits, probes_on),
     }
+}
+
+/// Deciding at the end, a spike as the live view shows it until its culprits are decided:
+/// the kernel time inside its window on both CPUs, from the records glanced at so far
+/// (`probe::recent`). As the engine does with stalls: an episode on the producer's CPU at the
+/// publication held the message until the kernel let that CPU go; what ran on the consumer's
+/// CPU from then to the receipt kept the consumer from it. True when part of the window's
+/// records were let go for room.
+pub fn kernel_window_spike(
+    spike: &Spike,
+    (producer_cpu, consumer_cpu): (Cpu, Cpu),
+    recent: &RecentKernel,
+) -> (SpikeEntry, bool) {
+    let (a, b) = (spike.publish_ns, spike.receive_ns.max(spike.publish_ns));
+    let transit = b - a;
+    let held = recent.held_from(producer_cpu, a, b);
+    let producer = recent.window(producer_cpu, a, held);
+    let consumer = recent.window(consumer_cpu, held, b);
+    let entries = |w: &WindowTime| -> Vec<StallCulprit> {
+        w.culprits
+            .iter()
+            .map(|((class, name, detail), ns)| StallCulprit {
+                class: *class,
+                name: name.to_string(),
+                detail: detail.to_string(),
+                via: String::new(),
+                measured_ns: *ns,
+                inferred_ns: 0,
+                host_ns: 0,
+                episodes: 1,
+                share: *ns as f64 / transit.max(1) as f64,
+            })
+            .collect()
+    };
+    let entry = SpikeEntry {
+        consumer: consumer_key(spike.consumer as usize),
+        producer_cpu,
+        consumer_cpu,
+        publish_ns: a,
+        receive_ns: b,
+        transit_ns: transit,
+        producer_stalled_ns: held - a,
+        consumer_stalled_ns: consumer.total_ns(),
+        producer_culprits: entries(&producer),
+        consumer_culprits: entries(&consumer),
+    };
+    (entry, producer.partial || consumer.partial)
 }
 
 /// A run-wide ranking row as the run file stores it.

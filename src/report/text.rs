@@ -194,6 +194,47 @@ pub fn spike_line(record_from_ns: u64, sp: &super::runfile::SpikeEntry) -> Strin
     )
 }
 
+/// Deciding at the end, a spike by the kernel time in its window (`build::kernel_window_spike`;
+/// the live view's feed says so in its title): `+4.598087s  accumulator message 4.05ms in
+/// transit: kernel on consumer CPU 1 4.03ms: kdamond.0 4.01ms (99%), …`.
+pub fn kernel_window_spike_line(
+    record_from_ns: u64,
+    sp: &super::runfile::SpikeEntry,
+    partial: bool,
+) -> String {
+    let mut sides = Vec::new();
+    if sp.producer_stalled_ns > 0 {
+        sides.push(format!(
+            "producer CPU {} held it {}: {}",
+            sp.producer_cpu,
+            fmt_ns(sp.producer_stalled_ns),
+            causes_of(&sp.producer_culprits)
+        ));
+    }
+    if sp.consumer_stalled_ns > 0 {
+        sides.push(format!(
+            "kernel on consumer CPU {} {}: {}",
+            sp.consumer_cpu,
+            fmt_ns(sp.consumer_stalled_ns),
+            causes_of(&sp.consumer_culprits)
+        ));
+    }
+    if sides.is_empty() {
+        sides.push("no kernel time on either CPU in its window".into());
+    }
+    let mut line = format!(
+        "+{:.6}s  {} message {} in transit: {}",
+        sp.publish_ns.saturating_sub(record_from_ns) as f64 / 1e9,
+        sp.consumer,
+        fmt_ns(sp.transit_ns),
+        sides.join("; ")
+    );
+    if partial {
+        line.push_str(" [partly: older kernel records were let go for room]");
+    }
+    line
+}
+
 /// One row of the culprit tables: a culprit's measured time, or its inferred time on a row of
 /// its own.
 struct CulpritRow<'a> {

@@ -16,14 +16,14 @@ use crate::attribution::run::RunAttribution;
 use crate::live::frontend::{Frontend, Needs};
 use crate::live::model::ConsumerView;
 use crate::live::{CulpritRow, LiveModel};
-use crate::model::{Ended, Nanos, Stall};
+use crate::model::{Ended, Nanos, Spike, Stall};
 use crate::platform::clock::monotonic_ns;
 use crate::platform::clock::own_thread_cpu_ns;
 use crate::platform::heap::HeapKeeper;
 use crate::platform::pace::Pacer;
 use crate::probe::decode::Record;
 use crate::probe::{AttachStatus, ProbeBatch, ProbeSession, ProbeSummary};
-use crate::report::build::{consumer_key, spike_entry};
+use crate::report::build::{consumer_key, kernel_window_spike, spike_entry};
 use crate::report::hlog::HlogWriter;
 use crate::report::metrics::{ConsumerSeries, Exposure, MetricsFile, Mode};
 use crate::report::text::{self, inferred_row_name};
@@ -136,7 +136,20 @@ struct Recorder {
     stalls: Vec<Stall>,
     /// Deciding at the end: the intervals held for the end.
     held: HeldIntervals,
+    /// Deciding at the end: the latest spikes seen in the workload's queues and not shown
+    /// yet (they wait for a glance at the rings past their receipt).
+    peeked: VecDeque<Spike>,
+    /// Where the last look at each consumer's spike queue stopped.
+    spikes_seen: Vec<usize>,
 }
+
+/// Deciding at the end, spikes the live view lists each turn by the kernel time in their
+/// window (the latest: as many as a turn deciding live lists).
+const WINDOWS_SHOWN: usize = 20;
+/// Spikes peeked at and waiting to be shown, at most (the oldest go first).
+const PEEKED_KEPT: usize = 64;
+/// Culprits of each CPU the plain line names for the turn's largest spike.
+const WORST_SPIKE_CULPRITS: usize = 3;
 
 /// Deciding at the end, each consumer's interval histograms held until the workload stops,
 /// oldest first, at most `up_to` each: the boxes made before recording beyond those the
@@ -556,6 +569,8 @@ impl Recorder {
             needs,
             buckets: IntervalBuckets::default(),
             stalls: Vec::with_capacity(STALLS_KEPT),
+            peeked: VecDeque::with_capacity(PEEKED_KEPT + 1),
+            spikes_seen: vec![0; cfg.consumer_cpus.len()],
             held: HeldIntervals::new(
                 cfg.consumer_cpus.len(),
                 match plan.attribute_at_end {
@@ -856,18 +871,87 @@ impl Recorder {
                     pacer.between();
                 });
         }
+        if live.at_end {
+            self.kernel_window_spikes(p);
+            return;
+        }
         // Each spike once: those decided since the last look (the latest few).
         let fresh = std::mem::take(&mut self.attr.fresh_spikes);
         if !self.needs.feed {
             return;
         }
+        let live = &mut self.live;
         for v in &fresh {
-            pacer.between();
+            self.pacer.between();
             let line = text::spike_line(p.record_from, &spike_entry(v, self.attr.probes_on));
             if live.feed.back() != Some(&line) {
                 live.push_feed(line);
             }
         }
+    }
+}
+
+impl Recorder {
+    /// Deciding at the end, the latest spikes into the live view's feed, each by the kernel
+    /// time in its window (`build::kernel_window_spike`) once the glances at the rings have
+    /// gone past its receipt: within a turn of it.
+    fn kernel_window_spikes(&mut self, p: &Prepared) {
+        self.live.worst_spike = None;
+        if !self.needs.feed && !self.needs.worst_spike {
+            return;
+        }
+        let Some(recent) = p.probe.as_ref().and_then(|(s, _)| s.recent_kernel()) else {
+            return;
+        };
+        let peeked = &mut self.peeked;
+        StallSource::peek_spikes(&p.workload, &mut self.spikes_seen, &mut |s| {
+            peeked.push_back(*s);
+            if peeked.len() > PEEKED_KEPT {
+                peeked.pop_front();
+            }
+        });
+        let complete = recent.complete_to_ns();
+        let ready = peeked.iter().filter(|s| s.receive_ns < complete).count();
+        let skip = match self.needs.feed {
+            true => ready.saturating_sub(WINDOWS_SHOWN),
+            false => ready,
+        };
+        let cfg = &p.cfg;
+        let cpus = |s: &Spike| {
+            let consumer_cpu = cfg.consumer_cpus.get(s.consumer as usize)?;
+            Some((cfg.producer_cpu, *consumer_cpu))
+        };
+        for s in peeked.iter().filter(|s| s.receive_ns < complete).skip(skip) {
+            let Some(cpus) = cpus(s) else {
+                continue;
+            };
+            self.pacer.between();
+            let (entry, partial) = kernel_window_spike(s, cpus, &recent);
+            self.live.push_feed(text::kernel_window_spike_line(
+                p.record_from,
+                &entry,
+                partial,
+            ));
+        }
+        let worst = peeked
+            .iter()
+            .filter(|s| s.receive_ns < complete)
+            .max_by_key(|s| s.transit_ns());
+        if let Some((s, cpus)) = worst
+            .filter(|_| self.needs.worst_spike)
+            .and_then(|s| Some((s, cpus(s)?)))
+        {
+            let (mut entry, partial) = kernel_window_spike(s, cpus, &recent);
+            entry.producer_culprits.truncate(WORST_SPIKE_CULPRITS);
+            entry.consumer_culprits.truncate(WORST_SPIKE_CULPRITS);
+            self.live.worst_spike = Some(text::kernel_window_spike_line(
+                p.record_from,
+                &entry,
+                partial,
+            ));
+        }
+        drop(recent);
+        peeked.retain(|s| s.receive_ns >= complete);
     }
 }
 

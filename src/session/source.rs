@@ -6,7 +6,7 @@
 
 use std::sync::atomic::Ordering::Relaxed;
 
-use crate::model::Nanos;
+use crate::model::{Nanos, Spike};
 use crate::system::cputime;
 use crate::workload::histograms::IntervalHistograms;
 use crate::workload::{Output, Workload};
@@ -46,6 +46,10 @@ pub trait StallSource {
     fn stalls_queued(&self) -> usize {
         0
     }
+    /// Shows `each` the spikes the source holds since the last look (`seen`: where each
+    /// queue's last look stopped), leaving them queued (a source that holds none shows
+    /// nothing).
+    fn peek_spikes(&self, _seen: &mut [usize], _each: &mut dyn FnMut(&Spike)) {}
     /// True once every thread of the source has ended.
     fn finished(&self) -> bool;
     fn request_stop(&self);
@@ -77,6 +81,10 @@ impl StallSource for Workload {
 
     fn stalls_queued(&self) -> usize {
         Workload::stalls_queued(self)
+    }
+
+    fn peek_spikes(&self, seen: &mut [usize], each: &mut dyn FnMut(&Spike)) {
+        Workload::peek_spikes(self, seen, each);
     }
 
     fn finished(&self) -> bool {

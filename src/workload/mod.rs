@@ -521,6 +521,14 @@ impl Workload {
         }
     }
 
+    /// Shows `each` the spikes queued since the last look, leaving them queued (a run that
+    /// decides at the end takes them then); `seen`: where each consumer's last look stopped.
+    pub fn peek_spikes(&self, seen: &mut [usize], each: &mut dyn FnMut(&Spike)) {
+        for (src, seen) in self.interval_sources.iter().zip(seen) {
+            src.spikes.peek_new(seen, each);
+        }
+    }
+
     /// Stops the threads (if still running) and waits for them. Call `drain` afterwards to
     /// collect the last stalls and the final partial interval.
     pub fn join(&mut self) {

@@ -108,6 +108,27 @@ impl<T> Receiver<T> {
         self.held() as f64 / (self.shared.mask + 1) as f64
     }
 
+    /// Shows `each` the items pushed since the last look (`seen`: where that look stopped,
+    /// updated), leaving them queued. Items popped meanwhile are not shown.
+    pub fn peek_new(&self, seen: &mut usize, each: &mut dyn FnMut(&T)) {
+        let s = &*self.shared;
+        let tail = s.tail.load(Ordering::Acquire);
+        let head = s.head.load(Ordering::Relaxed);
+        // Indices wrap: `seen` before `head` (popped since) starts at `head`.
+        let mut i = if seen.wrapping_sub(head) > tail.wrapping_sub(head) {
+            head
+        } else {
+            *seen
+        };
+        while i != tail {
+            // SAFETY: slots in [head, tail) hold initialised values; only this receiver pops
+            // (moves `head`), so none of them is read out or overwritten while `&self` is held.
+            each(unsafe { (*s.slots[i & s.mask].get()).assume_init_ref() });
+            i = i.wrapping_add(1);
+        }
+        *seen = tail;
+    }
+
     #[inline]
     pub fn pop(&mut self) -> Option<T> {
         let s = &*self.shared;
@@ -125,6 +146,33 @@ impl<T> Receiver<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_peek_shows_each_new_item_once_and_leaves_it_queued() {
+        let (mut tx, mut rx) = channel::<u32>(4);
+        let mut seen = 0usize;
+        let peek = |rx: &Receiver<u32>, seen: &mut usize| {
+            let mut got = Vec::new();
+            rx.peek_new(seen, &mut |&v| got.push(v));
+            got
+        };
+        assert!(peek(&rx, &mut seen).is_empty());
+        tx.push(1).unwrap();
+        tx.push(2).unwrap();
+        assert_eq!(peek(&rx, &mut seen), vec![1, 2]);
+        assert!(peek(&rx, &mut seen).is_empty(), "each once");
+        tx.push(3).unwrap();
+        assert_eq!(peek(&rx, &mut seen), vec![3]);
+        assert_eq!(rx.pop(), Some(1), "still queued");
+        // Popped past what was seen (and the queue wrapped): the peek starts at the head.
+        let mut stale = 0usize;
+        assert_eq!(rx.pop(), Some(2));
+        tx.push(4).unwrap();
+        tx.push(5).unwrap();
+        tx.push(6).unwrap();
+        assert_eq!(peek(&rx, &mut stale), vec![3, 4, 5, 6]);
+        assert_eq!(peek(&rx, &mut seen), vec![4, 5, 6]);
+    }
 
     #[test]
     fn full_queue_refuses_and_gives_the_value_back() {
