@@ -136,9 +136,11 @@ struct Recorder {
     stalls: Vec<Stall>,
     /// Deciding at the end: the intervals held for the end.
     held: HeldIntervals,
-    /// Deciding at the end: the latest spikes seen in the workload's queues and not shown
-    /// yet (they wait for a glance at the rings past their receipt).
+    /// Deciding at the end: spikes seen in the workload's queues and not shown yet (they
+    /// wait for a glance at the rings past their receipt), and the latest of those ready
+    /// at a turn (kept between turns).
     peeked: VecDeque<Spike>,
+    ready_spikes: VecDeque<Spike>,
     /// Where the last look at each consumer's spike queue stopped.
     spikes_seen: Vec<usize>,
 }
@@ -146,8 +148,9 @@ struct Recorder {
 /// Deciding at the end, spikes the live view lists each turn by the kernel time in their
 /// window (the latest: as many as a turn deciding live lists).
 const WINDOWS_SHOWN: usize = 20;
-/// Spikes peeked at and waiting to be shown, at most (the oldest go first).
-const PEEKED_KEPT: usize = 64;
+/// Spikes peeked at and waiting for a glance past their receipt, at most (the oldest go
+/// first): those received between the glance's start and the collector's turn after it.
+const PEEKED_KEPT: usize = 256;
 /// Culprits of each CPU the plain line names for the turn's largest spike.
 const WORST_SPIKE_CULPRITS: usize = 3;
 
@@ -569,7 +572,8 @@ impl Recorder {
             needs,
             buckets: IntervalBuckets::default(),
             stalls: Vec::with_capacity(STALLS_KEPT),
-            peeked: VecDeque::with_capacity(PEEKED_KEPT + 1),
+            peeked: VecDeque::with_capacity(PEEKED_KEPT),
+            ready_spikes: VecDeque::with_capacity(WINDOWS_SHOWN),
             spikes_seen: vec![0; cfg.consumer_cpus.len()],
             held: HeldIntervals::new(
                 cfg.consumer_cpus.len(),
@@ -903,25 +907,43 @@ impl Recorder {
         let Some(recent) = p.probe.as_ref().and_then(|(s, _)| s.recent_kernel()) else {
             return;
         };
-        let peeked = &mut self.peeked;
-        StallSource::peek_spikes(&p.workload, &mut self.spikes_seen, &mut |s| {
-            peeked.push_back(*s);
-            if peeked.len() > PEEKED_KEPT {
-                peeked.pop_front();
-            }
-        });
+        // Those waiting from the last turn, then the new ones, in the order they came: a spike
+        // received before the latest complete glance began is ready to be shown; the others
+        // wait for the next (the few received since that glance began).
         let complete = recent.complete_to_ns();
-        let ready = peeked.iter().filter(|s| s.receive_ns < complete).count();
-        let skip = match self.needs.feed {
-            true => ready.saturating_sub(WINDOWS_SHOWN),
-            false => ready,
+        let (waiting, ready) = (&mut self.peeked, &mut self.ready_spikes);
+        let mut worst: Option<Spike> = None;
+        let mut take = |s: Spike, waiting: &mut VecDeque<Spike>| {
+            if s.receive_ns >= complete {
+                if waiting.len() == PEEKED_KEPT {
+                    waiting.pop_front();
+                }
+                waiting.push_back(s);
+                return;
+            }
+            if worst.is_none_or(|w| s.transit_ns() > w.transit_ns()) {
+                worst = Some(s);
+            }
+            if ready.len() == WINDOWS_SHOWN {
+                ready.pop_front();
+            }
+            ready.push_back(s);
         };
+        for _ in 0..waiting.len() {
+            if let Some(s) = waiting.pop_front() {
+                take(s, waiting);
+            }
+        }
+        StallSource::peek_spikes(&p.workload, &mut self.spikes_seen, &mut |s| {
+            take(*s, waiting)
+        });
         let cfg = &p.cfg;
         let cpus = |s: &Spike| {
             let consumer_cpu = cfg.consumer_cpus.get(s.consumer as usize)?;
             Some((cfg.producer_cpu, *consumer_cpu))
         };
-        for s in peeked.iter().filter(|s| s.receive_ns < complete).skip(skip) {
+        let ready = std::mem::take(&mut self.ready_spikes);
+        for s in ready.iter().filter(|_| self.needs.feed) {
             let Some(cpus) = cpus(s) else {
                 continue;
             };
@@ -933,15 +955,13 @@ impl Recorder {
                 partial,
             ));
         }
-        let worst = peeked
-            .iter()
-            .filter(|s| s.receive_ns < complete)
-            .max_by_key(|s| s.transit_ns());
+        self.ready_spikes = ready;
+        self.ready_spikes.clear();
         if let Some((s, cpus)) = worst
             .filter(|_| self.needs.worst_spike)
-            .and_then(|s| Some((s, cpus(s)?)))
+            .and_then(|s| Some((s, cpus(&s)?)))
         {
-            let (mut entry, partial) = kernel_window_spike(s, cpus, &recent);
+            let (mut entry, partial) = kernel_window_spike(&s, cpus, &recent);
             entry.producer_culprits.truncate(WORST_SPIKE_CULPRITS);
             entry.consumer_culprits.truncate(WORST_SPIKE_CULPRITS);
             self.live.worst_spike = Some(text::kernel_window_spike_line(
@@ -950,8 +970,6 @@ impl Recorder {
                 partial,
             ));
         }
-        drop(recent);
-        peeked.retain(|s| s.receive_ns >= complete);
     }
 }
 
