@@ -7,12 +7,13 @@
 use std::cell::RefCell;
 use std::mem::MaybeUninit;
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use super::decode::{self, Record};
 use super::kallsyms::Kallsyms;
 use super::load::{self, Loaded};
+use super::recent::RecentKernel;
 use super::rings;
 use super::skel::types::js_record;
 use super::stats::{self, LiveCostCell, RunTimeStats};
@@ -120,9 +121,9 @@ pub(super) fn run(
     let mut last_fill = 0.0f64;
     // `--attribution end`: the kernel's time by culprit, for the live view (see `tally`).
     let mut tally = KernelTally::default();
-    if let Some(recent) = live.recent() {
-        tally.keep_pieces(recent.clone());
-    }
+    // The live view's spike windows, when it shows them: the tally's pieces go there, under
+    // its lock taken once a step of the glance.
+    let recent = live.recent().cloned();
     let at_end = budget.as_ref().is_some_and(|b| b.at_end());
     // `last`: the drain after the probes detached, whatever the budget.
     let mut drain = |last: bool| {
@@ -144,16 +145,19 @@ pub(super) fn run(
                 let mut rings = rings.borrow_mut();
                 let mut pacer = pacer.borrow_mut();
                 let read_all = loop {
-                    if rings.glance(CONSUME_STEP, &mut |r| decoded.tally(&mut tally, r, from))
-                        < CONSUME_STEP
-                    {
+                    let mut pieces = recent.as_ref().and_then(|m| m.lock().ok());
+                    let n = rings.glance(CONSUME_STEP, &mut |r| {
+                        decoded.tally(&mut tally, r, from, pieces.as_deref_mut())
+                    });
+                    drop(pieces);
+                    if n < CONSUME_STEP {
                         break true;
                     }
                     if pacer.between() && !b.allows_since(began, cpu_before) {
                         break false;
                     }
                 };
-                tally.hand_pieces(read_all.then_some(began));
+                glanced(&recent, read_all.then_some(began));
                 live.set_kernel_time(tally.top(tally::LISTED));
                 b.spend(own_thread_cpu_ns().saturating_sub(cpu_before));
                 return;
@@ -188,13 +192,15 @@ pub(super) fn run(
         };
         let emptied = loop {
             let from = live.window_from();
+            let mut pieces = recent.as_ref().and_then(|m| m.lock().ok());
             let n = rings.consume_glanced(CONSUME_STEP, &mut |r, glanced| {
                 // Taken before the end without a glance: into the live view's time too.
                 if at_end && !last && !glanced && from > 0 {
-                    decoded.tally(&mut tally, &r, from);
+                    decoded.tally(&mut tally, &r, from, pieces.as_deref_mut());
                 }
                 decoded.push(&r);
             });
+            drop(pieces);
             // Fewer than asked: the rings are empty for now (or wait for a slot being written).
             if n < CONSUME_STEP {
                 break true;
@@ -227,7 +233,7 @@ pub(super) fn run(
         if let Some(b) = budget.as_ref().filter(|b| b.at_end()) {
             b.records_delivered();
             if !last {
-                tally.hand_pieces(emptied.then_some(began));
+                glanced(&recent, emptied.then_some(began));
                 live.set_kernel_time(tally.top(tally::LISTED));
             }
         }
@@ -315,10 +321,19 @@ struct Decoded {
 
 impl Decoded {
     /// Adds `r` to the live view's kernel time, its culprit named as the decoder names it.
-    fn tally(&mut self, tally: &mut KernelTally, r: &js_record, from_ns: u64) {
-        tally.add(r, from_ns, &mut |r| {
-            decode::culprit_named(r, &mut self.syms, &mut self.names)
-        });
+    fn tally(
+        &mut self,
+        tally: &mut KernelTally,
+        r: &js_record,
+        from_ns: u64,
+        recent: Option<&mut RecentKernel>,
+    ) {
+        tally.add(
+            r,
+            from_ns,
+            &mut |r| decode::culprit_named(r, &mut self.syms, &mut self.names),
+            recent,
+        );
     }
 
     /// Records too short or of an unknown kind or class are skipped, as the decoder says.
@@ -326,6 +341,14 @@ impl Decoded {
         if let Some(r) = decode::decode_with(r, &mut self.syms, &mut self.names) {
             self.batch.push(r);
         }
+    }
+}
+
+/// A glance, or a drain that took records in for the tally, is over (see
+/// `RecentKernel::glanced`).
+fn glanced(recent: &Option<Arc<Mutex<RecentKernel>>>, complete_to_ns: Option<u64>) {
+    if let Some(mut r) = recent.as_ref().and_then(|m| m.lock().ok()) {
+        r.glanced(complete_to_ns);
     }
 }
 

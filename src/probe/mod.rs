@@ -225,8 +225,9 @@ impl ProbeSession {
         // One beat pending at most: a collector that missed several takes one turn for all.
         let (drained_tx, drained) = mpsc::sync_channel(1);
         let recent = cfg.spike_windows.then(|| {
-            let room = cfg.cpus.iter().max().map_or(0, |&c| c as usize + 1);
-            Arc::new(std::sync::Mutex::new(recent::RecentKernel::with_room(room)))
+            Arc::new(std::sync::Mutex::new(recent::RecentKernel::with_room(
+                &cfg.cpus,
+            )))
         });
         let live = Arc::new(stats::LiveCostCell::with_recent(recent));
         let live_thread = live.clone();

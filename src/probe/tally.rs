@@ -12,10 +12,9 @@ use crate::platform::fast_hash::FastMap;
 
 use super::abi::{Class, Kind};
 use super::decode::{end_unseen, Made};
-use super::recent::{Piece, RecentKernel};
+use super::recent::{Piece, RecentKernel, LONG_NS};
 use super::skel::types::js_record;
 use crate::model::Cpu;
-use std::sync::{Arc, Mutex};
 
 /// Culprits given to the live view, at most (a terminal shows fewer: it sorts them its own
 /// ways).
@@ -93,61 +92,49 @@ pub struct KernelTally {
     total_ns: Nanos,
     lost: u64,
     end_unseen: u64,
-    /// Where each episode's pieces go for the live view's spike windows (`recent`), when
-    /// it shows them, and those not handed over yet.
-    recent: Option<Arc<Mutex<RecentKernel>>>,
-    pieces: Vec<(Cpu, Piece)>,
 }
 
-/// Pieces gathered before they are handed to `RecentKernel` under its lock (made ahead:
-/// the buffer never grows while recording).
-const PIECES_HANDED: usize = 4096;
+/// A piece of an episode for the spike windows (`recent`), naming its culprit there first if
+/// it is new.
+fn piece(
+    recent: &mut Option<&mut RecentKernel>,
+    culprits: &[KernelCulprit],
+    cpu: Cpu,
+    (piece, of_long): (Piece, bool),
+) {
+    let Some(r) = recent.as_deref_mut() else {
+        return;
+    };
+    while r.named() <= piece.culprit as usize {
+        let Some(c) = culprits.get(r.named()) else {
+            return;
+        };
+        r.name((c.class, c.name.clone(), c.detail.clone()));
+    }
+    r.push(cpu, piece, of_long);
+}
+
+/// A piece of `span` credited to (`debit`: taken off) culprit `at`, and whether its episode
+/// (that of `parent`, for a debit) is a long one (`recent::LONG_NS`).
+fn piece_of(span: (Nanos, Nanos), at: usize, debit: bool, parent: (Nanos, Nanos)) -> (Piece, bool) {
+    let piece = Piece::new(span, span.1 - span.0, at as u32, debit);
+    (piece, parent.1 - parent.0 > LONG_NS)
+}
 
 impl KernelTally {
-    /// Keeps each episode's pieces for the live view's spike windows too.
-    pub fn keep_pieces(&mut self, recent: Arc<Mutex<RecentKernel>>) {
-        self.recent = Some(recent);
-        self.pieces = Vec::with_capacity(PIECES_HANDED);
-    }
-
-    /// Hands the pieces gathered since the last call over, with the culprits named since;
-    /// `complete_to_ns`: when the glance that took them began, if it read every ring to its
-    /// end.
-    pub fn hand_pieces(&mut self, complete_to_ns: Option<Nanos>) {
-        let Some(recent) = &self.recent else {
-            return;
-        };
-        let Ok(mut r) = recent.lock() else {
-            return;
-        };
-        let mut names: Vec<Naming> = self.culprits[r.named().min(self.culprits.len())..]
-            .iter()
-            .map(|c| (c.class, c.name.clone(), c.detail.clone()))
-            .collect();
-        r.add(&mut self.pieces, &mut names, complete_to_ns);
-    }
-
-    fn piece(&mut self, cpu: u32, piece: Piece) {
-        if self.recent.is_none() {
-            return;
-        }
-        if self.pieces.len() == PIECES_HANDED {
-            self.hand_pieces(None);
-        }
-        self.pieces.push((cpu, piece));
-    }
-
     /// Adds a record; only its time from `from_ns` on counts (the run's window). `name`
     /// gives an interruption record's culprit (`decode::culprit_named`), asked once for each
     /// distinct naming. A task's run whose closing switch the probes did not see
     /// (`decode::end_unseen`) holds the workload's own run too: its time is left out and the
     /// run counted apart (the stalls decided at the end take only what overlaps them, as
-    /// from any record).
+    /// from any record). With `recent`, the record's pieces go there too, for the live view's
+    /// spike windows.
     pub fn add(
         &mut self,
         r: &js_record,
         from_ns: Nanos,
         name: &mut dyn FnMut(&js_record) -> Option<Naming>,
+        mut recent: Option<&mut RecentKernel>,
     ) {
         // A CPU number past the kernel's largest `NR_CPUS` is no record of a measured CPU.
         if r.end_ns <= from_ns || r.cpu as usize >= MAX_CPUS {
@@ -159,10 +146,10 @@ impl KernelTally {
                 // run it holds among them) goes to its own culprits, as always. A spike's
                 // window has none of the workload's run in it (the thread would have taken
                 // the message): there, the run's time is kept (`recent`).
-                self.interruption(r, from_ns, name, false);
+                self.interruption(r, from_ns, name, false, &mut recent);
                 self.end_unseen += 1;
             }
-            Some(Kind::Interruption) => self.interruption(r, from_ns, name, true),
+            Some(Kind::Interruption) => self.interruption(r, from_ns, name, true, &mut recent),
             Some(Kind::Steal) if r.id > 0 => {
                 let (name, detail): (Text, Text) =
                     (HYPERVISOR_NAME.into(), hypervisor_detail(r.cpu).into());
@@ -170,7 +157,8 @@ impl KernelTally {
                 self.credit(at, r.id, r.end_ns);
                 let span = (r.start_ns, r.end_ns.max(r.start_ns));
                 let grown = r.id.min(span.1 - span.0);
-                self.piece(r.cpu, Piece::new(span, grown, at as u32, false));
+                let steal = Piece::new(span, grown, at as u32, false);
+                piece(&mut recent, &self.culprits, r.cpu, (steal, false));
             }
             Some(Kind::Lost) => self.lost += r.id,
             _ => {}
@@ -184,9 +172,10 @@ impl KernelTally {
         from_ns: Nanos,
         name: &mut dyn FnMut(&js_record) -> Option<Naming>,
         counted: bool,
+        recent: &mut Option<&mut RecentKernel>,
     ) {
-        if !counted && self.recent.is_none() {
-            self.claim(r, from_ns, None);
+        if !counted && recent.is_none() {
+            self.claim(r, from_ns, None, recent);
             return;
         }
         let made = Made::of(r);
@@ -199,7 +188,7 @@ impl KernelTally {
                     None => {
                         let Some(at) = name(r).map(|key| self.culprit(key)) else {
                             if !counted {
-                                self.claim(r, from_ns, None);
+                                self.claim(r, from_ns, None, recent);
                             }
                             return;
                         };
@@ -215,10 +204,13 @@ impl KernelTally {
             }
         };
         let (start, end) = (r.start_ns.max(from_ns), r.end_ns.max(r.start_ns));
-        let inside = self.claim(r, from_ns, Some(at));
-        self.piece(
+        let inside = self.claim(r, from_ns, Some(at), recent);
+        let span = (r.start_ns, end);
+        piece(
+            recent,
+            &self.culprits,
             r.cpu,
-            Piece::new((r.start_ns, end), end - r.start_ns, at as u32, false),
+            piece_of(span, at, false, span),
         );
         if !counted {
             return;
@@ -241,27 +233,32 @@ impl KernelTally {
     /// the window. Records of a CPU come in the order their episodes ended: what is nested in
     /// one came before it, naming its class as the parent. With `r`'s culprit (`of`), each
     /// is a piece taken off it.
-    fn claim(&mut self, r: &js_record, from_ns: Nanos, of: Option<usize>) -> Nanos {
+    fn claim(
+        &mut self,
+        r: &js_record,
+        from_ns: Nanos,
+        of: Option<usize>,
+        recent: &mut Option<&mut RecentKernel>,
+    ) -> Nanos {
         let cpu = r.cpu as usize;
         if self.nested.len() <= cpu {
             self.nested.resize_with(cpu + 1, Vec::new);
         }
         let (start, end) = (r.start_ns.max(from_ns), r.end_ns.max(r.start_ns));
         let mut inside: Nanos = 0;
-        let debit_of = if self.recent.is_some() { of } else { None };
-        let mut waiting = std::mem::take(&mut self.nested[cpu]);
-        waiting.retain(|n| {
+        let debit_of = if recent.is_some() { of } else { None };
+        let culprits = &self.culprits;
+        self.nested[cpu].retain(|n| {
             let claimed = n.parent == r.class_ && n.start_ns >= r.start_ns && n.end_ns <= end;
             if claimed {
                 inside += n.end_ns - n.start_ns.max(start).min(n.end_ns);
                 if let Some(at) = debit_of {
-                    let span = (n.start_ns, n.end_ns);
-                    self.piece(r.cpu, Piece::new(span, span.1 - span.0, at as u32, true));
+                    let debit = piece_of((n.start_ns, n.end_ns), at, true, (r.start_ns, end));
+                    piece(recent, culprits, r.cpu, debit);
                 }
             }
             !claimed
         });
-        self.nested[cpu] = waiting;
         inside
     }
 
@@ -368,7 +365,7 @@ mod tests {
 
     fn add_all(t: &mut KernelTally, records: &[js_record], from: Nanos) {
         for r in records {
-            t.add(r, from, &mut namer);
+            t.add(r, from, &mut namer, None);
         }
     }
 
@@ -457,9 +454,8 @@ mod tests {
     #[test]
     fn kept_pieces_give_a_window_each_culprits_own_time_and_an_unseen_end_only_there() {
         use Class::*;
-        let recent = Arc::new(Mutex::new(RecentKernel::with_room(2)));
+        let mut r = RecentKernel::with_room(&[0, 1]);
         let mut t = KernelTally::default();
-        t.keep_pieces(recent.clone());
         // A kworker 1000–2000 with an IRQ 1100–1150 nested in it; a task run 3000–5000 whose
         // closing switch was not seen, with a tick 3500–3510 nested in it; steal 6000–7000
         // that grew 400.
@@ -473,19 +469,16 @@ mod tests {
             id: 400,
             ..Default::default()
         };
-        add_all(
-            &mut t,
-            &[
-                ep(0, Irq, "irq", (1100, 1150), Kworker),
-                ep(0, Kworker, "kworker/0:1", (1000, 2000), None),
-                ep(1, TimerTick, "local timer", (3500, 3510), Task),
-                unseen,
-                steal,
-            ],
-            0,
-        );
-        t.hand_pieces(Some(8000));
-        let r = recent.lock().unwrap();
+        for record in [
+            ep(0, Irq, "irq", (1100, 1150), Kworker),
+            ep(0, Kworker, "kworker/0:1", (1000, 2000), None),
+            ep(1, TimerTick, "local timer", (3500, 3510), Task),
+            unseen,
+            steal,
+        ] {
+            t.add(&record, 0, &mut namer, Some(&mut r));
+        }
+        r.glanced(Some(8000));
         assert_eq!(r.complete_to_ns(), 8000);
         let names = |w: super::super::recent::WindowTime| -> Vec<(String, Nanos)> {
             w.culprits
@@ -524,15 +517,21 @@ mod tests {
                 (k * 10, k * 10 + 5),
                 Class::None,
             );
-            t.add(&r, 0, &mut |r| {
-                asked += 1;
-                namer(r)
-            });
+            t.add(
+                &r,
+                0,
+                &mut |r| {
+                    asked += 1;
+                    namer(r)
+                },
+                None,
+            );
         }
         t.add(
             &ep(0, Class::Irq, "nameless", (100, 200), Class::None),
             0,
             &mut |_| None,
+            None,
         );
         assert_eq!(asked, 1);
         assert_eq!(t.top(10).total_ns, 25);

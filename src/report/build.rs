@@ -7,7 +7,7 @@ use super::runfile::{
 };
 use crate::attribution::run::RunAttribution;
 use crate::attribution::{RankedCulprit, Share, SpikeVerdict, Verdict};
-use crate::model::{Cpu, Spike, ThreadRole};
+use crate::model::{Cpu, Nanos, Spike, ThreadRole};
 use crate::probe::recent::{RecentKernel, WindowTime};
 use crate::probe::{AttachState, AttachStatus, ProbeSummary};
 
@@ -71,17 +71,29 @@ pub fn spike_entry(v: &SpikeVerdict, probes_on: bool) -> SpikeEntry {
     }
 }
 
+/// Deciding at the end, a spike as the live view shows it until its culprits are decided
+/// (`kernel_window_spike`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct KernelWindowSpike {
+    pub entry: SpikeEntry,
+    /// Part of the window's records were let go for room.
+    pub partial: bool,
+    /// The consumer's wait that no record glanced at covers (yet): the kernel's entry and
+    /// exit paths, the host, or an episode whose record comes later (a task run whose
+    /// closing switch the probes missed is reported at the next switch they see).
+    pub uncovered_ns: Nanos,
+}
+
 /// Deciding at the end, a spike as the live view shows it until its culprits are decided:
 /// the kernel time inside its window on both CPUs, from the records glanced at so far
 /// (`probe::recent`). As the engine does with stalls: an episode on the producer's CPU at the
 /// publication held the message until the kernel let that CPU go; what ran on the consumer's
-/// CPU from then to the receipt kept the consumer from it. True when part of the window's
-/// records were let go for room.
+/// CPU from then to the receipt kept the consumer from it.
 pub fn kernel_window_spike(
     spike: &Spike,
     (producer_cpu, consumer_cpu): (Cpu, Cpu),
     recent: &RecentKernel,
-) -> (SpikeEntry, bool) {
+) -> KernelWindowSpike {
     let (a, b) = (spike.publish_ns, spike.receive_ns.max(spike.publish_ns));
     let transit = b - a;
     let held = recent.held_from(producer_cpu, a, b);
@@ -115,7 +127,11 @@ pub fn kernel_window_spike(
         producer_culprits: entries(&producer),
         consumer_culprits: entries(&consumer),
     };
-    (entry, producer.partial || consumer.partial)
+    KernelWindowSpike {
+        entry,
+        partial: producer.partial || consumer.partial,
+        uncovered_ns: (b - held).saturating_sub(consumer.total_ns()),
+    }
 }
 
 /// A run-wide ranking row as the run file stores it.

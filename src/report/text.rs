@@ -196,27 +196,35 @@ pub fn spike_line(record_from_ns: u64, sp: &super::runfile::SpikeEntry) -> Strin
 
 /// Deciding at the end, a spike by the kernel time in its window (`build::kernel_window_spike`;
 /// the live view's feed says so in its title): `+4.598087s  accumulator message 4.05ms in
-/// transit: kernel on consumer CPU 1 4.03ms: kdamond.0 4.01ms (99%), …`.
+/// transit: kernel on consumer CPU 1 4.03ms: kdamond.0 4.01ms (99%), …`. The consumer's wait
+/// that no record covers yet is said when it is a tenth of the window or more.
 pub fn kernel_window_spike_line(
     record_from_ns: u64,
-    sp: &super::runfile::SpikeEntry,
-    partial: bool,
+    sp: &super::build::KernelWindowSpike,
 ) -> String {
+    let e = &sp.entry;
     let mut sides = Vec::new();
-    if sp.producer_stalled_ns > 0 {
+    if e.producer_stalled_ns > 0 {
         sides.push(format!(
             "producer CPU {} held it {}: {}",
-            sp.producer_cpu,
-            fmt_ns(sp.producer_stalled_ns),
-            causes_of(&sp.producer_culprits)
+            e.producer_cpu,
+            fmt_ns(e.producer_stalled_ns),
+            causes_of(&e.producer_culprits)
         ));
     }
-    if sp.consumer_stalled_ns > 0 {
+    let uncovered = (sp.uncovered_ns >= 1_000 && sp.uncovered_ns * 10 >= e.transit_ns)
+        .then(|| format!("no kernel record (yet) {}", fmt_ns(sp.uncovered_ns)));
+    if e.consumer_stalled_ns > 0 || uncovered.is_some() {
+        let causes = causes_of(&e.consumer_culprits);
+        let all: Vec<&str> = [causes.as_str(), uncovered.as_deref().unwrap_or_default()]
+            .into_iter()
+            .filter(|c| !c.is_empty())
+            .collect();
         sides.push(format!(
             "kernel on consumer CPU {} {}: {}",
-            sp.consumer_cpu,
-            fmt_ns(sp.consumer_stalled_ns),
-            causes_of(&sp.consumer_culprits)
+            e.consumer_cpu,
+            fmt_ns(e.consumer_stalled_ns),
+            all.join(", ")
         ));
     }
     if sides.is_empty() {
@@ -224,12 +232,12 @@ pub fn kernel_window_spike_line(
     }
     let mut line = format!(
         "+{:.6}s  {} message {} in transit: {}",
-        sp.publish_ns.saturating_sub(record_from_ns) as f64 / 1e9,
-        sp.consumer,
-        fmt_ns(sp.transit_ns),
+        e.publish_ns.saturating_sub(record_from_ns) as f64 / 1e9,
+        e.consumer,
+        fmt_ns(e.transit_ns),
         sides.join("; ")
     );
-    if partial {
+    if sp.partial {
         line.push_str(" [partly: older kernel records were let go for room]");
     }
     line
