@@ -440,7 +440,6 @@ fn deciding_at_end_decides_nothing_while_it_runs_and_names_the_same_culprit() {
     }
     intervals_held_to_the_end_are_all_there(dir.path(), &run, &stdout);
     kernel_time_shown_live_is_what_the_decisions_found(&run, &lines, &stdout);
-    worst_spikes_shown_live_are_what_the_decisions_found(&run, &lines, &stdout);
     assert!(
         progress_stalls(&stdout).iter().all(|&n| n == 0),
         "nothing is decided while the run goes on:\n{stdout}"
@@ -510,103 +509,6 @@ fn kernel_time_shown_live_is_what_the_decisions_found(run: &RunFile, lines: &[&s
         live_ns <= 3 * decided + 1_000_000,
         "live {live_ns} ns against {decided} ns decided for {what}:\n{stdout}"
     );
-}
-
-/// Deciding at the end, a line shows the second's largest spike by the kernel time in its
-/// window (`| worst spike +1.551549s  accumulator message 943.8µs in transit: kernel on
-/// consumer CPU 1 937.7µs: kdamond.0 931.0µs (99%), …`). Where the decisions at the end give
-/// that spike one culprit of most of its transit on the consumer's side (not the host), the
-/// line named it first, with the same time to within a tenth (the same kernel records, read
-/// twice) — or, when that culprit's record came after the glance, said that at least half of
-/// that time was in no kernel record yet. Which spikes come is the host's doing: the count
-/// of each kind is printed.
-fn worst_spikes_shown_live_are_what_the_decisions_found(
-    run: &RunFile,
-    lines: &[&str],
-    stdout: &str,
-) {
-    const MARK: &str = " | worst spike +";
-    let from = run.run.record_from_ns;
-    let (mut shown, mut pending) = (0, 0);
-    let mut compared = Vec::new();
-    for l in lines {
-        let Some((_, worst)) = l.split_once(MARK) else {
-            continue;
-        };
-        shown += 1;
-        let worst = worst.split(" | ").next().unwrap_or_default();
-        let at_us = (worst.split('s').next().unwrap_or_default())
-            .parse::<f64>()
-            .map(|s| (s * 1e6).round() as u64)
-            .unwrap_or_else(|e| panic!("no time in `{worst}`: {e}"));
-        let Some(decided) = (run.spikes.iter())
-            .find(|s| ((s.publish_ns - from) as f64 / 1e3).round() as u64 == at_us)
-        else {
-            continue;
-        };
-        let top = decided
-            .consumer_culprits
-            .iter()
-            // The host's time is spread over a steal record's span in the live view, and
-            // placed by the decisions.
-            .filter(|c| {
-                !matches!(
-                    c.class,
-                    CulpritClass::Unexplained | CulpritClass::Lost | CulpritClass::Hypervisor
-                )
-            })
-            .max_by_key(|c| c.measured_ns)
-            .filter(|c| c.share >= 0.5);
-        let Some(top) = top else {
-            continue;
-        };
-        let (_, causes) = worst
-            .split_once(&format!("kernel on consumer CPU {}", decided.consumer_cpu))
-            .and_then(|(_, rest)| rest.split_once(": "))
-            .unwrap_or_else(|| panic!("no consumer side in `{worst}`:\n{stdout}"));
-        let what = match top.detail.is_empty() {
-            true => top.name.clone(),
-            false => format!("{} {}", top.name, top.detail),
-        };
-        // A record may come after the glance that showed the spike (a task run whose
-        // closing switch the probes missed comes with the next switch they see): the line
-        // then says how much of the wait no record covered yet.
-        let not_yet = causes
-            .split_once("no kernel record (yet) ")
-            .map_or(0, |(_, t)| {
-                parse_ns(t.split([',', ';', ' ']).next().unwrap_or("0ns"))
-            });
-        if not_yet >= top.measured_ns / 2 {
-            pending += 1;
-            continue;
-        }
-        let first = causes.split(" (").next().unwrap_or_default();
-        assert!(
-            first.starts_with(&format!("{what} ")),
-            "the line named `{first}` first, the decisions {what}:\n{worst}\n{stdout}"
-        );
-        let live_ns = parse_ns(first.rsplit(' ').next().unwrap_or_default());
-        assert!(
-            live_ns.abs_diff(top.measured_ns) <= top.measured_ns / 10 + 1_000,
-            "{what}: {live_ns} ns shown live, {} ns decided:\n{worst}",
-            top.measured_ns
-        );
-        compared.push(what);
-    }
-    assert!(shown > 0, "no line showed a spike:\n{stdout}");
-    eprintln!(
-        "{shown} spikes shown live: {} named as decided ({compared:?}), {pending} whose record came later",
-        compared.len()
-    );
-}
-
-/// A figure as `fmt_ns` writes it (`812ns`, `12.4µs`, `3.21ms`, `1.479s`).
-fn parse_ns(s: &str) -> u64 {
-    let (number, scale) = [("ns", 1.0), ("µs", 1e3), ("ms", 1e6), ("s", 1e9)]
-        .into_iter()
-        .find_map(|(unit, scale)| s.strip_suffix(unit).map(|n| (n, scale)))
-        .unwrap_or_else(|| panic!("not a duration: {s}"));
-    (number.parse::<f64>().unwrap_or_else(|e| panic!("{s}: {e}")) * scale) as u64
 }
 
 /// The intervals a run deciding at the end held until the workload stopped: each in the

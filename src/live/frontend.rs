@@ -33,8 +33,6 @@ pub struct Needs {
     /// The latest interval's percentiles (deciding at the end they are read apart from the
     /// interval, which waits for the end).
     pub intervals: bool,
-    /// Deciding at the end: the turn's largest spike by the kernel time in its window.
-    pub worst_spike: bool,
 }
 
 impl Needs {
@@ -45,17 +43,15 @@ impl Needs {
         run_totals: true,
         bpf_cost: true,
         intervals: true,
-        worst_spike: false,
     };
     /// The run's plain progress line: the last interval's transit, the stall count, the top
-    /// culprit (deciding at the end, also the turn's largest spike).
+    /// culprit.
     pub const PLAIN_LINE: Needs = Needs {
         culprits: 1,
         feed: false,
         run_totals: false,
         bpf_cost: false,
         intervals: true,
-        worst_spike: true,
     };
     /// Nothing is shown while the run goes on (the workshop's steps, a watch's metrics).
     pub const NOTHING: Needs = Needs {
@@ -64,12 +60,10 @@ impl Needs {
         run_totals: false,
         bpf_cost: false,
         intervals: false,
-        worst_spike: false,
     };
     /// A watch's plain line: each thread's interruptions so far, the top culprit.
     pub const PLAIN_WATCH_LINE: Needs = Needs {
         run_totals: true,
-        worst_spike: false,
         ..Needs::PLAIN_LINE
     };
 }

@@ -91,9 +91,6 @@ pub struct LiveModel {
     /// Deciding at the end: task runs left out of that time because the kernel never
     /// reported their closing switch (their span holds the workload's own run).
     pub kernel_unseen: u64,
-    /// Deciding at the end: the turn's largest spike by the kernel time in its window (the
-    /// plain line shows it).
-    pub worst_spike: Option<String>,
     /// BPF cost, when probes run and statistics are on: (ns per event, share of one CPU).
     pub bpf_cost: Option<(f64, f64)>,
     pub probes: bool,
@@ -209,9 +206,6 @@ impl LiveModel {
         line.push_str(&self.awaiting_text());
         if self.lost > 0 {
             line.push_str(&format!(" | LOST {}", self.lost));
-        }
-        if let Some(worst) = &self.worst_spike {
-            line.push_str(&format!(" | worst spike {worst}"));
         }
         if let Some(top) = self.sorted_culprits().first() {
             line.push_str(&format!(

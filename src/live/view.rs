@@ -31,7 +31,7 @@ pub fn draw(f: &mut Frame, m: &LiveModel) {
             Constraint::Length(if m.note.is_some() { 3 } else { 2 }),
             Constraint::Length(9),
             Constraint::Min(6),
-            Constraint::Length(7),
+            Constraint::Length(FEED_ROWS + 2),
             Constraint::Length(1),
         ])
         .split(area);
@@ -273,6 +273,9 @@ fn culprits(m: &LiveModel, rows: usize) -> Table<'static> {
     )
     .block(Block::default().borders(Borders::ALL).title(title))
 }
+
+/// Lines of the spike feed in the full layout (inside its border).
+pub const FEED_ROWS: u16 = 5;
 
 fn feed(m: &LiveModel, rows: usize) -> List<'static> {
     let items: Vec<ListItem> = m

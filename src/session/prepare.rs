@@ -180,9 +180,9 @@ fn start_probes(
     pc.drain_cpus = housekeeping;
     pc.budget = budget;
     pc.drain_interval = super::record::turn(every_cpu_measured, plan.attribute_at_end);
-    // Deciding at the end, the live view's feed of spikes and the plain line's largest spike
-    // each turn: by the kernel time in each one's window.
-    pc.spike_windows = (plan.tui || plan.progress) && plan.attribute_at_end;
+    // Deciding at the end, the live view's feed of spikes: by the kernel time in each one's
+    // window (the plain line has no feed).
+    pc.spike_windows = plan.tui && plan.attribute_at_end;
     Ok(Some(ProbeSession::start(pc).context(
         "cannot start the kernel probes (--no-probes measures without attribution)",
     )?))

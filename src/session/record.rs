@@ -146,13 +146,12 @@ struct Recorder {
 }
 
 /// Deciding at the end, spikes the live view lists each turn by the kernel time in their
-/// window (the latest: as many as a turn deciding live lists).
-const WINDOWS_SHOWN: usize = 20;
+/// window: the latest, as many as its feed shows (each costs the collector 20–30 µs, cold,
+/// on a CPU it shares with the workload).
+const WINDOWS_SHOWN: usize = crate::live::view::FEED_ROWS as usize;
 /// Spikes peeked at and waiting for a glance past their receipt, at most (the oldest go
 /// first): those received between the glance's start and the collector's turn after it.
 const PEEKED_KEPT: usize = 256;
-/// Culprits of each CPU the plain line names for the turn's largest spike.
-const WORST_SPIKE_CULPRITS: usize = 3;
 
 /// Deciding at the end, each consumer's interval histograms held until the workload stops,
 /// oldest first, at most `up_to` each: the boxes made before recording beyond those the
@@ -900,11 +899,11 @@ impl Recorder {
     /// time in its window (`build::kernel_window_spike`) once the glances at the rings have
     /// gone past its receipt: within a turn of it.
     fn kernel_window_spikes(&mut self, p: &Prepared) {
-        self.live.worst_spike = None;
-        if !self.needs.feed && !self.needs.worst_spike {
+        if !self.needs.feed {
             return;
         }
-        // A piece of its own (20–40 µs here): not in one with what came before it.
+        // Each look is a piece of its own (cold, some 20 µs here): not in one with what came
+        // before it.
         self.pacer.between();
         let Some(recent) = p.probe.as_ref().and_then(|(s, _)| s.recent_kernel()) else {
             return;
@@ -914,7 +913,6 @@ impl Recorder {
         // wait for the next (the few received since that glance began).
         let complete = recent.complete_to_ns();
         let (waiting, ready) = (&mut self.peeked, &mut self.ready_spikes);
-        let mut worst: Option<Spike> = None;
         let mut take = |s: Spike, waiting: &mut VecDeque<Spike>| {
             if s.receive_ns >= complete {
                 if waiting.len() == PEEKED_KEPT {
@@ -922,9 +920,6 @@ impl Recorder {
                 }
                 waiting.push_back(s);
                 return;
-            }
-            if worst.is_none_or(|w| s.transit_ns() > w.transit_ns()) {
-                worst = Some(s);
             }
             if ready.len() == WINDOWS_SHOWN {
                 ready.pop_front();
@@ -945,7 +940,7 @@ impl Recorder {
             Some((cfg.producer_cpu, *consumer_cpu))
         };
         let ready = std::mem::take(&mut self.ready_spikes);
-        for s in ready.iter().filter(|_| self.needs.feed) {
+        for s in &ready {
             let Some(cpus) = cpus(s) else {
                 continue;
             };
@@ -956,16 +951,6 @@ impl Recorder {
         }
         self.ready_spikes = ready;
         self.ready_spikes.clear();
-        if let Some((s, cpus)) = worst
-            .filter(|_| self.needs.worst_spike)
-            .and_then(|s| Some((s, cpus(&s)?)))
-        {
-            self.pacer.between();
-            let mut spike = kernel_window_spike(&s, cpus, &recent);
-            spike.entry.producer_culprits.truncate(WORST_SPIKE_CULPRITS);
-            spike.entry.consumer_culprits.truncate(WORST_SPIKE_CULPRITS);
-            self.live.worst_spike = Some(text::kernel_window_spike_line(p.record_from, &spike));
-        }
     }
 }
 

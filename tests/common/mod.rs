@@ -323,6 +323,15 @@ pub fn snapshot() -> Vec<(String, String)> {
     out
 }
 
+/// A figure as `fmt_ns` writes it (`812ns`, `12.4µs`, `3.21ms`, `1.479s`).
+pub fn parse_ns(s: &str) -> u64 {
+    let (number, scale) = [("ns", 1.0), ("µs", 1e3), ("ms", 1e6), ("s", 1e9)]
+        .into_iter()
+        .find_map(|(unit, scale)| s.strip_suffix(unit).map(|n| (n, scale)))
+        .unwrap_or_else(|| panic!("not a duration: {s}"));
+    (number.parse::<f64>().unwrap_or_else(|e| panic!("{s}: {e}")) * scale) as u64
+}
+
 /// The run file a run wrote into `dir` (not its `.trace.json`).
 pub fn run_file_in(dir: &std::path::Path) -> std::path::PathBuf {
     std::fs::read_dir(dir)
