@@ -12,12 +12,23 @@ use std::time::Duration;
 
 use super::clock::{monotonic_ns, own_thread_cpu_ns};
 
-/// Longest stretch of work before a pause (the slice seen as `self` stays below ~100 µs with
-/// the switches around it and the last piece of work). Each pause costs the collector a
-/// switch out, a timer and a switch back: 50 µs slices take a third fewer pauses than 30 µs
-/// ones did, for some 10 % less of its CPU, while the pieces known to be long are announced
+/// Longest stretch of work before a pause: the slice seen as `self` is this, the last piece
+/// of work and the switches around it, and stays below 100 µs. Each pause costs the collector
+/// a switch out, a timer and a switch back, and the pieces known to be long are announced
 /// (`before`) and begin a slice of their own.
-pub const SLICE_NS: u64 = 50_000;
+///
+/// The last piece is what a VM makes long. Work done once a second finds its code and data
+/// cold there (150–300 ns a cache line): copying the kernel's time by culprit for the view
+/// took 8–16 µs, naming a new culprit 15–20 µs, and the last piece of a turn 35–230 µs where
+/// it takes a few µs warm — and which piece is cold cannot be told from the last turns (a
+/// pacer that learnt each call site's piece and filled the slice up to 75 µs made the longest
+/// slices longer, 107–124 µs). Ten alternating quiet runs of each, deciding at the end: the
+/// longest own slice 65–79 µs with 30 µs (one run 131) against 83–106 µs with 50 µs, the
+/// threads' CPU 2.8–2.9 against 2.4–2.8 ms per 10 s (medians of five); live (five each),
+/// 86–108 µs (one 196) against 97–116 µs (one 687), `self` 6.7 against 6.1 % of the stall
+/// time; under the hrtimer storm deciding at the end (four each), 60–94 µs (one 232) against
+/// 86–157 µs, the threads' CPU 23 against 19 ms.
+pub const SLICE_NS: u64 = 30_000;
 /// How long a pause lets the measured thread run (plus the timer slack of the sleep).
 pub const PAUSE: Duration = Duration::from_micros(50);
 

@@ -859,7 +859,9 @@ impl Recorder {
             });
         }
         if live.at_end {
-            // The stalls wait for the end: the kernel's time by culprit so far instead.
+            // The stalls wait for the end: the kernel's time by culprit so far instead (its
+            // rows a piece of their own).
+            pacer.between();
             if let Some(k) = p.probe.as_ref().and_then(|(s, _)| s.kernel_time()) {
                 live.kernel_total_ns = Some(k.total_ns);
                 live.kernel_unseen = k.end_unseen;
