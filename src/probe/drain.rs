@@ -157,7 +157,7 @@ pub(super) fn run(
                         break false;
                     }
                 };
-                // The view's copy is a piece of its own (cold once a second, 30–150 µs here
+                // The view's copy is a piece of its own (cold once a second, 35–230 µs here
                 // after the last step of the glance).
                 pacer.between();
                 glanced(&recent, read_all.then_some(began));
