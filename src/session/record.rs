@@ -138,7 +138,7 @@ struct Recorder {
     held: HeldIntervals,
     /// Deciding at the end: spikes seen in the workload's queues and not shown yet (they
     /// wait for a glance at the rings past their receipt), and the latest of those ready
-    /// at a turn (kept between turns).
+    /// at a turn (its room kept between turns).
     peeked: VecDeque<Spike>,
     ready_spikes: VecDeque<Spike>,
     /// Where the last look at each consumer's spike queue stopped.
@@ -907,13 +907,15 @@ impl Recorder {
         // Each look is a piece of its own (cold, some 20 µs here): not in one with what came
         // before it.
         self.pacer.between();
-        let Some(recent) = p.probe.as_ref().and_then(|(s, _)| s.recent_kernel()) else {
+        // The recent episodes' lock is taken for each look alone, never across a pause (the
+        // drain thread takes it at each step of its glance).
+        let recent = || p.probe.as_ref().and_then(|(s, _)| s.recent_kernel());
+        let Some(complete) = recent().map(|r| r.complete_to_ns()) else {
             return;
         };
         // Those waiting from the last turn, then the new ones, in the order they came: a spike
         // received before the latest complete glance began is ready to be shown; the others
         // wait for the next (the few received since that glance began).
-        let complete = recent.complete_to_ns();
         let (waiting, ready) = (&mut self.peeked, &mut self.ready_spikes);
         let mut take = |s: Spike, waiting: &mut VecDeque<Spike>| {
             if s.receive_ns >= complete {
@@ -947,7 +949,9 @@ impl Recorder {
                 continue;
             };
             self.pacer.between();
-            let spike = kernel_window_spike(s, cpus, &recent);
+            let Some(spike) = recent().map(|r| kernel_window_spike(s, cpus, &r)) else {
+                break;
+            };
             self.live
                 .push_feed(text::kernel_window_spike_line(p.record_from, &spike));
         }
