@@ -158,7 +158,9 @@ impl KernelTally {
                 let span = (r.start_ns, r.end_ns.max(r.start_ns));
                 let grown = r.id.min(span.1 - span.0);
                 let steal = Piece::new(span, grown, at as u32, false);
-                piece(&mut recent, &self.culprits, r.cpu, (steal, false));
+                // Its span runs from the probes' read before to this one: often long.
+                let long = span.1 - span.0 > LONG_NS;
+                piece(&mut recent, &self.culprits, r.cpu, (steal, long));
             }
             Some(Kind::Lost) => self.lost += r.id,
             _ => {}
@@ -449,6 +451,25 @@ mod tests {
         assert_eq!(ns_of(&all, "before"), Option::None);
         assert_eq!(ns_of(&all, "unseen"), Option::None);
         assert_eq!(ns_of(&all, "local timer"), Some(10));
+    }
+
+    #[test]
+    fn a_long_steal_span_is_found_by_a_window_well_before_its_end() {
+        // Steal read 2 ms apart that grew 400 µs: a window of its first 100 µs, 1.9 ms before
+        // the record's end, gets its share (kept with the long pieces, as a long run is).
+        let mut r = RecentKernel::with_room(&[0]);
+        let mut t = KernelTally::default();
+        let steal = js_record {
+            kind: Kind::Steal as u32,
+            cpu: 0,
+            start_ns: 1_000_000,
+            end_ns: 3_000_000,
+            id: 400_000,
+            ..Default::default()
+        };
+        t.add(&steal, 0, &mut namer, Some(&mut r));
+        r.glanced(Some(4_000_000));
+        assert_eq!(r.window(0, 1_000_000, 1_100_000).total_ns(), 20_000);
     }
 
     #[test]
