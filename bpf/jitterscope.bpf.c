@@ -1614,7 +1614,7 @@ int BPF_PROG(js_floor_timer_empty, int vector)
 }
 
 /* One clock read, on the timer interrupt: the first timestamp taken at each tick costs far
- * more than a later one (measured here: 150–200 ns alone against 80–110 after another read),
+ * more than a later one (about twice, `probe --floor` shows both),
  * whichever program takes it — with `--floor-first` this program takes it, and what the
  * probe's own timer programs cost after it shows apart from that price. */
 SEC("tp_btf/local_timer_entry")

@@ -1,6 +1,6 @@
 //! Room in the allocator's heap made before the recording starts, and kept while it records.
 //! Under `mlockall(MCL_FUTURE)` every growth of a heap is populated by the kernel in the
-//! system call that grows it — 10–14 µs a page on this VM under a storm — in one piece on a
+//! system call that grows it — microseconds a page — in one piece on a
 //! CPU the collector may share with the workload. Grown once, ahead, and left free in the heap
 //! (the allocator never trims, see `system::hold_memory_in_place`), later allocations are
 //! carved from that room instead. When a storm's backlog outgrows it, the collector's
@@ -25,12 +25,12 @@ pub fn reserve_heap(bytes: usize) {
 /// Room the keeper keeps free at the top of the heap: more than a turn of the hrtimer storm's
 /// backlog allocates (about 1.2 MiB).
 pub const KEPT_ROOM: usize = 4 << 20;
-/// One step of growth: two pages, 20–30 µs of populating under a storm.
+/// One step of growth: two pages (`STEP_NS` of populating at most under a storm).
 pub const STEP: usize = 8 << 10;
 /// What a step takes in one piece, for the pacer (`Pacer::before`).
 const STEP_NS: u64 = 30_000;
-/// What reading the heap's top takes in one piece (`mallinfo2` walks every free list:
-/// 5–25 µs under the storm).
+/// What reading the heap's top takes in one piece at most (`mallinfo2` walks every free
+/// list).
 const LOOK_NS: u64 = 25_000;
 /// Turns the keeper goes on looking at the top after its last step, then it waits for the
 /// heap to grow on its own again.

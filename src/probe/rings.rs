@@ -1,8 +1,8 @@
 //! The per-CPU record rings (`rings` in the BPF object; the protocol is told in
 //! `bpf/jitterscope.h`, at `struct js_cpu_counters`): plain memory shared with the programs,
 //! where a record costs them a compare-and-swap and a few stores instead of the BPF ring
-//! buffer's two helper calls, its lock and its interrupt masking (45–60 ns less per
-//! `sched_switch` on a retpolined VM, `scripts/bench.sh`).
+//! buffer's two helper calls, its lock and its interrupt masking (`scripts/bench.sh` prints the
+//! per-event cost of each program).
 //!
 //! The reader takes committed records from every CPU's ring, earliest end first: each ring is
 //! in the order its CPU wrote it, and every record ends when it is written, so the records

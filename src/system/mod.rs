@@ -36,9 +36,9 @@ pub fn is_virtual_machine() -> bool {
 /// run start, so that the room they make in their heaps (`platform::heap`) stays too. A heap
 /// that must still grow (a storm's backlog outgrowing the room) grows by what is asked and no
 /// more (no top pad; glibc's is 128 KiB): under `mlockall` the kernel populates the growth in
-/// the system call, 3–14 µs a page on this VM — 128 KiB steps were 200–300 µs slices, 32 KiB
-/// ones still 100–270 µs with the 36 KiB chunk that asked for them — and the collector's
-/// `HeapKeeper` grows its heap ahead of need, in steps of two pages.
+/// the system call, microseconds a page, so a padded growth is one long slice on a CPU it
+/// may share with the workload; the collector's `HeapKeeper` grows its heap ahead of need,
+/// in steps of two pages.
 pub fn keep_allocations_in_place() {
     #[cfg(target_env = "gnu")]
     // SAFETY: mallopt only sets allocator parameters; the values are within glibc's ranges

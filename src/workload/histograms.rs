@@ -9,8 +9,8 @@ use crate::model::Nanos;
 pub const LOWEST_NS: u64 = 1;
 pub const HIGHEST_NS: u64 = 100_000_000_000;
 pub const SIGNIFICANT_DIGITS: u8 = 3;
-/// About how long one such histogram's reset takes on the collector's CPU (its whole counts
-/// array written, cold): 41–48 µs measured here.
+/// The longest one such histogram's reset takes on the collector's CPU (its whole counts
+/// array written, cold), for the pacer.
 pub const RESET_NS: u64 = 50_000;
 
 pub fn new_histogram() -> Histogram<u64> {
@@ -99,7 +99,7 @@ pub fn add_buckets(into: &mut Histogram<u64>, buckets: &[(u64, u64)], pace: &mut
 }
 
 /// Buckets added between two calls of `add_buckets`' pace: each is a record into a cold
-/// counts array (two intervals' adds took 25–37 µs in one piece, a second's worth of buckets).
+/// counts array, and a second's worth of buckets added in one piece would be a long slice.
 const ADD_STEP: usize = 256;
 
 #[cfg(test)]
