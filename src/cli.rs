@@ -3,6 +3,7 @@
 //! the commands take; `commands` holds the commands that compose at this top layer.
 
 pub mod commands;
+pub mod man;
 pub mod plan;
 
 use std::path::PathBuf;
@@ -104,6 +105,13 @@ pub enum Command {
         /// Records to feed
         #[arg(long, default_value_t = 5_000_000)]
         records: u64,
+    },
+    /// Write the man pages into a directory (for scripts/man.sh)
+    #[command(hide = true)]
+    Man {
+        /// Directory to write jitterscope.1 and jitterscope-<command>.1 into
+        #[arg(long)]
+        out: PathBuf,
     },
     /// Print shell completions
     Completions {

@@ -78,5 +78,6 @@ fn run(cli: Cli) -> Result<()> {
         Some(Command::NoiseTimer { cpu, rate }) => noise::run_timer(cpu, rate),
         Some(Command::BenchEngine { records }) => commands::bench_engine(records, out),
         Some(Command::Completions { shell }) => commands::completions(shell, out),
+        Some(Command::Man { out: dir }) => jitterscope::cli::man::write_pages(&dir),
     }
 }
