@@ -3,8 +3,10 @@
 //! decides what it can within the collector's budget, and keeps the interval log; the live
 //! model shows its consumers, and the run file its histograms, stalls and spikes.
 
+mod held;
 mod intervals;
 mod live;
+mod metrics;
 mod runfile;
 mod turn;
 
@@ -27,13 +29,13 @@ use crate::platform::clock::{monotonic_ns, own_thread_cpu_ns};
 use crate::platform::heap::HeapKeeper;
 use crate::platform::pace::Pacer;
 use crate::probe::{AttachStatus, ProbeBatch, ProbeSession, ProbeSummary};
-use crate::report::build::consumer_key;
-use crate::report::metrics::{ConsumerSeries, Exposure, MetricsFile, Mode};
+use crate::report::metrics::{MetricsFile, Mode};
 use crate::signals;
 use crate::system::cputime;
 use crate::workload::histograms::{new_histogram, KEPT_FOR_ROTATION};
 use crate::workload::Workload;
-use intervals::{ConsumerTotals, HeldIntervals, IntervalBuckets};
+use held::HeldIntervals;
+use intervals::{ConsumerTotals, IntervalBuckets};
 use live::{initial_model, PEEKED_KEPT, WINDOWS_SHOWN};
 pub(super) use runfile::RunStopped;
 use turn::{take_records, STALLS_KEPT};
@@ -428,38 +430,5 @@ impl Recorder {
                 },
             ),
         }
-    }
-
-    /// Rewrites the metrics file from the totals, the attribution and jitterscope's own CPU
-    /// time (the process's less the workload's, at the latest sample).
-    fn rewrite_metrics(&mut self, p: &Prepared, now: Nanos) -> Result<(), String> {
-        let Some(file) = &mut self.metrics else {
-            return Ok(());
-        };
-        let empty = Default::default();
-        let e = Exposure {
-            now_ns: now,
-            elapsed_ns: now.saturating_sub(p.record_from),
-            cpus: &p.measured,
-            theft: self.attr.theft.as_ref().unwrap_or(&empty),
-            steal_ns: &self.attr.steal_seen,
-            lost: &self.attr.lost_per_cpu,
-            own_cpu_ns: self
-                .cpu_last
-                .map_or(0, |c| c.process_ns.saturating_sub(c.workload_ns)),
-            consumers: self
-                .totals
-                .iter()
-                .zip(&p.cfg.consumer_cpus)
-                .enumerate()
-                .map(|(i, (t, &cpu))| ConsumerSeries {
-                    consumer: consumer_key(i),
-                    cpu,
-                    transit: &t.transit,
-                })
-                .collect(),
-            threads: Vec::new(),
-        };
-        file.write(&e)
     }
 }
