@@ -150,49 +150,69 @@ pub struct RunArgs {
     #[arg(long, default_value = "10us", allow_hyphen_values = true, value_parser = parse_spike_threshold)]
     pub spike_threshold: Nanos,
 
-    /// A name for this run (used in file names and reports)
-    #[arg(long, default_value = "run")]
-    pub label: String,
-
-    /// Directory for the run file, .hgrm and .hlog files
-    #[arg(long, default_value = "jitterscope-runs")]
-    pub output: PathBuf,
-
-    /// Plain text output even on a terminal (always so when stdout is not a terminal)
-    #[arg(long)]
-    pub no_tui: bool,
+    /// What every session takes: its name, its files, its display, its rings, its metrics.
+    #[command(flatten)]
+    pub session: SessionArgs,
 
     /// Run without kernel probes: measure only, no attribution (no root needed)
-    #[arg(long)]
+    #[arg(long, display_order = SessionArgs::RUN_OWN[0])]
     pub no_probes: bool,
 
-    /// Size of each measured CPU's record ring (power of two, e.g. 8M; other CPUs get a sixteenth); raise it if records are lost
-    #[arg(long, default_value = "8M", allow_hyphen_values = true, value_parser = parse_size)]
-    pub ringbuf_size: u64,
-
     /// Inject known noise during the run: KIND@CPU:RATE (kworker, irq, task, timer, freq), repeatable
-    #[arg(long, value_name = "KIND@CPU:RATE", value_parser = crate::workshop::noise::parse_spec)]
+    #[arg(long, value_name = "KIND@CPU:RATE", value_parser = crate::workshop::noise::parse_spec, display_order = SessionArgs::RUN_OWN[1])]
     pub inject: Vec<(crate::workshop::noise::NoiseKind, Cpu, u32)>,
-
-    /// How many of the worst stalls the run file keeps
-    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=100_000))]
-    pub keep_stalls: u32,
-    /// Write Prometheus metrics to FILE for node_exporter's textfile collector (name it
-    /// *.prom, in the collector's directory); rewritten every --metrics-interval and at the end
-    #[arg(long, value_name = "FILE")]
-    pub metrics: Option<PathBuf>,
-
-    /// How often the metrics file is rewritten
-    #[arg(long, default_value = "10s", requires = "metrics", allow_hyphen_values = true, value_parser = parse_metrics_interval)]
-    pub metrics_interval: Nanos,
 
     /// When culprits are decided: `live`, as the run goes (the live view's culprits); `end`,
     /// after the workload stops — the kernel records wait in the rings meanwhile, so the least
     /// of jitterscope runs beside the workload; `auto`: `end` when every CPU is measured (its
     /// threads must share them), the run is at most a minute long (what the rings hold) and
     /// nothing needs live decisions (--metrics), else `live`
-    #[arg(long, value_enum, default_value_t = Attribution::Auto)]
+    #[arg(long, value_enum, default_value_t = Attribution::Auto, display_order = SessionArgs::AFTER)]
     pub attribution: Attribution,
+}
+
+/// The flags `run` and `watch` share, with the same values and meanings (`watch` names its
+/// label's default and what its kept stalls are: see `WatchArgs`).
+#[derive(Debug, Clone, Args)]
+pub struct SessionArgs {
+    /// A name for this run (used in file names and reports)
+    #[arg(long, default_value = "run", display_order = SessionArgs::ORDER)]
+    pub label: String,
+
+    /// Directory for the run file, .hgrm and .hlog files
+    #[arg(long, default_value = "jitterscope-runs", display_order = SessionArgs::ORDER + 1)]
+    pub output: PathBuf,
+
+    /// Plain text output even on a terminal (always so when stdout is not a terminal)
+    #[arg(long, display_order = SessionArgs::ORDER + 2)]
+    pub no_tui: bool,
+
+    /// Size of each measured CPU's record ring (power of two, e.g. 8M; other CPUs get a sixteenth); raise it if records are lost
+    #[arg(long, default_value = "8M", allow_hyphen_values = true, value_parser = parse_size, display_order = SessionArgs::ORDER + 4)]
+    pub ringbuf_size: u64,
+
+    /// How many of the worst stalls the run file keeps
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=100_000), display_order = SessionArgs::ORDER + 6)]
+    pub keep_stalls: u32,
+
+    /// Write Prometheus metrics to FILE for node_exporter's textfile collector (name it
+    /// *.prom, in the collector's directory); rewritten every --metrics-interval and at the end
+    #[arg(long, value_name = "FILE", display_order = SessionArgs::ORDER + 7)]
+    pub metrics: Option<PathBuf>,
+
+    /// How often the metrics file is rewritten
+    #[arg(long, default_value = "10s", requires = "metrics", allow_hyphen_values = true, value_parser = parse_metrics_interval, display_order = SessionArgs::ORDER + 8)]
+    pub metrics_interval: Nanos,
+}
+
+impl SessionArgs {
+    /// Where the shared flags show in `--help`: after each command's own leading flags
+    /// (clap numbers flags from 0 in the order they are declared; run has 7, watch 5)...
+    const ORDER: usize = 100;
+    /// ...with run's --no-probes and --inject in the places left between them...
+    const RUN_OWN: [usize; 2] = [Self::ORDER + 3, Self::ORDER + 5];
+    /// ...and the flags that follow them after.
+    const AFTER: usize = Self::ORDER + 9;
 }
 
 /// `--attribution`: when a run decides its culprits.
@@ -212,6 +232,10 @@ Examples:
 
 #[derive(Debug, Clone, Args)]
 #[command(group(clap::ArgGroup::new("target").args(["pid", "tid", "comm", "command"]).required(true)))]
+#[command(mut_arg("label", |a| a
+    .default_value("watch")
+    .help("A name for this watch (used in file names and reports)")))]
+#[command(mut_arg("keep_stalls", |a| a.help("How many of the worst interruptions the run file keeps")))]
 pub struct WatchArgs {
     /// Every thread of this process (and the threads it creates while watched)
     #[arg(long, value_name = "PID")]
@@ -228,30 +252,9 @@ pub struct WatchArgs {
     /// How long to watch (default: until Ctrl-C or the target exits)
     #[arg(long, allow_hyphen_values = true, value_parser = parse_run_duration)]
     pub duration: Option<Nanos>,
-    /// A name for this watch (used in file names and reports)
-    #[arg(long, default_value = "watch")]
-    pub label: String,
-    /// Directory for the run file, .hgrm and .hlog files
-    #[arg(long, default_value = "jitterscope-runs")]
-    pub output: PathBuf,
-    /// Plain text output even on a terminal (always so when stdout is not a terminal)
-    #[arg(long)]
-    pub no_tui: bool,
-    /// Size of each measured CPU's record ring (power of two, e.g. 8M; other CPUs get a sixteenth); raise it if records are lost
-    #[arg(long, default_value = "8M", allow_hyphen_values = true, value_parser = parse_size)]
-    pub ringbuf_size: u64,
-    /// How many of the worst interruptions the run file keeps
-    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=100_000))]
-    pub keep_stalls: u32,
-
-    /// Write Prometheus metrics to FILE for node_exporter's textfile collector (name it
-    /// *.prom, in the collector's directory); rewritten every --metrics-interval and at the end
-    #[arg(long, value_name = "FILE")]
-    pub metrics: Option<PathBuf>,
-
-    /// How often the metrics file is rewritten
-    #[arg(long, default_value = "10s", requires = "metrics", allow_hyphen_values = true, value_parser = parse_metrics_interval)]
-    pub metrics_interval: Nanos,
+    /// What every session takes: its name, its files, its display, its rings, its metrics.
+    #[command(flatten)]
+    pub session: SessionArgs,
     /// The command to start and watch (after --)
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,

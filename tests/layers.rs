@@ -112,3 +112,93 @@ fn the_checker_sees_a_wrong_import() {
     );
     assert!(layer("report") >= layer("attribution"));
 }
+
+/// Where a file of `src/session/` stands at the stall-source seam: the session's own parts
+/// (the loop, the finish, the seam, what they share) name no source; each source's files name
+/// no other source.
+fn session_part(rel: &str) -> &str {
+    match rel.split('/').next().unwrap_or("") {
+        "run" | "prepare.rs" => "run",
+        "watch" => "watch",
+        "mod.rs" => "entry",
+        _ => "shared",
+    }
+}
+
+/// The sources of `src/session/` a file names, by the module paths that reach them.
+fn sources_named(text: &str) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let code = line.split("//").next().unwrap_or("");
+        for (source, paths) in [
+            ("run", ["session::run", "super::run", "super::super::run"]),
+            (
+                "watch",
+                ["session::watch", "super::watch", "super::super::watch"],
+            ),
+        ] {
+            if paths.iter().any(|p| names_module(code, p)) && !out.contains(&source) {
+                out.push(source);
+            }
+        }
+    }
+    out
+}
+
+/// `code` names the module `path` (not one whose name only begins with its last part).
+fn names_module(code: &str, path: &str) -> bool {
+    code.match_indices(path).any(|(i, _)| {
+        let next = code[i + path.len()..].chars().next();
+        !next.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+    })
+}
+
+#[test]
+fn the_session_loop_and_finish_name_no_source_and_no_source_names_another() {
+    let session = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/session");
+    let mut files = Vec::new();
+    rust_files(&session, &mut files);
+    let mut wrong = Vec::new();
+    for f in &files {
+        let rel = f
+            .strip_prefix(&session)
+            .unwrap()
+            .to_string_lossy()
+            .to_string();
+        let part = session_part(&rel);
+        if part == "entry" {
+            // The entry points start each kind of session: they name both.
+            continue;
+        }
+        let text = std::fs::read_to_string(f).unwrap();
+        for named in sources_named(&text) {
+            if named != part {
+                wrong.push(format!("session/{rel} ({part}) names the {named} source"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "across the stall-source seam: {wrong:#?}");
+    assert!(
+        files.iter().any(|f| f.ends_with("session/run/mod.rs"))
+            && files.iter().any(|f| f.ends_with("session/watch/source.rs")),
+        "the two sources are where this test looks for them"
+    );
+}
+
+#[test]
+fn the_seam_checker_sees_a_source_named() {
+    assert_eq!(
+        sources_named("use super::super::watch::Watched;"),
+        ["watch"]
+    );
+    assert_eq!(
+        sources_named("use crate::attribution::watch::WatchBook;"),
+        Vec::<&str>::new()
+    );
+    assert_eq!(
+        sources_named("use super::runfile::WatchStopped;"),
+        Vec::<&str>::new()
+    );
+    assert_eq!(session_part("run/turn.rs"), "run");
+    assert_eq!(session_part("record.rs"), "shared");
+}

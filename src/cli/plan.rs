@@ -54,19 +54,22 @@ pub fn watch_plan(args: &WatchArgs) -> Result<WatchPlan, UsageError> {
         Some(text) => parse_cpu_list(text, &topo, 1)?,
         None => topo.online.clone(),
     };
-    let metrics = metrics_plan(args.metrics.as_deref(), args.metrics_interval)?;
-    let output = OutputDir::prepare(&args.output).map_err(|e| UsageError(e.to_string()))?;
+    let metrics = metrics_plan(
+        args.session.metrics.as_deref(),
+        args.session.metrics_interval,
+    )?;
+    let output = OutputDir::prepare(&args.session.output).map_err(|e| UsageError(e.to_string()))?;
     Ok(WatchPlan {
         target,
         cpus,
         duration_ns: args.duration,
-        label: args.label.clone(),
+        label: args.session.label.clone(),
         output,
-        keep_stalls: args.keep_stalls as usize,
+        keep_stalls: args.session.keep_stalls as usize,
         progress: true,
-        tui: !args.no_tui && std::io::stdout().is_terminal(),
+        tui: !args.session.no_tui && std::io::stdout().is_terminal(),
         colour: colour_on_stdout(),
-        ringbuf_bytes: ringbuf_bytes(args.ringbuf_size),
+        ringbuf_bytes: ringbuf_bytes(args.session.ringbuf_size),
         proc_root: default_proc().to_path_buf(),
         metrics,
     })
@@ -126,7 +129,10 @@ pub fn run_plan(args: &RunArgs) -> Result<RunPlan, UsageError> {
     };
     let topo = Topology::read();
     let cpus = parse_cpus(cpus_text, &topo)?;
-    let metrics = metrics_plan(args.metrics.as_deref(), args.metrics_interval)?;
+    let metrics = metrics_plan(
+        args.session.metrics.as_deref(),
+        args.session.metrics_interval,
+    )?;
     let at_end = decides_at_end(
         args.attribution,
         !args.no_probes,
@@ -146,12 +152,12 @@ pub fn run_plan(args: &RunArgs) -> Result<RunPlan, UsageError> {
             ));
         }
     }
-    let output = OutputDir::prepare(&args.output).map_err(|e| UsageError(e.to_string()))?;
+    let output = OutputDir::prepare(&args.session.output).map_err(|e| UsageError(e.to_string()))?;
     let (threshold, auto) = match args.stall_threshold {
         Threshold::Auto => (auto_stall_threshold_ns(), true),
         Threshold::Fixed(ns) => (ns, false),
     };
-    let probes = (!args.no_probes).then(|| ringbuf_bytes(args.ringbuf_size));
+    let probes = (!args.no_probes).then(|| ringbuf_bytes(args.session.ringbuf_size));
     let mut workload = WorkloadConfig::new(cpus[0], cpus[1..].to_vec());
     workload.pin = !args.no_pin;
     workload.interval_ns = args.interval;
@@ -164,12 +170,12 @@ pub fn run_plan(args: &RunArgs) -> Result<RunPlan, UsageError> {
     }
     Ok(RunPlan {
         workload,
-        label: args.label.clone(),
+        label: args.session.label.clone(),
         output,
         stall_threshold_auto: auto,
-        keep_stalls: args.keep_stalls as usize,
+        keep_stalls: args.session.keep_stalls as usize,
         progress: true,
-        tui: !args.no_tui && std::io::stdout().is_terminal(),
+        tui: !args.session.no_tui && std::io::stdout().is_terminal(),
         colour: colour_on_stdout(),
         probes,
         metrics,

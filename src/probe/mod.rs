@@ -60,7 +60,7 @@ pub const MANDATORY: [&str; 7] = [
 ];
 
 /// How often the drain thread empties the record rings by default (a run sets its own: see
-/// `session::record::turn`).
+/// `session::run::turn`).
 pub const DRAIN_INTERVAL: Duration = Duration::from_millis(250);
 
 #[derive(Debug, Clone)]

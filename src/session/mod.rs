@@ -1,12 +1,16 @@
-//! One run in three named phases: **prepare** (claim the CPUs, place the collector, load the
-//! probes, start the stall source, open the interval log) → **record** (drain, attribute,
+//! One session in three named phases: **prepare** (claim the CPUs, place the collector, load
+//! the probes, start the stall source, open the interval log) → **record** (drain, attribute,
 //! show the running model to a `Frontend`; ends with an `EndReason`) → **finish** (the run
-//! file, the files, the report). The stall source is the seam between kinds of run: here the
-//! workload's own clock gaps.
+//! file, the files, the report). The stall source (`source::StallSource`) is the seam between
+//! kinds of session: in `run`, the workload's own clock gaps (`run`); in `watch`, the
+//! interruptions the kernel saw of the user's threads (`watch`). The record loop and the
+//! finish are one for both.
 
 mod finish;
 mod prepare;
 mod record;
+mod rows;
+mod run;
 mod source;
 pub mod watch;
 
@@ -93,24 +97,61 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
 }
 
 fn run_phases(plan: RunPlan, out: &mut Console) -> Result<RunOutcome> {
-    let mut prepared = prepare::prepare(&plan, out)?;
-    let mut frontend = frontend_for(&plan, &prepared, out);
-    let recorded = record::record(&plan, &mut prepared, frontend.as_mut(), out)?;
-    finish::finish(&plan, prepared, recorded, out)
+    let prepared = prepare::prepare(&plan, out)?;
+    // Every CPU measured: the view's own cost lands on the producer's CPU, so it draws less
+    // often.
+    let refresh_ns = if prepared.every_cpu_measured {
+        1_000_000_000
+    } else {
+        250_000_000
+    };
+    let (from, end) = (prepared.record_from, prepared.end);
+    let shown = Shown {
+        tui: plan.tui,
+        progress: plan.progress,
+        refresh_ns,
+    };
+    let mut frontend = frontend_for(shown, &|| PlainLines::new(from, end), out);
+    let source = run::RunSource::new(plan, prepared, frontend.needs());
+    let f = record_and_finish(source, frontend.as_mut(), out)?;
+    Ok(RunOutcome {
+        run: f.run,
+        json_path: f.json_path,
+        hgrm_paths: f.hgrm_paths,
+        hlog_path: f.hlog_path,
+    })
+}
+
+/// The record and finish phases of any source.
+fn record_and_finish<S: source::StallSource>(
+    mut source: S,
+    frontend: &mut dyn Frontend,
+    out: &mut Console,
+) -> Result<finish::Finished> {
+    let ended = record::record(&mut source, frontend, out)?;
+    let stopped = source.stop(ended, out)?;
+    finish::finish(stopped, out)
+}
+
+/// How a session shows itself as it records.
+#[derive(Debug, Clone, Copy)]
+struct Shown {
+    /// The live view (stdout is a terminal and --no-tui was not given).
+    tui: bool,
+    /// Plain progress lines when there is no live view.
+    progress: bool,
+    /// How often the live view draws.
+    refresh_ns: Nanos,
 }
 
 /// The live view on a terminal, plain lines elsewhere, nothing for the workshop's steps.
-fn frontend_for(plan: &RunPlan, p: &prepare::Prepared, out: &mut Console) -> Box<dyn Frontend> {
-    let lines = PlainLines::new(p.record_from, p.end);
-    if plan.tui {
-        // Every CPU measured: the view's own cost lands on the producer's CPU, so it draws
-        // less often.
-        let refresh_ns = if p.every_cpu_measured {
-            1_000_000_000
-        } else {
-            250_000_000
-        };
-        match LiveView::enter(refresh_ns, PlainLines::new(p.record_from, p.end)) {
+fn frontend_for(
+    shown: Shown,
+    lines: &dyn Fn() -> PlainLines,
+    out: &mut Console,
+) -> Box<dyn Frontend> {
+    if shown.tui {
+        match LiveView::enter(shown.refresh_ns, lines()) {
             Ok(view) => return Box::new(view),
             Err(e) => {
                 let _ = writeln!(
@@ -120,8 +161,8 @@ fn frontend_for(plan: &RunPlan, p: &prepare::Prepared, out: &mut Console) -> Box
             }
         }
     }
-    if plan.progress {
-        Box::new(lines)
+    if shown.progress {
+        Box::new(lines())
     } else {
         Box::new(Silent)
     }

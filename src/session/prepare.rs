@@ -179,7 +179,7 @@ fn start_probes(
     pc.ringbuf_bytes = ringbuf_bytes;
     pc.drain_cpus = housekeeping;
     pc.budget = budget;
-    pc.drain_interval = super::record::turn(every_cpu_measured, plan.attribute_at_end);
+    pc.drain_interval = super::run::turn(every_cpu_measured, plan.attribute_at_end);
     // Deciding at the end, the live view's feed of spikes: by the kernel time in each one's
     // window (the plain line has no feed).
     pc.spike_windows = plan.tui && plan.attribute_at_end;

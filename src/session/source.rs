@@ -1,125 +1,85 @@
-//! The stall source: what a run attributes. In `run` it is the workload's own clock gaps (its
-//! spinning threads report their stalls, spikes and interval histograms); a watch will feed
-//! kernel-observed interruptions of other threads through the same seam. Everything crosses
-//! it by value — counters are read as totals, not shared atomics — so the source may one day
-//! live in a process of its own.
+//! The stall source: the seam between kinds of session. A source is what a session attributes
+//! — in `run`, the workload's own clock gaps (`run::RunSource`); in `watch`, the interruptions
+//! the kernel saw of the user's threads (`watch::WatchSource`). The one record loop
+//! (`record`) and the one finish (`finish`) drive any source through these two traits; a new
+//! kind of source (a cgroup, a container) is a new implementation of them, not a new loop.
 
-use std::sync::atomic::Ordering::Relaxed;
+use std::path::{Path, PathBuf};
 
-use crate::model::{Nanos, Spike};
-use crate::system::cputime;
-use crate::workload::histograms::IntervalHistograms;
-use crate::workload::{Output, Workload};
+use anyhow::Result;
 
-/// What went missing or was late on the source's side.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SourceCounters {
-    /// Stalls and spikes that did not fit the source's queues.
-    pub queue_drops: u64,
-    /// Messages seen out of sequence (a ring bug if ever non-zero).
-    pub sequence_errors: u64,
-    /// Publishes that found the ring full (delayed, not lost).
-    pub ring_full: u64,
-    /// Interval histograms handed over late.
-    pub rotations_missed: u64,
+use super::record::EndReason;
+use super::Console;
+use crate::live::frontend::Needs;
+use crate::live::LiveModel;
+use crate::model::Nanos;
+use crate::report::files::{OutputDir, OutputError};
+use crate::report::metrics::MetricsFile;
+use crate::report::runfile::RunFile;
+
+/// How a session speaks of itself in what it prints.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Words {
+    /// What it is: "run" or "watch".
+    pub noun: &'static str,
+    /// What it did with what it reports: "measured" or "seen".
+    pub verb: &'static str,
 }
 
-pub trait StallSource {
-    /// Hands over everything produced since the last call; an interval's histograms come
-    /// back through the sink's return value to be reused.
-    fn drain(&mut self, sink: &mut dyn FnMut(Output) -> Option<Box<IntervalHistograms>>);
-    /// `drain`, leaving the stalls and spikes queued unless `stalls` (see `queued`).
-    fn drain_some(
-        &mut self,
-        _stalls: bool,
-        sink: &mut dyn FnMut(Output) -> Option<Box<IntervalHistograms>>,
-    ) {
-        // A source that cannot hold its stalls hands them all over.
-        self.drain(sink);
+/// A source while it records: what each turn of the loop asks of it.
+pub(super) trait StallSource: Sized {
+    /// What the source becomes once it stopped: what the finish asks of it.
+    type Stopped: StoppedSource;
+
+    fn words(&self) -> Words;
+    /// The live view is on (a failed metrics rewrite is then left for the end to say).
+    fn tui(&self) -> bool;
+    /// Waits for the next turn; `Some` when the source ended on its own meanwhile.
+    fn wait_turn(&mut self) -> Option<EndReason>;
+    /// One turn: what the source produced since the last one, into the attribution.
+    fn turn(&mut self);
+    /// The metrics file, if asked for.
+    fn metrics(&self) -> Option<&MetricsFile>;
+    /// Rewrites the metrics file from what the source holds at `now`.
+    fn rewrite_metrics(&mut self, now: Nanos) -> Result<(), String>;
+    /// Does `work`, whose CPU time the source counts as its own (see `run`'s budget).
+    fn charged<R>(&mut self, work: impl FnOnce(&mut Self) -> R) -> R {
+        work(self)
     }
-    /// The share of its room the fullest of the source's stall queues holds (0 for a source
-    /// that queues nothing).
-    fn queued(&self) -> f64 {
-        0.0
-    }
-    /// Stalls waiting in the source's queues.
-    fn stalls_queued(&self) -> usize {
-        0
-    }
-    /// Shows `each` the spikes the source holds since the last look (`seen`: where each
-    /// queue's last look stopped), leaving them queued (a source that holds none shows
-    /// nothing).
-    fn peek_spikes(&self, _seen: &mut [usize], _each: &mut dyn FnMut(&Spike)) {}
-    /// True once every thread of the source has ended.
-    fn finished(&self) -> bool;
-    fn request_stop(&self);
-    /// Waits for the source's threads.
-    fn join(&mut self);
-    /// Why a thread cannot be measured where it was placed any more (moved off its CPU).
-    fn lost_placement(&self) -> Option<String>;
-    /// CPU time of the source's own threads; None once one has ended.
-    fn cpu_ns(&self) -> Option<u64>;
-    fn counters(&self) -> SourceCounters;
+    /// Why the session ends now, if it does, and what to say (nothing when empty).
+    fn end_asked(&mut self, now: Nanos) -> Option<(EndReason, String)>;
+    /// Asks the source's own threads to stop (the loop ended before the source did).
+    fn request_stop(&self) {}
+    /// The live model brought up to date at `now`, keeping up only what `needs` says.
+    fn live(&mut self, now: Nanos, needs: Needs) -> &LiveModel;
+    /// The live view asked for its totals to start again.
+    fn reset_view(&mut self) {}
+    /// The turns are over (before the frontend closes).
+    fn turns_over(&mut self) {}
+    /// Stops the source and takes whatever waited for the end.
+    fn stop(self, ended: EndReason, out: &mut Console) -> Result<Self::Stopped>;
 }
 
-impl StallSource for Workload {
-    fn drain(&mut self, sink: &mut dyn FnMut(Output) -> Option<Box<IntervalHistograms>>) {
-        Workload::drain(self, sink);
+/// A source once it stopped: its run file, its own files and notes.
+pub(super) trait StoppedSource {
+    fn words(&self) -> Words;
+    fn colour(&self) -> bool;
+    fn output(&self) -> &OutputDir;
+    /// The files' common name, before each one's suffix.
+    fn stem(&self) -> &str;
+    /// The files cost the run's CPU time: the first exporter that shows the overhead shows
+    /// what they cost up to it (`overhead.files_cpu_ns`).
+    fn files_costed(&self) -> bool {
+        false
     }
-
-    fn drain_some(
-        &mut self,
-        stalls: bool,
-        sink: &mut dyn FnMut(Output) -> Option<Box<IntervalHistograms>>,
-    ) {
-        Workload::drain_some(self, stalls, sink);
+    /// The run file and the `.hgrm` files written beside it (the first error in `error`).
+    fn run_file(&mut self, error: &mut Option<OutputError>) -> (RunFile, Vec<PathBuf>);
+    /// Notes on what went missing or late, after the report.
+    fn notes(&self, _out: &mut Console) -> Result<()> {
+        Ok(())
     }
-
-    fn queued(&self) -> f64 {
-        Workload::queued(self)
-    }
-
-    fn stalls_queued(&self) -> usize {
-        Workload::stalls_queued(self)
-    }
-
-    fn peek_spikes(&self, seen: &mut [usize], each: &mut dyn FnMut(&Spike)) {
-        Workload::peek_spikes(self, seen, each);
-    }
-
-    fn finished(&self) -> bool {
-        Workload::finished(self)
-    }
-
-    fn request_stop(&self) {
-        Workload::request_stop(self);
-    }
-
-    fn join(&mut self) {
-        Workload::join(self);
-    }
-
-    fn lost_placement(&self) -> Option<String> {
-        Workload::lost_placement(self)
-    }
-
-    fn cpu_ns(&self) -> Option<Nanos> {
-        let mut ns = 0;
-        for t in self.threads() {
-            ns += cputime::thread_cpu_ns(t.tid)?;
-        }
-        Some(ns)
-    }
-
-    fn counters(&self) -> SourceCounters {
-        let sum = |f: &dyn Fn(&crate::workload::ThreadCounters) -> u64| -> u64 {
-            Workload::counters(self).iter().map(|(_, c)| f(c)).sum()
-        };
-        SourceCounters {
-            queue_drops: sum(&|c| c.stalls_dropped.load(Relaxed) + c.spikes_dropped.load(Relaxed)),
-            sequence_errors: sum(&|c| c.sequence_errors.load(Relaxed)),
-            ring_full: sum(&|c| c.ring_full.load(Relaxed)),
-            rotations_missed: sum(&|c| c.rotations_missed.load(Relaxed)),
-        }
-    }
+    /// The interval log and its first error.
+    fn interval_log(&self) -> (&Path, Option<&std::io::Error>);
+    /// The metrics file, and why its last rewrite failed.
+    fn metrics(&self) -> (Option<&MetricsFile>, Option<&str>);
 }

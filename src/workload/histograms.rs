@@ -71,7 +71,7 @@ pub const AT_END_INTERVAL_ROOM: usize = 32 << 20;
 /// `duration_ns`, the final partial one, and three more for the consumer to rotate into
 /// between two turns of the collector, within `AT_END_INTERVAL_ROOM` for all `consumers`.
 /// A longer run holds what fits; the collector then takes the oldest held interval each time
-/// a new one comes, as it takes every interval when deciding live (`session::record`).
+/// a new one comes, as it takes every interval when deciding live (`session::run`).
 pub fn interval_pool_at_end(duration_ns: Nanos, period_ns: Nanos, consumers: usize) -> usize {
     let wanted = duration_ns.div_ceil(period_ns.max(1)) as usize + 1 + KEPT_FOR_ROTATION;
     let room = AT_END_INTERVAL_ROOM / (BOX_BYTES * consumers.max(1));

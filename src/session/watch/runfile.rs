@@ -1,119 +1,81 @@
-//! The end of a watch: the probes' last records, every open interruption decided, each
-//! thread's .hgrm files, the run file (mode `watch`, a `threads` list), then the report.
+//! A watch once it stopped: each thread's `.hgrm` files and the run file (mode `watch`, a
+//! `threads` list), for the one finish.
 
-use std::io::Write;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
-use anyhow::Result;
-
-use super::{Session, ThreadIds, WatchOutcome, WatchPlan};
+use super::source::{Watching, WORDS};
+use super::{ThreadIds, WatchPlan};
 use crate::attribution::advice::{Machine, Tracer};
 use crate::attribution::watch::{InterruptionKind, ThreadAccount, JOIN_NS};
-use crate::model::{Ended, Nanos, ThreadRole};
+use crate::model::{Nanos, ThreadRole};
 use crate::probe::ProbeSummary;
 use crate::report::build::{culprit_entry, probe_info, stall_entry};
-use crate::report::files::OutputError;
+use crate::report::files::{OutputDir, OutputError};
+use crate::report::hgrm;
+use crate::report::metrics::MetricsFile;
 use crate::report::runfile::{
     DelayStats, KindTotal, Lost, Mode, Overhead, RunFile, RunInfo, Settings, ThreadEntry,
     WatchInfo, SCHEMA,
 };
-use crate::report::{export, hgrm, text};
+use crate::session::record::EndReason;
+use crate::session::source::{StoppedSource, Words};
 use crate::summary::Summary;
 
 /// Culprits listed per thread.
 const THREAD_CULPRITS: usize = 10;
 
-pub(super) fn finish(
-    plan: &WatchPlan,
-    mut s: Session,
-    (ended, reason): (Ended, String),
-    out: &mut super::Console,
-) -> Result<WatchOutcome> {
-    let stop_ns = crate::platform::clock::monotonic_ns();
-    s.stop_ns = stop_ns;
-    let summary = stop_probes(plan, &mut s, out);
-    s.book.close_all(&mut s.attr);
-    let book = &mut s.book;
-    s.attr.finish_with(&mut |v| book.decided(v));
-    let metrics_failed = super::rewrite_metrics(plan, &mut s, stop_ns).err();
-    if let Some(child) = &mut s.watched.child {
-        // The command is the user's: it keeps running if the watch ended first; a finished
-        // one is reaped.
-        let _ = child.try_wait();
-    }
-    let mut error: Option<OutputError> = None;
-    let files = write_hgrms(plan, &s, &mut error);
-    let run = run_file(plan, &s, &summary, (ended, reason), stop_ns, &files);
-    let mut written = Vec::new();
-    for e in export::run_files() {
-        match plan.output.write(
-            &format!("{}{}", s.stem, e.suffix()),
-            e.render(&run).as_bytes(),
-        ) {
-            Ok(p) => written.push(p),
-            Err(e) => {
-                error.get_or_insert(e);
-            }
-        }
-    }
-    write!(out, "\n{}", text::render(&run, plan.colour))?;
-    if let Some(e) = &s.hlog_error {
-        writeln!(
-            out,
-            "WARNING: the interval log {} is incomplete: {e}",
-            s.hlog_path.display()
-        )?;
-    }
-    if let Some(e) = error {
-        return Err(anyhow::Error::new(e)
-            .context("the watch's files are incomplete (the report above is what was seen)"));
-    }
-    if let Some(why) = metrics_failed {
-        anyhow::bail!("{why}; the metrics file was not rewritten at the end (the report above and the watch's files are complete)");
-    }
-    let json_path = written.last().cloned().unwrap_or_default();
-    writeln!(out, "\nrun file:     {}", json_path.display())?;
-    for f in &written[..written.len().saturating_sub(1)] {
-        writeln!(out, "              {}", f.display())?;
-    }
-    for f in files.values().flatten() {
-        writeln!(out, "              {f} (HdrHistogram, µs)")?;
-    }
-    writeln!(
-        out,
-        "              {} (interval log)",
-        s.hlog_path.display()
-    )?;
-    for line in s.metrics.iter().flat_map(|m| m.closing_lines()) {
-        writeln!(out, "{line}")?;
-    }
-    Ok(WatchOutcome { json_path, ended })
+/// A watch once its probes stopped and every interruption was decided.
+pub(super) struct WatchStopped {
+    pub(super) plan: WatchPlan,
+    pub(super) s: Watching,
+    pub(super) summary: ProbeSummary,
+    pub(super) ended: EndReason,
+    pub(super) stop_ns: Nanos,
+    pub(super) metrics_failed: Option<String>,
 }
 
-fn stop_probes(plan: &WatchPlan, s: &mut Session, out: &mut super::Console) -> ProbeSummary {
-    let Some((session, rx)) = s.probe.take() else {
-        return ProbeSummary::default();
-    };
-    let summary = session.stop().unwrap_or_else(|e| {
-        let _ = writeln!(
-            out,
-            "WARNING: the kernel probes did not stop cleanly ({e}); their counters are missing from the report"
-        );
-        ProbeSummary::default()
-    });
-    let batches: Vec<_> = rx.try_iter().collect();
-    for mut b in batches {
-        super::take(plan, s, &mut b);
+impl StoppedSource for WatchStopped {
+    fn words(&self) -> Words {
+        WORDS
     }
-    summary
+
+    fn colour(&self) -> bool {
+        self.plan.colour
+    }
+
+    fn output(&self) -> &OutputDir {
+        &self.plan.output
+    }
+
+    fn stem(&self) -> &str {
+        &self.s.stem
+    }
+
+    /// Each thread's `.hgrm` files first: the run file lists them.
+    fn run_file(&mut self, error: &mut Option<OutputError>) -> (RunFile, Vec<PathBuf>) {
+        let files = write_hgrms(&self.plan, &self.s, error);
+        let run = run_file(self, &files);
+        let paths = files.into_values().flatten().map(PathBuf::from).collect();
+        (run, paths)
+    }
+
+    fn interval_log(&self) -> (&Path, Option<&std::io::Error>) {
+        (&self.s.hlog_path, self.s.hlog_error.as_ref())
+    }
+
+    fn metrics(&self) -> (Option<&MetricsFile>, Option<&str>) {
+        (self.s.metrics.as_ref(), self.metrics_failed.as_deref())
+    }
 }
 
 /// Each thread's two .hgrm files (interruptions, wake-up delays), by kernel tid.
 fn write_hgrms(
     plan: &WatchPlan,
-    s: &Session,
+    s: &Watching,
     error: &mut Option<OutputError>,
-) -> std::collections::BTreeMap<u32, Vec<String>> {
-    let mut out = std::collections::BTreeMap::new();
+) -> BTreeMap<u32, Vec<String>> {
+    let mut out = BTreeMap::new();
     for t in s.book.threads.values() {
         let mut names = Vec::new();
         for (kind, h) in [("interruptions", &t.interruptions), ("wakeups", &t.wakeups)] {
@@ -224,14 +186,8 @@ fn thread_entry(
     }
 }
 
-fn run_file(
-    plan: &WatchPlan,
-    s: &Session,
-    p: &ProbeSummary,
-    (ended, reason): (Ended, String),
-    stop_ns: Nanos,
-    files: &std::collections::BTreeMap<u32, Vec<String>>,
-) -> RunFile {
+fn run_file(w: &WatchStopped, files: &BTreeMap<u32, Vec<String>>) -> RunFile {
+    let (plan, s, p, stop_ns) = (&w.plan, &w.s, &w.summary, w.stop_ns);
     let online = crate::system::cpus::Topology::read().online;
     let machine = Machine {
         online,
@@ -252,8 +208,8 @@ fn run_file(
             duration_ns: stop_ns.saturating_sub(s.record_from),
             kernel: crate::system::kernel_release(),
             host: crate::system::host_name(),
-            ended,
-            end_reason: reason,
+            ended: w.ended.ended(),
+            end_reason: w.ended.reason().to_string(),
             settings: Settings {
                 pinned: false,
                 interval_ns: 0,
@@ -325,7 +281,7 @@ fn run_file(
     }
 }
 
-fn overhead(s: &Session, p: &ProbeSummary) -> Option<Overhead> {
+fn overhead(s: &Watching, p: &ProbeSummary) -> Option<Overhead> {
     let (a, b) = (s.cpu_first?, s.cpu_last?);
     (b.0 > a.0).then(|| Overhead {
         window_ns: b.0 - a.0,

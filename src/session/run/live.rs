@@ -1,0 +1,234 @@
+//! A run's live model: its consumers' rows, the culprits (or, deciding at the end, the
+//! kernel's time by culprit) and the spike feed.
+
+use std::collections::VecDeque;
+
+use super::super::prepare::Prepared;
+use super::super::rows::culprit_rows;
+use super::super::RunPlan;
+use super::Recorder;
+use crate::live::model::ConsumerView;
+use crate::live::{CulpritRow, LiveModel};
+use crate::model::{Nanos, Spike};
+use crate::report::build::{consumer_key, kernel_window_spike, spike_entry};
+use crate::report::text;
+use crate::summary::Summary;
+
+/// Deciding at the end, spikes the live view lists each turn by the kernel time in their
+/// window: the latest, as many as its feed shows (each costs the collector 20–30 µs, cold,
+/// on a CPU it shares with the workload).
+pub(super) const WINDOWS_SHOWN: usize = crate::live::view::FEED_ROWS as usize;
+/// Spikes peeked at and waiting for a glance past their receipt, at most (the oldest go
+/// first): those received between the glance's start and the collector's turn after it.
+pub(super) const PEEKED_KEPT: usize = 256;
+
+/// How far behind the attribution may be before the live view says so: in step, the oldest
+/// undecided stall is at most a turn and the decision lag old (0.6 s).
+pub(super) const AWAITING_SHOWN_NS: Nanos = 1_000_000_000;
+
+impl Recorder {
+    /// Brings the live model up to date.
+    pub(super) fn update_live(&mut self, p: &Prepared, now: Nanos) {
+        let live = &mut self.live;
+        let pacer = &mut self.pacer;
+        live.elapsed_ns = now.saturating_sub(p.record_from).min(live.planned_ns);
+        live.messages_per_s = self
+            .totals
+            .first()
+            .filter(|t| t.last_interval_ns > 0)
+            .map_or(0.0, |t| {
+                t.last_messages as f64 * 1e9 / t.last_interval_ns as f64
+            });
+        live.stalls = self.attr.book.count();
+        let (undecided, oldest) = self.attr.engine.undecided_stalls();
+        live.awaiting = if live.at_end {
+            // Most wait in the workload's queues, not yet taken in.
+            let waiting = undecided + p.workload.stalls_queued();
+            (waiting > 0).then_some((waiting as u64, 0))
+        } else {
+            oldest
+                .map(|end| now.saturating_sub(end))
+                .filter(|&behind| behind > AWAITING_SHOWN_NS)
+                .map(|behind| (undecided as u64, behind))
+        };
+        live.lost = self.attr.lost_records + super::counters(&p.workload).queue_drops;
+        live.bpf_cost = p
+            .probe
+            .as_ref()
+            .filter(|_| self.needs.bpf_cost)
+            .and_then(|(s, _)| s.live_cost())
+            .filter(|c| c.events > 0)
+            .map(|c| {
+                (
+                    c.run_time_ns as f64 / c.events as f64,
+                    c.run_time_ns as f64 / now.saturating_sub(p.record_from).max(1) as f64,
+                )
+            });
+        for (i, c) in live.consumers.iter_mut().enumerate() {
+            pacer.between();
+            c.interval = self.totals.get(i).and_then(|t| t.last_transit.clone());
+            if !self.needs.run_totals {
+                continue;
+            }
+            c.total = self.view_totals.get(i).filter(|h| !h.is_empty()).map(|h| {
+                Summary::brief_paced(h, &mut || {
+                    pacer.between();
+                })
+            });
+        }
+        if live.at_end {
+            // The stalls wait for the end: the kernel's time by culprit so far instead (its
+            // rows a piece of their own).
+            pacer.between();
+            if let Some(k) = p.probe.as_ref().and_then(|(s, _)| s.kernel_time()) {
+                live.kernel_total_ns = Some(k.total_ns);
+                live.kernel_unseen = k.end_unseen;
+                // Every lost-record window the glances and drains saw, in the rings or not.
+                live.lost = k.lost + super::counters(&p.workload).queue_drops;
+                live.culprits = kernel_rows(&k, p.record_from);
+            }
+        } else if self.attr.probes_on {
+            pacer.between();
+            live.culprits =
+                culprit_rows(&self.attr, p.record_from, self.needs.culprits, &mut || {
+                    pacer.between();
+                });
+        }
+        if live.at_end {
+            self.kernel_window_spikes(p);
+            return;
+        }
+        // Each spike once: those decided since the last look (the latest few).
+        let fresh = std::mem::take(&mut self.attr.fresh_spikes);
+        if !self.needs.feed {
+            return;
+        }
+        let live = &mut self.live;
+        for v in &fresh {
+            self.pacer.between();
+            let line = text::spike_line(p.record_from, &spike_entry(v, self.attr.probes_on));
+            if live.feed.back() != Some(&line) {
+                live.push_feed(line);
+            }
+        }
+    }
+
+    /// Deciding at the end, the latest spikes into the live view's feed, each by the kernel
+    /// time in its window (`build::kernel_window_spike`) once the glances at the rings have
+    /// gone past its receipt: within a turn of it.
+    pub(super) fn kernel_window_spikes(&mut self, p: &Prepared) {
+        if !self.needs.feed {
+            return;
+        }
+        // Each look is a piece of its own (cold, some 20 µs here): not in one with what came
+        // before it.
+        self.pacer.between();
+        // The recent episodes' lock is taken for each look alone, never across a pause (the
+        // drain thread takes it at each step of its glance).
+        let recent = || p.probe.as_ref().and_then(|(s, _)| s.recent_kernel());
+        let Some(complete) = recent().map(|r| r.complete_to_ns()) else {
+            return;
+        };
+        // Those waiting from the last turn, then the new ones, in the order they came: a spike
+        // received before the latest complete glance began is ready to be shown; the others
+        // wait for the next (the few received since that glance began).
+        let (waiting, ready) = (&mut self.peeked, &mut self.ready_spikes);
+        let mut take = |s: Spike, waiting: &mut VecDeque<Spike>| {
+            if s.receive_ns >= complete {
+                if waiting.len() == PEEKED_KEPT {
+                    waiting.pop_front();
+                }
+                waiting.push_back(s);
+                return;
+            }
+            if ready.len() == WINDOWS_SHOWN {
+                ready.pop_front();
+            }
+            ready.push_back(s);
+        };
+        for _ in 0..waiting.len() {
+            if let Some(s) = waiting.pop_front() {
+                take(s, waiting);
+            }
+        }
+        p.workload
+            .peek_spikes(&mut self.spikes_seen, &mut |s| take(*s, waiting));
+        let cfg = &p.cfg;
+        let cpus = |s: &Spike| {
+            let consumer_cpu = cfg.consumer_cpus.get(s.consumer as usize)?;
+            Some((cfg.producer_cpu, *consumer_cpu))
+        };
+        let ready = std::mem::take(&mut self.ready_spikes);
+        for s in &ready {
+            let Some(cpus) = cpus(s) else {
+                continue;
+            };
+            self.pacer.between();
+            let Some(spike) = recent().map(|r| kernel_window_spike(s, cpus, &r)) else {
+                break;
+            };
+            self.live
+                .push_feed(text::kernel_window_spike_line(p.record_from, &spike));
+        }
+        self.ready_spikes = ready;
+        self.ready_spikes.clear();
+    }
+}
+
+/// Deciding at the end, the live view's rows: each culprit's kernel time on the measured
+/// CPUs so far (see `probe::tally`), its share of all of it.
+pub(super) fn kernel_rows(
+    k: &crate::probe::tally::KernelTime,
+    record_from: Nanos,
+) -> Vec<CulpritRow> {
+    let all = k.total_ns.max(1) as f64;
+    k.culprits
+        .iter()
+        .map(|c| CulpritRow {
+            class: c.class,
+            name: c.name.to_string(),
+            detail: c.detail.to_string(),
+            count: c.episodes,
+            total_ns: c.ns,
+            max_ns: c.longest_ns,
+            last_seen_ns: c.last_ns.saturating_sub(record_from),
+            share: c.ns as f64 / all,
+        })
+        .collect()
+}
+
+pub(super) fn initial_model(plan: &RunPlan, p: &Prepared) -> LiveModel {
+    let cfg = &p.cfg;
+    LiveModel {
+        label: plan.label.clone(),
+        producer_cpu: cfg.producer_cpu,
+        consumer_cpus: cfg.consumer_cpus.clone(),
+        kernel: crate::system::kernel_release(),
+        planned_ns: cfg.duration_ns,
+        probes: p.probe.is_some(),
+        consumers: cfg
+            .consumer_cpus
+            .iter()
+            .enumerate()
+            .map(|(i, &cpu)| ConsumerView {
+                name: consumer_key(i),
+                cpu,
+                ..ConsumerView::default()
+            })
+            .collect(),
+        note: match (plan.attribute_at_end, p.every_cpu_measured) {
+            (true, _) if plan.at_end_by_default => Some(
+                "every CPU is measured, so culprits are decided at the end of the run (--attribution live decides them as it goes, at a cost under `self`): meanwhile, the kernel's time by culprit".to_string(),
+            ),
+            (true, _) => Some(
+                "culprits are decided at the end of the run (--attribution end): the records wait in the kernel's rings meanwhile".to_string(),
+            ),
+            (false, true) => Some(
+                "every CPU is measured: the display refreshes once a second and its cost shows under `self`".to_string(),
+            ),
+            (false, false) => None,
+        },
+        at_end: plan.attribute_at_end,
+        ..LiveModel::default()
+    }
+}

@@ -1,0 +1,379 @@
+//! The watched threads as a stall source: each turn takes the probes' records into the
+//! watched-thread book and the engine, reads the threads' schedstat and writes each thread's
+//! interval histograms; the live model shows threads instead of consumers; the watch ends
+//! with its duration, a signal, or its target.
+
+use std::io::Write;
+use std::sync::mpsc::Receiver;
+use std::time::Duration;
+
+use anyhow::Result;
+
+use super::runfile::WatchStopped;
+use super::target;
+use super::{ThreadIds, WatchPlan, Watched};
+use crate::attribution::run::RunAttribution;
+use crate::attribution::watch::WatchBook;
+use crate::live::frontend::Needs;
+use crate::live::model::ConsumerView;
+use crate::live::LiveModel;
+use crate::model::Nanos;
+use crate::platform::clock::monotonic_ns;
+use crate::platform::pace::Pacer;
+use crate::probe::decode::Record;
+use crate::probe::{ProbeBatch, ProbeSession, ProbeSummary};
+use crate::report::hlog::HlogWriter;
+use crate::report::metrics::{Exposure, MetricsFile, ThreadSeries};
+use crate::session::record::EndReason;
+use crate::session::source::{StallSource, Words};
+use crate::session::Console;
+use crate::signals;
+use crate::summary::Summary;
+
+/// How far behind "now" interruptions are decided (records reach user space within a couple
+/// of drain intervals).
+const DECISION_LAG_NS: Nanos = 500_000_000;
+/// One .hlog interval per thread and the live view's refresh.
+const INTERVAL_NS: Nanos = 1_000_000_000;
+
+/// What a watch holds while it records: the probes, the attribution, the watched-thread
+/// book and the interval log.
+pub(super) struct Watching {
+    pub(super) probe: Option<(ProbeSession, Receiver<ProbeBatch>)>,
+    pub(super) attach: Vec<crate::probe::AttachStatus>,
+    pub(super) attr: RunAttribution,
+    pub(super) book: WatchBook,
+    pub(super) watched: Watched,
+    pub(super) record_from: Nanos,
+    pub(super) start_unix: u64,
+    pub(super) stem: String,
+    pub(super) hlog: HlogWriter,
+    pub(super) hlog_path: std::path::PathBuf,
+    pub(super) hlog_error: Option<std::io::Error>,
+    pub(super) cpu_first: Option<(Nanos, u64)>,
+    pub(super) cpu_last: Option<(Nanos, u64)>,
+    /// When recording ended (Nanos::MAX while it goes on).
+    pub(super) stop_ns: Nanos,
+    pub(super) metrics: Option<MetricsFile>,
+}
+
+/// A watch while it records.
+pub(super) struct WatchSource {
+    plan: WatchPlan,
+    s: Watching,
+    live: LiveModel,
+    /// When the interval under way ends.
+    next_interval: Nanos,
+}
+
+impl WatchSource {
+    pub(super) fn new(plan: WatchPlan, s: Watching) -> Self {
+        let live = LiveModel {
+            label: plan.label.clone(),
+            kernel: crate::system::kernel_release(),
+            planned_ns: plan.duration_ns.unwrap_or(0),
+            probes: true,
+            watch: true,
+            ..LiveModel::default()
+        };
+        let next_interval = s.record_from + INTERVAL_NS;
+        WatchSource {
+            plan,
+            s,
+            live,
+            next_interval,
+        }
+    }
+}
+
+pub(super) const WORDS: Words = Words {
+    noun: "watch",
+    verb: "seen",
+};
+
+impl StallSource for WatchSource {
+    type Stopped = WatchStopped;
+
+    fn words(&self) -> Words {
+        WORDS
+    }
+
+    fn tui(&self) -> bool {
+        self.plan.tui
+    }
+
+    fn wait_turn(&mut self) -> Option<EndReason> {
+        std::thread::sleep(Duration::from_millis(100));
+        None
+    }
+
+    /// The records, the decisions and schedstat; then, once a second, the threads' intervals.
+    fn turn(&mut self) {
+        turn(&self.plan, &mut self.s);
+        let now = monotonic_ns();
+        if now >= self.next_interval {
+            write_intervals(&mut self.s, self.next_interval - INTERVAL_NS, now);
+            self.next_interval = now + INTERVAL_NS;
+        }
+    }
+
+    fn metrics(&self) -> Option<&MetricsFile> {
+        self.s.metrics.as_ref()
+    }
+
+    fn rewrite_metrics(&mut self, now: Nanos) -> Result<(), String> {
+        rewrite_metrics(&self.plan, &mut self.s, now)
+    }
+
+    fn end_asked(&mut self, now: Nanos) -> Option<(EndReason, String)> {
+        end_asked(&self.plan, &mut self.s, now)
+    }
+
+    fn live(&mut self, now: Nanos, _needs: Needs) -> &LiveModel {
+        update_live(&mut self.live, &self.s, now);
+        &self.live
+    }
+
+    /// The probes' last records, every open interruption decided, the metrics file
+    /// rewritten a last time.
+    fn stop(self, ended: EndReason, out: &mut Console) -> Result<WatchStopped> {
+        let WatchSource { plan, mut s, .. } = self;
+        let stop_ns = monotonic_ns();
+        s.stop_ns = stop_ns;
+        let summary = stop_probes(&plan, &mut s, out);
+        s.book.close_all(&mut s.attr);
+        let book = &mut s.book;
+        s.attr.finish_with(&mut |v| book.decided(v));
+        let metrics_failed = rewrite_metrics(&plan, &mut s, stop_ns).err();
+        if let Some(child) = &mut s.watched.child {
+            // The command is the user's: it keeps running if the watch ended first; a finished
+            // one is reaped.
+            let _ = child.try_wait();
+        }
+        Ok(WatchStopped {
+            plan,
+            s,
+            summary,
+            ended,
+            stop_ns,
+            metrics_failed,
+        })
+    }
+}
+
+/// Stops the probes and takes their last records; the counters are missing from the report
+/// when they end badly.
+fn stop_probes(plan: &WatchPlan, s: &mut Watching, out: &mut Console) -> ProbeSummary {
+    let Some((session, rx)) = s.probe.take() else {
+        return ProbeSummary::default();
+    };
+    let summary = session.stop().unwrap_or_else(|e| {
+        let _ = writeln!(
+            out,
+            "WARNING: the kernel probes did not stop cleanly ({e}); their counters are missing from the report"
+        );
+        ProbeSummary::default()
+    });
+    let batches: Vec<_> = rx.try_iter().collect();
+    for mut b in batches {
+        take(plan, s, &mut b);
+    }
+    summary
+}
+
+/// Rewrites the metrics file from the attribution and the threads' histograms.
+pub(super) fn rewrite_metrics(
+    plan: &WatchPlan,
+    s: &mut Watching,
+    now: Nanos,
+) -> Result<(), String> {
+    let Some(file) = &mut s.metrics else {
+        return Ok(());
+    };
+    let empty = Default::default();
+    let e = Exposure {
+        now_ns: now,
+        elapsed_ns: now.saturating_sub(s.record_from),
+        cpus: &plan.cpus,
+        theft: s.attr.theft.as_ref().unwrap_or(&empty),
+        steal_ns: &s.attr.steal_seen,
+        lost: &s.attr.lost_per_cpu,
+        own_cpu_ns: crate::system::cputime::process_cpu_ns(),
+        consumers: Vec::new(),
+        threads: s
+            .book
+            .threads
+            .values()
+            .map(|t| ThreadSeries {
+                tid: t.tid,
+                name: &t.name,
+                interruptions: &t.interruptions,
+            })
+            .collect(),
+    };
+    file.write(&e)
+}
+
+/// Why the watch ends now, if it does, and what to say (its reason in the run file too).
+fn end_asked(plan: &WatchPlan, s: &mut Watching, now: Nanos) -> Option<(EndReason, String)> {
+    let said = |end: fn(String) -> EndReason, why: String| (end(why.clone()), why);
+    if let Some(sig) = signals::received() {
+        let name = signals::name(sig);
+        let why = format!("{name}: stopping, writing what was seen");
+        return Some(said(EndReason::Interrupted, why));
+    }
+    if plan
+        .duration_ns
+        .is_some_and(|d| now >= s.record_from.saturating_add(d))
+    {
+        return Some((EndReason::Completed, String::new()));
+    }
+    if let Some(child) = &mut s.watched.child {
+        if let Ok(Some(status)) = child.try_wait() {
+            let why = format!("the command exited ({status}); writing what was seen");
+            return Some(said(EndReason::TargetExited, why));
+        }
+    }
+    let all_gone = !s.watched.ids.is_empty() && s.watched.ids.values().all(|t| t.exited);
+    all_gone.then(|| {
+        let why = "every watched thread exited; writing what was seen".to_string();
+        said(EndReason::TargetExited, why)
+    })
+}
+
+/// One turn: the probes' records into the book and the engine, decisions, schedstat.
+fn turn(plan: &WatchPlan, s: &mut Watching) {
+    if let Some((_, rx)) = &s.probe {
+        let batches: Vec<ProbeBatch> = rx.try_iter().collect();
+        for mut batch in batches {
+            take(plan, s, &mut batch);
+            // Back to the drain thread to fill again: a new batch would grow its heap.
+            if let Some((session, _)) = &s.probe {
+                session.recycle(batch);
+            }
+        }
+    }
+    let now = monotonic_ns();
+    let watermark = now.saturating_sub(DECISION_LAG_NS);
+    s.book.close_before(&mut s.attr, watermark);
+    let book = &mut s.book;
+    s.attr.decide_with(watermark, &mut |v| book.decided(v));
+    for ids in s.watched.ids.values_mut() {
+        if !ids.exited {
+            if let Some(ss) = target::schedstat(&plan.proc_root, ids.pid, ids.tid) {
+                ids.first.get_or_insert(ss);
+                ids.last = Some(ss);
+            }
+        }
+    }
+    let own = crate::system::cputime::process_cpu_ns();
+    s.cpu_first.get_or_insert((now, own));
+    s.cpu_last = Some((now, own));
+}
+
+/// The records of one drain; after the watch's end (`s.stop_ns`), only what began before it
+/// (detaching the probes patches kernel text, which interrupts every CPU: not the watched
+/// threads' noise).
+fn take(plan: &WatchPlan, s: &mut Watching, batch: &mut Vec<Record>) {
+    for r in batch.drain(..) {
+        let begun = match &r {
+            Record::Interruption(i) => i.start_ns,
+            Record::Wait(w) => w.start_ns,
+            Record::Steal(st) => st.from_ns,
+            Record::Cause(c) => c.at_ns,
+            Record::Lost { start_ns, .. } => *start_ns,
+            Record::Thread(e) => e.at_ns,
+        };
+        if begun >= s.stop_ns {
+            continue;
+        }
+        match r {
+            Record::Interruption(i) => s.book.interruption(&mut s.attr, i),
+            Record::Cause(c) => s.attr.cause(c),
+            Record::Steal(st) => s.book.steal(&mut s.attr, st),
+            Record::Lost {
+                cpu,
+                start_ns,
+                end_ns,
+                count,
+            } => s.attr.lost(cpu, start_ns, end_ns, count),
+            Record::Wait(w) => s.book.wait(&mut s.attr, &w),
+            Record::Thread(e) => thread_event(plan, s, &e),
+        }
+    }
+}
+
+fn thread_event(plan: &WatchPlan, s: &mut Watching, e: &crate::model::ThreadEvent) {
+    let pid = s.watched.follow.map_or(0, |f| f.1);
+    s.book.thread_event(e, pid);
+    match e.created_by {
+        Some(_) => {
+            let ss = target::schedstat(&plan.proc_root, pid, e.ns_tid);
+            s.watched.ids.entry(e.tid).or_insert(ThreadIds {
+                pid,
+                tid: e.ns_tid,
+                first: ss,
+                last: ss,
+                exited: false,
+            });
+        }
+        None => {
+            if let Some(ids) = s.watched.ids.get_mut(&e.tid) {
+                ids.exited = true;
+            }
+        }
+    }
+}
+
+/// Each thread's interval histograms into the .hlog, then reset.
+fn write_intervals(s: &mut Watching, from: Nanos, now: Nanos) {
+    let base = s.record_from;
+    for t in s.book.threads.values_mut() {
+        if t.interval_max.len() == crate::live::model::HISTORY {
+            t.interval_max.pop_front();
+        }
+        let h = &t.interval_interruptions;
+        t.interval_max
+            .push_back(if h.is_empty() { 0 } else { h.max() });
+        for (kind, h) in [
+            ("interruptions", &mut t.interval_interruptions),
+            ("wakeups", &mut t.interval_wakeups),
+        ] {
+            if !h.is_empty() && s.hlog_error.is_none() {
+                let tag = format!("{}[{}].{kind}", t.name.replace([' ', ','], "_"), t.ns_tid);
+                if let Err(e) = s.hlog.write(
+                    &tag,
+                    h,
+                    from.saturating_sub(base),
+                    now - from,
+                    &mut Pacer::new(false),
+                ) {
+                    s.hlog_error = Some(e);
+                }
+            }
+            h.reset();
+        }
+    }
+    let _ = s.hlog.flush();
+}
+
+/// The live model: threads instead of consumers.
+fn update_live(live: &mut LiveModel, s: &Watching, now: Nanos) {
+    live.elapsed_ns = now.saturating_sub(s.record_from);
+    live.stalls = s.attr.book.count();
+    live.lost = s.attr.lost_records;
+    live.consumers = s
+        .book
+        .threads
+        .values()
+        .map(|t| ConsumerView {
+            name: format!("{}[{}]", t.name, t.ns_tid),
+            cpu: t.cpus.last().copied().unwrap_or(0),
+            interval: None,
+            total: (!t.interruptions.is_empty()).then(|| Summary::brief(&t.interruptions)),
+            max_history: t.interval_max.clone(),
+        })
+        .collect();
+    live.culprits =
+        crate::session::rows::culprit_rows(&s.attr, s.record_from, usize::MAX, &mut || {});
+}

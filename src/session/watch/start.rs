@@ -1,0 +1,197 @@
+//! The start of a watch: the probes in watch mode, the command if there is one, the target's
+//! threads in the kernel's numbering, the banner and the interval log.
+
+use std::io::Write;
+
+use anyhow::{Context, Result};
+
+use super::source::Watching;
+use super::target::{self, Found, Target, TargetError};
+use super::{ThreadIds, WatchPlan, Watched};
+use crate::attribution::run::RunAttribution;
+use crate::attribution::watch::WatchBook;
+use crate::model::Nanos;
+use crate::platform::clock::{monotonic_ns, unix_ns};
+use crate::probe::watch::TaskRow;
+use crate::probe::{ProbeConfig, ProbeSession};
+use crate::report::files::{file_stem, utc_stamp};
+use crate::report::hlog::HlogWriter;
+use crate::report::metrics::{MetricsFile, Mode};
+use crate::session::Console;
+
+/// Starts the probes in watch mode, the command if there is one, and watches the target's
+/// threads in the kernel's numbering.
+pub(super) fn start(plan: &WatchPlan, found: Vec<Found>, out: &mut Console) -> Result<Watching> {
+    // jitterscope's own threads (this one, and the probe drain it starts) keep off the
+    // CPUs that count, when there are others.
+    let housekeeping = crate::system::cpus::Topology::read().housekeeping(&plan.cpus);
+    if !housekeeping.is_empty() {
+        crate::platform::affinity::set_current_thread_cpus(&housekeeping)
+            .context("cannot move jitterscope's watch thread off the watched CPUs")?;
+    }
+    let mut pc = ProbeConfig::new(plan.cpus.clone());
+    pc.drain_cpus = housekeeping;
+    pc.ringbuf_bytes = plan.ringbuf_bytes;
+    pc.watch = true;
+    let (session, rx) = ProbeSession::start(pc).context("cannot start the kernel probes")?;
+    crate::session::check_startup()?;
+    let mut watched = Watched {
+        follow: None,
+        child: None,
+        ids: Default::default(),
+    };
+    let mut found = found;
+    if let Target::Command(argv) = &plan.target {
+        let child = spawn(argv)?;
+        found.push(Found {
+            pid: child.id(),
+            tid: child.id(),
+            comm: argv[0].clone(),
+        });
+        watched.child = Some(child);
+    }
+    let rows = session.list_tasks()?;
+    let mut book = WatchBook::new(plan.keep_stalls);
+    let now = monotonic_ns();
+    let mine: Vec<&TaskRow> = target::in_kernel(&found, &rows);
+    if mine.is_empty() {
+        anyhow::bail!(
+            "{}: the threads found in /proc are gone (the target exited while the probes loaded)",
+            plan.target.describe()
+        );
+    }
+    if matches!(plan.target, Target::Pid(_) | Target::Command(_)) {
+        watched.follow = Some((mine[0].kernel_tgid, mine[0].pid));
+    }
+    add_rows(&session, &mut watched, &mut book, &mine, plan, now)?;
+    // Threads created between the list and the follow flag: list once more.
+    if let Some((tgid, _)) = watched.follow {
+        let again = session.list_tasks()?;
+        let late: Vec<&TaskRow> = again
+            .iter()
+            .filter(|r| r.kernel_tgid == tgid && !watched.ids.contains_key(&r.kernel_tid))
+            .collect();
+        add_rows(&session, &mut watched, &mut book, &late, plan, now)?;
+    }
+    banner(plan, &watched, &book, out)?;
+    let start_unix = unix_ns() as u64;
+    let stem = format!("{}-{}", file_stem(&plan.label), utc_stamp(start_unix));
+    let (hlog_path, file) = plan.output.create_stream(&format!("{stem}.hlog"))?;
+    let hlog = HlogWriter::new(
+        file,
+        start_unix,
+        &format!(
+            "jitterscope {} watch '{}' {}",
+            env!("CARGO_PKG_VERSION"),
+            plan.label,
+            plan.target.describe()
+        ),
+        "values in nanoseconds; tags name <thread name>[<tid>].<interruptions|wakeups>",
+    )
+    .with_context(|| format!("cannot write {}", hlog_path.display()))?;
+    let steal_clock = session.steal_clock();
+    for a in session.attach_report() {
+        if let crate::probe::AttachState::Unavailable(why) = &a.state {
+            writeln!(out, "note: {} is not traced here: {why}", a.tracepoint)?;
+        }
+    }
+    let mut attr = RunAttribution::new(0, Vec::new(), plan.keep_stalls, true, steal_clock, now);
+    if plan.metrics.is_some() {
+        attr.keep_theft();
+    }
+    Ok(Watching {
+        attach: session.attach_report().to_vec(),
+        probe: Some((session, rx)),
+        attr,
+        book,
+        watched,
+        record_from: now,
+        start_unix,
+        stem,
+        hlog,
+        hlog_path,
+        hlog_error: None,
+        cpu_first: None,
+        cpu_last: None,
+        stop_ns: Nanos::MAX,
+        metrics: plan
+            .metrics
+            .clone()
+            .map(|m| MetricsFile::new(m, Mode::Watch)),
+    })
+}
+
+/// Starts the command to watch; a command that cannot be started is a usage error.
+fn spawn(argv: &[String]) -> Result<std::process::Child> {
+    std::process::Command::new(&argv[0])
+        .args(&argv[1..])
+        .spawn()
+        .map_err(|e| {
+            TargetError(format!(
+                "-- {}: cannot start it: {e} (is it on PATH and executable?)",
+                argv[0]
+            ))
+            .into()
+        })
+}
+
+fn add_rows(
+    session: &ProbeSession,
+    watched: &mut Watched,
+    book: &mut WatchBook,
+    rows: &[&TaskRow],
+    plan: &WatchPlan,
+    now: Nanos,
+) -> Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let tids: Vec<u32> = rows.iter().map(|r| r.kernel_tid).collect();
+    session.watch_threads(&tids, watched.follow.map(|f| f.0))?;
+    for r in rows {
+        book.add_thread(r.kernel_tid, r.tid, r.pid, &r.comm, now);
+        let ss = target::schedstat(&plan.proc_root, r.pid, r.tid);
+        watched.ids.insert(
+            r.kernel_tid,
+            ThreadIds {
+                pid: r.pid,
+                tid: r.tid,
+                first: ss,
+                last: ss,
+                exited: false,
+            },
+        );
+    }
+    Ok(())
+}
+
+fn banner(plan: &WatchPlan, w: &Watched, book: &WatchBook, out: &mut Console) -> Result<()> {
+    let names: Vec<String> = book
+        .threads
+        .values()
+        .map(|t| format!("{}[{}]", t.name, t.ns_tid))
+        .collect();
+    writeln!(
+        out,
+        "jitterscope {} watch {}: {} thread{} ({}){}; CPUs {}; {}",
+        env!("CARGO_PKG_VERSION"),
+        plan.target.describe(),
+        names.len(),
+        if names.len() == 1 { "" } else { "s" },
+        if names.len() > 8 {
+            format!("{}, …", names[..8].join(", "))
+        } else {
+            names.join(", ")
+        },
+        match w.follow {
+            Some((_, pid)) => format!(", and the threads process {pid} creates"),
+            None => String::new(),
+        },
+        crate::system::cpus::format_list(&plan.cpus),
+        match plan.duration_ns {
+            Some(d) => format!("for {:.0} s", d as f64 / 1e9),
+            None => "until Ctrl-C or the target exits".to_string(),
+        }
+    )?;
+    Ok(())
+}
