@@ -16,7 +16,7 @@ use crate::attribution::run::RunAttribution;
 use crate::live::frontend::{Frontend, Needs};
 use crate::live::model::ConsumerView;
 use crate::live::{CulpritRow, LiveModel};
-use crate::model::{Ended, Nanos, Spike, Stall};
+use crate::model::{Decision, Ended, Nanos, Spike, Stall};
 use crate::platform::clock::monotonic_ns;
 use crate::platform::clock::own_thread_cpu_ns;
 use crate::platform::heap::HeapKeeper;
@@ -107,8 +107,8 @@ pub(super) struct Recorded {
     /// CPU time of jitterscope's threads after the workload stopped (the last records and
     /// the decisions still waiting).
     pub after_cpu_ns: u64,
-    /// The culprits were decided at the end (`--attribution end`).
-    pub at_end: bool,
+    /// When the culprits were decided.
+    pub decision: Decision,
     /// Deciding at the end: the stalls decided while the workload still ran.
     pub decided_in_run: u64,
 }
@@ -218,8 +218,8 @@ struct IntervalBuckets {
 /// times, for a livelier view. What the live view shows is then at most a turn plus
 /// `DECISION_LAG_NS` old. Deciding at the end (`--attribution end`), a turn only takes the
 /// second's histograms and looks at the stall queues and the rings: once a second.
-pub(super) fn turn(every_cpu_measured: bool, at_end: bool) -> Duration {
-    Duration::from_millis(match (at_end, every_cpu_measured) {
+pub(super) fn turn(every_cpu_measured: bool, decision: Decision) -> Duration {
+    Duration::from_millis(match (decision.at_end(), every_cpu_measured) {
         (true, _) => 1000,
         (false, true) => 500,
         (false, false) => 250,
@@ -271,7 +271,7 @@ pub(super) fn record(
         if StallSource::finished(&p.workload) {
             break EndReason::Completed;
         }
-        let turn = turn(p.every_cpu_measured, plan.attribute_at_end);
+        let turn = turn(p.every_cpu_measured, plan.decision);
         r.pacer.end();
         match &p.probe {
             Some((session, _)) => {
@@ -282,7 +282,7 @@ pub(super) fn record(
         // Deciding at the end, a workload that stopped while the collector waited leaves
         // everything to the end: a turn now would decide it paced, counted as decided while
         // the workload ran (and in the window's CPU) when it ran no longer.
-        if plan.attribute_at_end && StallSource::finished(&p.workload) {
+        if plan.decision.at_end() && StallSource::finished(&p.workload) {
             break EndReason::Completed;
         }
         r.turn(p);
@@ -321,7 +321,7 @@ pub(super) fn record(
             break end;
         }
     };
-    let decided_in_run = if plan.attribute_at_end {
+    let decided_in_run = if plan.decision.at_end() {
         r.attr.book.count()
     } else {
         0
@@ -367,7 +367,7 @@ pub(super) fn record(
             .filter(|_| p.every_cpu_measured)
             .map(|b| (super::prepare::COLLECTOR_BUDGET, b.held_back())),
         after_cpu_ns,
-        at_end: plan.attribute_at_end,
+        decision: plan.decision,
         decided_in_run,
     })
 }
@@ -576,7 +576,7 @@ impl Recorder {
             spikes_seen: vec![0; cfg.consumer_cpus.len()],
             held: HeldIntervals::new(
                 cfg.consumer_cpus.len(),
-                match plan.attribute_at_end {
+                match plan.decision.at_end() {
                     true => cfg.interval_pool.saturating_sub(KEPT_FOR_ROTATION),
                     false => 0,
                 },
@@ -1061,19 +1061,21 @@ fn initial_model(plan: &RunPlan, p: &Prepared) -> LiveModel {
                 ..ConsumerView::default()
             })
             .collect(),
-        note: match (plan.attribute_at_end, p.every_cpu_measured) {
-            (true, _) if plan.at_end_by_default => Some(
+        note: match (plan.decision, p.every_cpu_measured) {
+            (Decision::AtEnd {
+                chosen_by_default: true,
+            }, _) => Some(
                 "every CPU is measured, so culprits are decided at the end of the run (--attribution live decides them as it goes, at a cost under `self`): meanwhile, the kernel's time by culprit".to_string(),
             ),
-            (true, _) => Some(
+            (Decision::AtEnd { .. }, _) => Some(
                 "culprits are decided at the end of the run (--attribution end): the records wait in the kernel's rings meanwhile".to_string(),
             ),
-            (false, true) => Some(
+            (Decision::Live, true) => Some(
                 "every CPU is measured: the display refreshes once a second and its cost shows under `self`".to_string(),
             ),
-            (false, false) => None,
+            (Decision::Live, false) => None,
         },
-        at_end: plan.attribute_at_end,
+        at_end: plan.decision.at_end(),
         ..LiveModel::default()
     }
 }
