@@ -6,6 +6,7 @@
 
 mod decision;
 mod finish;
+mod pace;
 mod prepare;
 mod record;
 mod source;

@@ -6,12 +6,12 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
 
+use super::pace::Budget;
 use super::{check_startup, Console, RunPlan};
 use crate::model::{Cpu, Decision, Nanos};
 use crate::platform::affinity::{self, AffinityGuard};
 use crate::platform::clock::{monotonic_ns, unix_ns};
-use crate::platform::pace::Budget;
-use crate::probe::{AttachState, ProbeBatch, ProbeConfig, ProbeSession, ThreadRegistrar};
+use crate::probe::{AttachState, Gate, ProbeBatch, ProbeConfig, ProbeSession, ThreadRegistrar};
 use crate::report::files::{file_stem, utc_stamp};
 use crate::report::hlog::HlogWriter;
 use crate::report::runfile::Floor;
@@ -66,9 +66,8 @@ pub(super) fn prepare(plan: &RunPlan, out: &mut Console) -> Result<Prepared> {
     // Sharing the producer's CPU, the collector keeps to a budget (see `Budget`). Deciding at
     // the end, the drain thread and the collector also learn from it when records may wait.
     let budget = match (every_cpu_measured, plan.decision.at_end()) {
-        (true, false) => Some(Budget::new(COLLECTOR_BUDGET)),
-        (true, true) => Some(Budget::new(COLLECTOR_BUDGET).deciding_at_end()),
-        (false, true) => Some(Budget::new(0.0).deciding_at_end()),
+        (true, _) => Some(Budget::new(COLLECTOR_BUDGET, plan.decision)),
+        (false, true) => Some(Budget::new(0.0, plan.decision)),
         (false, false) => None,
     }
     .map(Arc::new);
@@ -177,7 +176,7 @@ fn start_probes(
     let mut pc = ProbeConfig::new(measured.to_vec());
     pc.ringbuf_bytes = ringbuf_bytes;
     pc.drain_cpus = housekeeping;
-    pc.budget = budget;
+    pc.gate = budget.map(|b| b as Arc<dyn Gate>);
     pc.drain_interval = super::record::turn(every_cpu_measured, plan.decision);
     // Deciding at the end, the live view's feed of spikes: by the kernel time in each one's
     // window (the plain line has no feed).
