@@ -46,7 +46,7 @@ const WINDOW_NS: u64 = 1_000_000_000;
 
 impl Budget {
     /// `share` of one CPU (0.01 = 1 %); 0 or less means no limit. Deciding at the end,
-    /// nothing is drained, so nothing may be decided, until a drain says so (`drained`).
+    /// nothing is drained, so nothing may be decided, until a drain says so (`Gate::delivered`).
     pub fn new(share: f64, decision: Decision) -> Budget {
         let limit_ns = if share > 0.0 {
             (share * WINDOW_NS as f64) as u64
