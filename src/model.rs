@@ -240,6 +240,36 @@ impl fmt::Display for Ended {
     }
 }
 
+/// When a run decides its culprits (`--attribution`): live, as the stalls come, or after the
+/// workload stops — the records waiting in the probes' rings and the stalls in the workload's
+/// queues meanwhile (unless a ring or a queue needs room before the end). One value from the
+/// command line to every place that acts on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Live,
+    /// `chosen_by_default`: not asked for, but chosen (`--attribution auto`).
+    AtEnd {
+        chosen_by_default: bool,
+    },
+}
+
+impl Decision {
+    /// Whether culprits wait for the end of the run.
+    pub fn at_end(self) -> bool {
+        matches!(self, Decision::AtEnd { .. })
+    }
+
+    /// Deciding at the end was chosen, not asked for.
+    pub fn at_end_by_default(self) -> bool {
+        matches!(
+            self,
+            Decision::AtEnd {
+                chosen_by_default: true
+            }
+        )
+    }
+}
+
 /// One completed episode during which something other than the workload held a CPU (or a
 /// frequency change on it), as the probes report it.
 /// A name or detail of a kernel record: shared, not copied — the decoder hands out one copy

@@ -730,7 +730,7 @@ fn machine(online: &[u32], measured: &[u32]) -> Machine {
         online: online.to_vec(),
         measured: measured.to_vec(),
         virtual_machine: true,
-        tracer: Tracer::Run { at_end: false },
+        tracer: Tracer::Run(jitterscope::model::Decision::Live),
     }
 }
 
@@ -805,7 +805,9 @@ fn advice_on_jitterscopes_own_time_says_where_its_threads_can_go() {
     );
     assert!(!a.contains("a bug"), "{a}");
     let at_end = Machine {
-        tracer: Tracer::Run { at_end: true },
+        tracer: Tracer::Run(jitterscope::model::Decision::AtEnd {
+            chosen_by_default: false,
+        }),
         ..all.clone()
     };
     let a = advice(C::SelfNoise, js, "", &[0], &at_end);

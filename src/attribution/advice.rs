@@ -1,6 +1,6 @@
 //! What to do about each culprit, with the command for this machine's values.
 
-use crate::model::{Cpu, CulpritClass};
+use crate::model::{Cpu, CulpritClass, Decision};
 use crate::units::{cpumask_hex, format_list};
 
 /// The machine facts advice depends on.
@@ -19,8 +19,8 @@ pub struct Machine {
 /// What made the verdicts, for the advice on jitterscope's own time (`self`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tracer {
-    /// A run of the workload; `at_end`: `--attribution end`.
-    Run { at_end: bool },
+    /// A run of the workload, deciding its culprits live or at the end.
+    Run(Decision),
     /// A watch of the user's threads.
     Watch,
 }
@@ -74,8 +74,8 @@ fn self_advice(tracer: Tracer, all_measured: bool, measured: &str) -> String {
         return "jitterscope's own threads ran on a measured CPU although another CPU was free for them: a bug, please report it".to_string();
     }
     match tracer {
-        Tracer::Run { at_end: false } => format!("every CPU is measured ({measured}), so jitterscope's collector and drain thread run beside the workload and each of their slices stalls it: decide the culprits after the run (--attribution end, the default then for a run of up to a minute unless --metrics needs them live: only each second's histograms and a glance at the kernel's records run beside the workload), or measure fewer CPUs than the machine has — with one CPU left out, `self` is 0"),
-        Tracer::Run { at_end: true } => format!("every CPU is measured ({measured}): what is left of jitterscope beside the workload is taking each second's histograms and glancing at the records in the rings for the live view's kernel time; with one CPU left out of --cpus it runs there and `self` is 0"),
+        Tracer::Run(Decision::Live) => format!("every CPU is measured ({measured}), so jitterscope's collector and drain thread run beside the workload and each of their slices stalls it: decide the culprits after the run (--attribution end, the default then for a run of up to a minute unless --metrics needs them live: only each second's histograms and a glance at the kernel's records run beside the workload), or measure fewer CPUs than the machine has — with one CPU left out, `self` is 0"),
+        Tracer::Run(Decision::AtEnd { .. }) => format!("every CPU is measured ({measured}): what is left of jitterscope beside the workload is taking each second's histograms and glancing at the records in the rings for the live view's kernel time; with one CPU left out of --cpus it runs there and `self` is 0"),
         Tracer::Watch => format!("every CPU is watched ({measured}), so the watch's own threads run beside the watched ones: leave a CPU out (watch --cpus <the others>) and they run there"),
     }
 }

@@ -9,7 +9,7 @@ use super::{
     parse_cpu_list, parse_cpus, AttachOrder, Attribution, FloorArgs, NoiseArgs, ProbeArgs, RunArgs,
     Threshold, TuneArgs, UsageError, VerifyArgs, WatchArgs, WorkshopArgs,
 };
-use crate::model::Nanos;
+use crate::model::{Decision, Nanos};
 use crate::probe::census::CensusConfig;
 use crate::probe::Reference;
 use crate::report::files::OutputDir;
@@ -102,20 +102,22 @@ pub fn ringbuf_bytes(requested: u64) -> u32 {
     bytes
 }
 
-/// Whether a run decides its culprits after the workload stops: as asked, or for `auto`
-/// as `session::at_end_by_default` says.
-pub fn decides_at_end(
+/// When a run decides its culprits: as asked, or for `auto` as `session::decision_by_default`
+/// says. The one place `--attribution` becomes a `Decision`.
+pub fn decision(
     asked: Attribution,
     probes: bool,
     metrics: bool,
     every_cpu_measured: bool,
     duration_ns: Nanos,
-) -> bool {
+) -> Decision {
     match asked {
-        Attribution::Live => false,
-        Attribution::End => true,
+        Attribution::Live => Decision::Live,
+        Attribution::End => Decision::AtEnd {
+            chosen_by_default: false,
+        },
         Attribution::Auto => {
-            crate::session::at_end_by_default(probes, metrics, every_cpu_measured, duration_ns)
+            crate::session::decision_by_default(probes, metrics, every_cpu_measured, duration_ns)
         }
     }
 }
@@ -133,7 +135,7 @@ pub fn run_plan(args: &RunArgs) -> Result<RunPlan, UsageError> {
         args.session.metrics.as_deref(),
         args.session.metrics_interval,
     )?;
-    let at_end = decides_at_end(
+    let decision = decision(
         args.attribution,
         !args.no_probes,
         metrics.is_some(),
@@ -165,7 +167,7 @@ pub fn run_plan(args: &RunArgs) -> Result<RunPlan, UsageError> {
     workload.duration_ns = args.duration;
     workload.stall_threshold_ns = threshold;
     workload.spike_threshold_ns = args.spike_threshold;
-    if at_end {
+    if decision.at_end() {
         workload.hold_for_the_end();
     }
     Ok(RunPlan {
@@ -179,8 +181,7 @@ pub fn run_plan(args: &RunArgs) -> Result<RunPlan, UsageError> {
         colour: colour_on_stdout(),
         probes,
         metrics,
-        attribute_at_end: at_end,
-        at_end_by_default: at_end && args.attribution == Attribution::Auto,
+        decision,
     })
 }
 
@@ -383,14 +384,21 @@ mod tests {
             // Longer than the rings hold a quiet run: it would decide in bursts before the end.
             (true, false, true, 60 * S + 1),
         ];
-        let auto: Vec<bool> = (cases.iter())
-            .map(|&(p, m, all, d)| decides_at_end(Auto, p, m, all, d))
+        let auto: Vec<Decision> = (cases.iter())
+            .map(|&(p, m, all, d)| decision(Auto, p, m, all, d))
             .collect();
-        assert_eq!(auto, [true, true, false, false, false, false]);
+        let chosen = Decision::AtEnd {
+            chosen_by_default: true,
+        };
+        use Decision::Live as L;
+        assert_eq!(auto, [chosen, chosen, L, L, L, L]);
         // Asked for, either way is kept (what cannot serve is refused before this).
         for (p, m, all, d) in cases {
-            assert!(decides_at_end(End, p, m, all, d));
-            assert!(!decides_at_end(Live, p, m, all, d));
+            let asked = Decision::AtEnd {
+                chosen_by_default: false,
+            };
+            assert_eq!(decision(End, p, m, all, d), asked);
+            assert_eq!(decision(Live, p, m, all, d), Decision::Live);
         }
         // Unsaid, it is `auto`.
         let Some(Command::Run(args)) = Cli::try_parse_from(["jitterscope", "run", "--cpus", "0,1"])

@@ -4,7 +4,6 @@
 //! batch it sends — and between drains serves the session's commands. On stop it detaches, drains what
 //! is left and reads the programs' counters.
 
-use std::cell::RefCell;
 use std::mem::MaybeUninit;
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex};
@@ -65,6 +64,27 @@ pub(super) struct Batches {
     pub(super) drained: SyncSender<()>,
 }
 
+/// What the session lets the drain thread do: its share of the CPU it may share with the
+/// measured threads (kept with the collector's), and when the records are wanted. Deciding
+/// live, every turn drains; deciding at the end, the records wait in the rings (a glance
+/// gives the live view their kernel time) until a ring needs room or the collector asks.
+pub trait Gate: Send + Sync + std::fmt::Debug {
+    /// Culprits are decided at the end of the run: the records may wait in the rings.
+    fn deciding_at_end(&self) -> bool;
+    /// Whether the collector asked for the records since the last call (deciding at the end).
+    fn take_records_wanted(&self) -> bool;
+    /// True when the budget is spent: the turn's work waits (counted as a hold-back).
+    fn hold_back(&self) -> bool;
+    /// Whether work begun at `wall_from` (CLOCK_MONOTONIC) and `cpu_from` (the thread's CPU
+    /// clock), both read when it began — the wall clock first — may go on.
+    fn allows_since(&self, wall_from: u64, cpu_from: u64) -> bool;
+    /// Adds the thread's CPU time on work that can wait.
+    fn spend(&self, ns: u64);
+    /// A drain sent its records; `emptied_at`: it emptied the rings in a drain begun then
+    /// (every record committed before it has reached user space).
+    fn delivered(&self, emptied_at: Option<u64>);
+}
+
 /// The drain thread's body: `ready` gets what loading found (or why it failed) as soon as the
 /// programs are attached; the summary is returned once stopped.
 pub(super) fn run(
@@ -81,7 +101,7 @@ pub(super) fn run(
     // This thread's own heap (its batches are allocated here), grown ahead: see
     // `platform::heap`.
     crate::platform::heap::reserve_heap(DRAIN_HEAP_ROOM);
-    let mut made: Vec<ProbeBatch> = (0..BATCHES_MADE)
+    let made: Vec<ProbeBatch> = (0..BATCHES_MADE)
         .map(|_| Vec::with_capacity(BATCH_ROOM))
         .collect();
     // Symbols first: reading /proc/kallsyms takes a while, and records must flow from the
@@ -104,167 +124,13 @@ pub(super) fn run(
     let layout = loaded.rings.clone();
     let _ = ready.send(Ok(loaded));
 
-    let mut decoded = Decoded {
-        syms,
-        names: decode::Names::default(),
-        batch: Vec::with_capacity(BATCH_ROOM),
-    };
-    let rings = RefCell::new(rings::open(&mut skel, &layout)?);
-    // On a measured CPU (every CPU is measured, or the thread is unpinned), the ring is
-    // emptied a step at a time with pauses between short slices.
-    let shared = cfg.drain_cpus.is_empty() || cfg.drain_cpus.iter().any(|c| cfg.cpus.contains(c));
-    // Shared with the statistics refresh that follows a drain (`serve`).
-    let pacer = RefCell::new(Pacer::new(shared));
-    let budget = cfg.budget.clone();
-    let mut open_lost = Vec::new();
-    // `--attribution end`: how full the fullest ring was at the last look.
-    let mut last_fill = 0.0f64;
-    // `--attribution end`: the kernel's time by culprit, for the live view (see `tally`).
-    let mut tally = KernelTally::default();
-    // The live view's spike windows, when it shows them: the tally's pieces go there, under
-    // its lock taken once a step of the glance.
-    let recent = live.recent().cloned();
-    let at_end = budget.as_ref().is_some_and(|b| b.at_end());
-    // `last`: the drain after the probes detached, whatever the budget.
-    let mut drain = |last: bool| {
-        let began = crate::platform::clock::monotonic_ns();
-        if let Some(b) = budget.as_ref().filter(|b| !last && b.at_end()) {
-            let fill = rings.borrow().fullest();
-            let grew = (fill - last_fill).max(0.0);
-            last_fill = fill;
-            if !b.take_records_wanted() && fill + 2.0 * grew < AT_END_FULL {
-                // Culprits are decided at the end: the records wait in the rings meanwhile,
-                // and the live view is given their time so far.
-                // Not before the collector said where the window begins, nor over the
-                // budget (the glance goes on from where it stopped, the view a turn older).
-                let from = live.window_from();
-                if from == 0 || b.hold_back() {
-                    return;
-                }
-                let cpu_before = own_thread_cpu_ns();
-                let mut rings = rings.borrow_mut();
-                let mut pacer = pacer.borrow_mut();
-                let read_all = loop {
-                    let mut pieces = recent.as_ref().and_then(|m| m.lock().ok());
-                    let n = rings.glance(CONSUME_STEP, &mut |r| {
-                        decoded.tally(&mut tally, r, from, pieces.as_deref_mut())
-                    });
-                    drop(pieces);
-                    if n < CONSUME_STEP {
-                        break true;
-                    }
-                    if pacer.between() && !b.allows_since(began, cpu_before) {
-                        break false;
-                    }
-                };
-                // The view's copy is a piece of its own (cold once a second, 35–230 µs here
-                // after the last step of the glance).
-                pacer.between();
-                glanced(&recent, read_all.then_some(began));
-                live.set_kernel_time(tally.top(tally::LISTED));
-                b.spend(own_thread_cpu_ns().saturating_sub(cpu_before));
-                return;
-            }
-            // This drain empties the rings (or most of them): growth is measured afresh.
-            last_fill = 0.0;
-        }
-        if !last && budget.as_ref().is_some_and(|b| b.hold_back()) {
-            // Over budget: the records wait in the ring (or are dropped there, counted).
-            return;
-        }
-        let cpu_before = own_thread_cpu_ns();
-        let mut pacer = pacer.borrow_mut();
-        // The last drain, unpaced, has no wake-up of its own (`serve` begins the others).
-        if last {
-            pacer.begin();
-        }
-        let mut rings = rings.borrow_mut();
-        // Before reading: a window still open now has no record among those read below.
-        open_lost.clear();
-        rings.open_lost(&mut open_lost);
-        let mut send = |batch: &mut ProbeBatch| {
-            if !batch.is_empty() {
-                let fresh = batches
-                    .recycled
-                    .try_recv()
-                    .ok()
-                    .or_else(|| made.pop())
-                    .unwrap_or_else(|| Vec::with_capacity(BATCH_ROOM));
-                let _ = batches.out.send(std::mem::replace(batch, fresh));
-            }
-        };
-        let emptied = loop {
-            let from = live.window_from();
-            let mut pieces = recent.as_ref().and_then(|m| m.lock().ok());
-            let n = rings.consume_glanced(CONSUME_STEP, &mut |r, glanced| {
-                // Taken before the end without a glance: into the live view's time too.
-                if at_end && !last && !glanced && from > 0 {
-                    decoded.tally(&mut tally, &r, from, pieces.as_deref_mut());
-                }
-                decoded.push(&r);
-            });
-            drop(pieces);
-            // Fewer than asked: the rings are empty for now (or wait for a slot being written).
-            if n < CONSUME_STEP {
-                break true;
-            }
-            if decoded.batch.len() >= BATCH_RECORDS {
-                send(&mut decoded.batch);
-            }
-            // Once a slice (the CPU clock is a system call): a storm's backlog is taken in
-            // over several drains within the budget, not in one drain past it.
-            if pacer.between()
-                && !last
-                && budget
-                    .as_ref()
-                    .is_some_and(|b| !b.allows_since(began, cpu_before))
-            {
-                break false;
-            }
-        };
-        // Its count comes with the window's own record (or, for the last windows of a run,
-        // only in the CPU's drop counter).
-        decoded
-            .batch
-            .extend(open_lost.iter().map(|&(cpu, since)| Record::Lost {
-                cpu,
-                start_ns: since,
-                end_ns: began.max(since),
-                count: 0,
-            }));
-        send(&mut decoded.batch);
-        if let Some(b) = budget.as_ref().filter(|b| b.at_end()) {
-            b.records_delivered();
-            if !last {
-                glanced(&recent, emptied.then_some(began));
-                live.set_kernel_time(tally.top(tally::LISTED));
-            }
-        }
-        if let Some(b) = &budget {
-            b.spend(own_thread_cpu_ns().saturating_sub(cpu_before));
-            // Only an emptied ring vouches for every record committed before the drain began.
-            if emptied {
-                b.drained(began);
-            }
-        }
-    };
-    serve(
-        &cfg,
-        &commands,
-        &mut skel,
-        stats.as_mut(),
-        &live,
-        &pacer,
-        &mut || {
-            drain(false);
-            // Full when nobody waits (a watch, or a collector still at its last turn): dropped.
-            let _ = batches.drained.try_send(());
-        },
-    );
+    let rings = rings::open(&mut skel, &layout)?;
+    let mut drainer = Drainer::new(&cfg, rings, syms, batches, made, live);
+    serve(&cfg, &commands, &mut skel, stats.as_mut(), &mut drainer);
     drop(links);
-    drain(true);
-    // Unmapped before the skeleton goes (its .bss holds the rings' positions).
-    drop(rings);
+    drainer.turn(true);
+    // The rings are unmapped before the skeleton goes (its .bss holds their positions).
+    drop(drainer);
 
     let mut summary = ProbeSummary {
         stats_enabled: stats.is_some(),
@@ -278,6 +144,190 @@ pub(super) fn run(
     summary.floor = stats::floor_costs(&skel);
     summary.floor_place = cfg.floor;
     Ok(summary)
+}
+
+/// The drain thread's state from one turn to the next: the rings, its pacer, what it decodes
+/// and sends, and (deciding at the end) the live view's kernel time.
+struct Drainer {
+    rings: rings::Rings,
+    /// On a measured CPU (every CPU is measured, or the thread is unpinned), the ring is
+    /// emptied a step at a time with pauses between short slices. Shared with the statistics
+    /// refresh that follows a drain (`serve`).
+    pacer: Pacer,
+    gate: Option<Arc<dyn Gate>>,
+    decoded: Decoded,
+    batches: Batches,
+    /// Batches made before the drain began, handed out when none comes back.
+    made: Vec<ProbeBatch>,
+    open_lost: Vec<(Cpu, u64)>,
+    /// Deciding at the end: how full the fullest ring was at the last look.
+    last_fill: f64,
+    /// Deciding at the end: the kernel's time by culprit, for the live view (see `tally`).
+    tally: KernelTally,
+    /// The live view's spike windows, when it shows them: the tally's pieces go there, under
+    /// its lock taken once a step of the glance.
+    recent: Option<Arc<Mutex<RecentKernel>>>,
+    live: Arc<LiveCostCell>,
+}
+
+impl Drainer {
+    fn new(
+        cfg: &ProbeConfig,
+        rings: rings::Rings,
+        syms: Kallsyms,
+        batches: Batches,
+        made: Vec<ProbeBatch>,
+        live: Arc<LiveCostCell>,
+    ) -> Drainer {
+        let shared =
+            cfg.drain_cpus.is_empty() || cfg.drain_cpus.iter().any(|c| cfg.cpus.contains(c));
+        Drainer {
+            rings,
+            pacer: Pacer::new(shared),
+            gate: cfg.gate.clone(),
+            decoded: Decoded {
+                syms,
+                names: decode::Names::default(),
+                batch: Vec::with_capacity(BATCH_ROOM),
+            },
+            batches,
+            made,
+            open_lost: Vec::new(),
+            last_fill: 0.0,
+            tally: KernelTally::default(),
+            recent: live.recent().cloned(),
+            live,
+        }
+    }
+
+    /// A turn's work: a drain or, deciding at the end while the rings have room, a glance.
+    /// `last`: the drain after the probes detached, whatever the gate says.
+    fn turn(&mut self, last: bool) {
+        let began = crate::platform::clock::monotonic_ns();
+        let at_end = self.gate.clone().filter(|g| !last && g.deciding_at_end());
+        if let Some(gate) = at_end {
+            let fill = self.rings.fullest();
+            let grew = (fill - self.last_fill).max(0.0);
+            self.last_fill = fill;
+            if !gate.take_records_wanted() && fill + 2.0 * grew < AT_END_FULL {
+                // Culprits are decided at the end: the records wait in the rings meanwhile,
+                // and the live view is given their time so far.
+                self.glance(gate.as_ref(), began);
+                return;
+            }
+            // This drain empties the rings (or most of them): growth is measured afresh.
+            self.last_fill = 0.0;
+        }
+        if !last && self.gate.as_ref().is_some_and(|g| g.hold_back()) {
+            // Over budget: the records wait in the ring (or are dropped there, counted).
+            return;
+        }
+        self.drain(last, began);
+    }
+
+    /// Deciding at the end: the records' kernel time for the live view, read where they wait.
+    /// Not before the collector said where the window begins, nor over the budget (the
+    /// glance goes on from where it stopped, the view a turn older).
+    fn glance(&mut self, gate: &dyn Gate, began: u64) {
+        let from = self.live.window_from();
+        if from == 0 || gate.hold_back() {
+            return;
+        }
+        let cpu_before = own_thread_cpu_ns();
+        let read_all = loop {
+            let mut pieces = self.recent.as_ref().and_then(|m| m.lock().ok());
+            let (decoded, tally) = (&mut self.decoded, &mut self.tally);
+            let n = self.rings.glance(CONSUME_STEP, &mut |r| {
+                decoded.tally(tally, r, from, pieces.as_deref_mut())
+            });
+            drop(pieces);
+            if n < CONSUME_STEP {
+                break true;
+            }
+            if self.pacer.between() && !gate.allows_since(began, cpu_before) {
+                break false;
+            }
+        };
+        // The view's copy is a piece of its own (cold once a second, 35–230 µs here after
+        // the last step of the glance).
+        self.pacer.between();
+        glanced(&self.recent, read_all.then_some(began));
+        self.live.set_kernel_time(self.tally.top(tally::LISTED));
+        gate.spend(own_thread_cpu_ns().saturating_sub(cpu_before));
+    }
+
+    /// Empties the rings into batches for the collector, a step at a time, within the budget
+    /// (the last drain, whatever it is).
+    fn drain(&mut self, last: bool, began: u64) {
+        let cpu_before = own_thread_cpu_ns();
+        // The last drain, unpaced, has no wake-up of its own (`serve` begins the others).
+        if last {
+            self.pacer.begin();
+        }
+        // Before reading: a window still open now has no record among those read below.
+        self.open_lost.clear();
+        self.rings.open_lost(&mut self.open_lost);
+        let at_end = self.gate.as_ref().is_some_and(|g| g.deciding_at_end());
+        let emptied = loop {
+            let from = self.live.window_from();
+            let mut pieces = self.recent.as_ref().and_then(|m| m.lock().ok());
+            let (decoded, tally) = (&mut self.decoded, &mut self.tally);
+            let n = self.rings.consume_glanced(CONSUME_STEP, &mut |r, glanced| {
+                // Taken before the end without a glance: into the live view's time too.
+                if at_end && !last && !glanced && from > 0 {
+                    decoded.tally(tally, &r, from, pieces.as_deref_mut());
+                }
+                decoded.push(&r);
+            });
+            drop(pieces);
+            // Fewer than asked: the rings are empty for now (or wait for a slot being written).
+            if n < CONSUME_STEP {
+                break true;
+            }
+            if self.decoded.batch.len() >= BATCH_RECORDS {
+                self.send();
+            }
+            // Once a slice (the CPU clock is a system call): a storm's backlog is taken in
+            // over several drains within the budget, not in one drain past it.
+            if self.pacer.between()
+                && !last
+                && (self.gate.as_ref()).is_some_and(|g| !g.allows_since(began, cpu_before))
+            {
+                break false;
+            }
+        };
+        // Its count comes with the window's own record (or, for the last windows of a run,
+        // only in the CPU's drop counter).
+        let lost = self.open_lost.iter().map(|&(cpu, since)| Record::Lost {
+            cpu,
+            start_ns: since,
+            end_ns: began.max(since),
+            count: 0,
+        });
+        self.decoded.batch.extend(lost);
+        self.send();
+        let Some(gate) = self.gate.clone() else {
+            return;
+        };
+        gate.delivered(emptied.then_some(began));
+        if at_end && !last {
+            glanced(&self.recent, emptied.then_some(began));
+            self.live.set_kernel_time(self.tally.top(tally::LISTED));
+        }
+        gate.spend(own_thread_cpu_ns().saturating_sub(cpu_before));
+    }
+
+    /// Sends the batch under way, if it holds any record, and takes an empty one in its place.
+    fn send(&mut self) {
+        if self.decoded.batch.is_empty() {
+            return;
+        }
+        let fresh = (self.batches.recycled.try_recv().ok())
+            .or_else(|| self.made.pop())
+            .unwrap_or_else(|| Vec::with_capacity(BATCH_ROOM));
+        let full = std::mem::replace(&mut self.decoded.batch, fresh);
+        let _ = self.batches.out.send(full);
+    }
 }
 
 /// Loads and attaches the programs. Some kernels refuse fentry/fexit (no ftrace of kernel
@@ -357,15 +407,13 @@ fn glanced(recent: &Option<Arc<Mutex<RecentKernel>>>, complete_to_ns: Option<u64
 
 /// Drains every `cfg.drain_interval` until told to stop (or the session is gone); between
 /// drains, fills the tid table as asked; after each, refreshes the live cost (in the drain's
-/// slice: `pacer` is the drain's).
+/// slice: the drain's pacer).
 fn serve(
     cfg: &ProbeConfig,
     commands: &Receiver<Command>,
     skel: &mut JitterscopeSkel,
     mut stats: Option<&mut RunTimeStats>,
-    live: &LiveCostCell,
-    pacer: &RefCell<Pacer>,
-    drain: &mut dyn FnMut(),
+    drainer: &mut Drainer,
 ) {
     let mut next = Instant::now() + cfg.drain_interval;
     loop {
@@ -390,14 +438,16 @@ fn serve(
         // rings (the budget, how full they are, its CPU clock: a system call) is part of the
         // stretch the measured thread waits through (begun at the first read, a drain's
         // stretches came to 91–100 µs here, of which 5–7 µs came before it).
-        pacer.borrow_mut().begin();
-        drain();
+        drainer.pacer.begin();
+        drainer.turn(false);
+        // Full when nobody waits (a watch, or a collector still at its last turn): dropped.
+        let _ = drainer.batches.drained.try_send(());
         next += cfg.drain_interval;
         if let Some(stats) = stats.as_deref_mut() {
-            stats.refresh(skel, live, &mut pacer.borrow_mut());
+            stats.refresh(skel, &drainer.live, &mut drainer.pacer);
         }
         // Waits now: a collector woken by this drain goes on in the slice begun here.
-        pacer.borrow_mut().end();
+        drainer.pacer.end();
     }
 }
 

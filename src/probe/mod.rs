@@ -44,6 +44,7 @@ use drain::Command;
 use load::Loaded;
 use threads::Identity;
 
+pub use drain::Gate;
 pub use load::{bpf_lockdown, check_kernel, permission_error};
 pub use stats::{LiveCost, ProgramCost};
 pub use threads::{register_tids, ThreadRegistrar};
@@ -80,8 +81,9 @@ pub struct ProbeConfig {
     /// Watch mode: time the watched threads' page faults (fentry/fexit; left out, and said,
     /// where the kernel refuses them).
     pub faults: bool,
-    /// What the drain thread may spend of a CPU (shared with the collector); None: no limit.
-    pub budget: Option<std::sync::Arc<crate::platform::pace::Budget>>,
+    /// What the drain thread may spend of a CPU (shared with the collector), and when its
+    /// records are wanted; None: no limit, drained at every turn.
+    pub gate: Option<std::sync::Arc<dyn Gate>>,
     /// Whether to load the reference programs too (`js_floor_*`: an empty program and a clock
     /// read on sched_switch, an empty program and a clock read on local_timer_entry), and
     /// where they run; reported apart from the probes' costs (`ProbeSummary::floor`).
@@ -114,7 +116,7 @@ impl ProbeConfig {
             test_seams: false,
             watch: false,
             faults: true,
-            budget: None,
+            gate: None,
             floor: Reference::Off,
             spike_windows: false,
         }

@@ -6,7 +6,9 @@
 //! interruptions the kernel saw of the user's threads (`watch`). The record loop and the
 //! finish are one for both.
 
+mod decision;
 mod finish;
+mod pace;
 mod prepare;
 mod record;
 mod rows;
@@ -19,13 +21,14 @@ use std::io::Write;
 use anyhow::Result;
 
 use crate::live::frontend::{Frontend, LiveView, PlainLines, Silent};
-use crate::model::Nanos;
+use crate::model::Decision;
 use crate::report::files::OutputDir;
 use crate::report::metrics::MetricsPlan;
 use crate::report::runfile::RunFile;
 use crate::signals;
 use crate::workload::WorkloadConfig;
 
+pub use decision::{by_default as decision_by_default, AT_END_BY_DEFAULT_UP_TO_NS};
 pub use record::EndReason;
 
 /// Everything a run needs, validated.
@@ -46,35 +49,9 @@ pub struct RunPlan {
     pub probes: Option<u32>,
     /// The metrics file for node_exporter, if asked for.
     pub metrics: Option<MetricsPlan>,
-    /// Decide the culprits after the workload stops (`--attribution end`): the records wait
-    /// in the probes' rings and the stalls in the workload's queues, and only the intake of
+    /// When the culprits are decided: deciding after the workload stops, only the intake of
     /// its histograms runs beside it (unless a ring or a queue needs room before the end).
-    pub attribute_at_end: bool,
-    /// Deciding at the end was not asked for but chosen (`--attribution auto`, the default):
-    /// see `at_end_by_default`.
-    pub at_end_by_default: bool,
-}
-
-/// The longest run that decides its culprits at the end when not told when to decide
-/// (`--attribution auto`): what the rings and the workload's queues hold of a quiet run here
-/// with room to spare (an 8 MiB ring fills in some two minutes, a stall queue half-fills in
-/// about 90 s). A longer run would decide most of its stalls while it runs anyway — when a
-/// ring or a queue needs room, in bursts — for about the `self` share of deciding live, and
-/// its live view would show kernel time instead of culprits: it decides live.
-pub const AT_END_BY_DEFAULT_UP_TO_NS: Nanos = 60_000_000_000;
-
-/// Whether a run not told when to decide its culprits (`--attribution auto`) decides them at
-/// the end: where every CPU is measured, jitterscope's threads must share them and each of
-/// their slices stalls the workload, so only what the live view needs runs beside it —
-/// unless there is nothing to decide (no probes), something needs the decisions while the run
-/// goes on (the metrics file's culprit series), or the run is longer than the rings hold.
-pub fn at_end_by_default(
-    probes: bool,
-    metrics: bool,
-    every_cpu_measured: bool,
-    duration_ns: Nanos,
-) -> bool {
-    probes && !metrics && every_cpu_measured && duration_ns <= AT_END_BY_DEFAULT_UP_TO_NS
+    pub decision: Decision,
 }
 
 /// Where the run's files went.

@@ -6,12 +6,12 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
 
+use super::pace::Budget;
 use super::{check_startup, Console, RunPlan};
-use crate::model::{Cpu, Nanos};
+use crate::model::{Cpu, Decision, Nanos};
 use crate::platform::affinity::{self, AffinityGuard};
 use crate::platform::clock::{monotonic_ns, unix_ns};
-use crate::platform::pace::Budget;
-use crate::probe::{AttachState, ProbeBatch, ProbeConfig, ProbeSession, ThreadRegistrar};
+use crate::probe::{AttachState, Gate, ProbeBatch, ProbeConfig, ProbeSession, ThreadRegistrar};
 use crate::report::files::{file_stem, utc_stamp};
 use crate::report::hlog::HlogWriter;
 use crate::report::runfile::Floor;
@@ -59,17 +59,15 @@ pub(super) fn prepare(plan: &RunPlan, out: &mut Console) -> Result<Prepared> {
         // Unpinned workload threads float over the whole process set, not the collector's.
         cfg.float_cpus = topo.allowed.clone();
     }
-    let (housekeeping, guard) =
-        place_collector(&cfg, &measured, &topo, plan.at_end_by_default, out)?;
+    let (housekeeping, guard) = place_collector(&cfg, &measured, &topo, plan.decision, out)?;
     let every_cpu_measured = topo.housekeeping(&measured).is_empty();
     // Probes first: attached before the workload starts its clock, and a run that cannot
     // load them (no root) fails before it leaves any file behind.
     // Sharing the producer's CPU, the collector keeps to a budget (see `Budget`). Deciding at
     // the end, the drain thread and the collector also learn from it when records may wait.
-    let budget = match (every_cpu_measured, plan.attribute_at_end) {
-        (true, false) => Some(Budget::new(COLLECTOR_BUDGET)),
-        (true, true) => Some(Budget::new(COLLECTOR_BUDGET).deciding_at_end()),
-        (false, true) => Some(Budget::new(0.0).deciding_at_end()),
+    let budget = match (every_cpu_measured, plan.decision.at_end()) {
+        (true, _) => Some(Budget::new(COLLECTOR_BUDGET, plan.decision)),
+        (false, true) => Some(Budget::new(0.0, plan.decision)),
         (false, false) => None,
     }
     .map(Arc::new);
@@ -137,7 +135,7 @@ fn place_collector(
     cfg: &WorkloadConfig,
     measured: &[Cpu],
     topo: &Topology,
-    at_end_by_default: bool,
+    decision: Decision,
     out: &mut Console,
 ) -> Result<(Vec<Cpu>, AffinityGuard)> {
     let mut housekeeping = topo.housekeeping(measured);
@@ -145,7 +143,7 @@ fn place_collector(
         // Every CPU is measured: jitterscope's own threads share the producer's CPU, which
         // shares with the rest of the system anyway, and keep off the consumers' CPUs.
         housekeeping = vec![cfg.producer_cpu];
-        let deciding = if at_end_by_default {
+        let deciding = if decision.at_end_by_default() {
             "; so that they do the least there, the culprits are decided after the run, and meanwhile the live view shows the kernel's time by culprit (--attribution live decides them as the run goes)"
         } else {
             ""
@@ -178,11 +176,11 @@ fn start_probes(
     let mut pc = ProbeConfig::new(measured.to_vec());
     pc.ringbuf_bytes = ringbuf_bytes;
     pc.drain_cpus = housekeeping;
-    pc.budget = budget;
-    pc.drain_interval = super::run::turn(every_cpu_measured, plan.attribute_at_end);
+    pc.gate = budget.map(|b| b as Arc<dyn Gate>);
+    pc.drain_interval = super::run::turn(every_cpu_measured, plan.decision);
     // Deciding at the end, the live view's feed of spikes: by the kernel time in each one's
     // window (the plain line has no feed).
-    pc.spike_windows = plan.tui && plan.attribute_at_end;
+    pc.spike_windows = plan.tui && plan.decision.at_end();
     Ok(Some(ProbeSession::start(pc).context(
         "cannot start the kernel probes (--no-probes measures without attribution)",
     )?))

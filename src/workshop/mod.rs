@@ -9,7 +9,7 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use crate::model::{Cpu, Nanos};
+use crate::model::{Cpu, Decision, Nanos};
 use crate::report::files::OutputDir;
 use crate::report::runfile::RunFile;
 use crate::session::RunPlan;
@@ -48,9 +48,9 @@ pub fn run(cfg: &WorkshopConfig, out: &mut dyn Write) -> Result<()> {
     let every_cpu_measured = topo
         .housekeeping(&[cfg.producer_cpu, cfg.consumer_cpu])
         .is_empty();
-    let at_end =
-        crate::session::at_end_by_default(true, false, every_cpu_measured, cfg.duration_ns);
-    let base = base_plan(cfg, at_end);
+    let decision =
+        crate::session::decision_by_default(true, false, every_cpu_measured, cfg.duration_ns);
+    let base = base_plan(cfg, decision);
     introduce(cfg, &others, topo.online.len(), out)?;
     let course = run_steps(cfg, &base, &others, out)?;
     if course.runs.len() > 1 {
@@ -69,14 +69,14 @@ pub fn run(cfg: &WorkshopConfig, out: &mut dyn Write) -> Result<()> {
 
 /// The run every step starts from: probes on, no terminal UI, the automatic stall threshold.
 /// As a run's default (`--attribution auto`), the culprits are decided after each step's
-/// workload stops when every CPU is measured (`at_end`): nothing is shown while a step runs,
+/// workload stops when every CPU is measured (`decision`): nothing is shown while a step runs,
 /// and its checks read the report.
-fn base_plan(cfg: &WorkshopConfig, at_end: bool) -> RunPlan {
+fn base_plan(cfg: &WorkshopConfig, decision: Decision) -> RunPlan {
     let mut workload = WorkloadConfig::new(cfg.producer_cpu, vec![cfg.consumer_cpu]);
     workload.duration_ns = cfg.duration_ns;
     workload.warmup_ns = 500_000_000;
     workload.stall_threshold_ns = auto_stall_threshold_ns();
-    if at_end {
+    if decision.at_end() {
         workload.hold_for_the_end();
     }
     RunPlan {
@@ -90,8 +90,7 @@ fn base_plan(cfg: &WorkshopConfig, at_end: bool) -> RunPlan {
         colour: false,
         probes: Some(8 << 20),
         metrics: None,
-        attribute_at_end: at_end,
-        at_end_by_default: at_end,
+        decision,
     }
 }
 

@@ -9,7 +9,7 @@ use super::super::RunPlan;
 use super::Recorder;
 use crate::live::model::ConsumerView;
 use crate::live::{CulpritRow, LiveModel};
-use crate::model::{Nanos, Spike};
+use crate::model::{Decision, Nanos, Spike};
 use crate::report::build::{consumer_key, kernel_window_spike, spike_entry};
 use crate::report::text;
 use crate::summary::Summary;
@@ -216,19 +216,24 @@ pub(super) fn initial_model(plan: &RunPlan, p: &Prepared) -> LiveModel {
                 ..ConsumerView::default()
             })
             .collect(),
-        note: match (plan.attribute_at_end, p.every_cpu_measured) {
-            (true, _) if plan.at_end_by_default => Some(
+        note: match (plan.decision, p.every_cpu_measured) {
+            (
+                Decision::AtEnd {
+                    chosen_by_default: true,
+                },
+                _,
+            ) => Some(
                 "every CPU is measured, so culprits are decided at the end of the run (--attribution live decides them as it goes, at a cost under `self`): meanwhile, the kernel's time by culprit".to_string(),
             ),
-            (true, _) => Some(
+            (Decision::AtEnd { .. }, _) => Some(
                 "culprits are decided at the end of the run (--attribution end): the records wait in the kernel's rings meanwhile".to_string(),
             ),
-            (false, true) => Some(
+            (Decision::Live, true) => Some(
                 "every CPU is measured: the display refreshes once a second and its cost shows under `self`".to_string(),
             ),
-            (false, false) => None,
+            (Decision::Live, false) => None,
         },
-        at_end: plan.attribute_at_end,
+        at_end: plan.decision.at_end(),
         ..LiveModel::default()
     }
 }

@@ -24,7 +24,7 @@ use super::{Console, RunPlan};
 use crate::attribution::run::RunAttribution;
 use crate::live::frontend::Needs;
 use crate::live::LiveModel;
-use crate::model::{Nanos, Spike, Stall};
+use crate::model::{Decision, Nanos, Spike, Stall};
 use crate::platform::clock::{monotonic_ns, own_thread_cpu_ns};
 use crate::platform::heap::HeapKeeper;
 use crate::platform::pace::Pacer;
@@ -76,7 +76,7 @@ impl StallSource for RunSource {
         if p.workload.finished() {
             return Some(EndReason::Completed);
         }
-        let turn = turn(p.every_cpu_measured, plan.attribute_at_end);
+        let turn = turn(p.every_cpu_measured, plan.decision);
         self.r.pacer.end();
         match &p.probe {
             Some((session, _)) => {
@@ -87,7 +87,7 @@ impl StallSource for RunSource {
         // Deciding at the end, a workload that stopped while the collector waited leaves
         // everything to the end: a turn now would decide it paced, counted as decided while
         // the workload ran (and in the window's CPU) when it ran no longer.
-        if plan.attribute_at_end && p.workload.finished() {
+        if plan.decision.at_end() && p.workload.finished() {
             return Some(EndReason::Completed);
         }
         None
@@ -133,7 +133,7 @@ impl StallSource for RunSource {
     }
 
     fn turns_over(&mut self) {
-        self.r.decided_in_run = if self.plan.attribute_at_end {
+        self.r.decided_in_run = if self.plan.decision.at_end() {
             self.r.attr.book.count()
         } else {
             0
@@ -181,7 +181,7 @@ impl StallSource for RunSource {
                 .filter(|_| p.every_cpu_measured)
                 .map(|b| (super::prepare::COLLECTOR_BUDGET, b.held_back())),
             after_cpu_ns,
-            at_end: plan.attribute_at_end,
+            decision: plan.decision,
             decided_in_run: r.decided_in_run,
         };
         Ok(RunStopped {
@@ -256,8 +256,8 @@ struct Recorded {
     /// CPU time of jitterscope's threads after the workload stopped (the last records and
     /// the decisions still waiting).
     pub after_cpu_ns: u64,
-    /// The culprits were decided at the end (`--attribution end`).
-    pub at_end: bool,
+    /// When the culprits were decided.
+    pub decision: Decision,
     /// Deciding at the end: the stalls decided while the workload still ran.
     pub decided_in_run: u64,
 }
@@ -305,8 +305,8 @@ struct Recorder {
 /// times, for a livelier view. What the live view shows is then at most a turn plus
 /// `DECISION_LAG_NS` old. Deciding at the end (`--attribution end`), a turn only takes the
 /// second's histograms and looks at the stall queues and the rings: once a second.
-pub(super) fn turn(every_cpu_measured: bool, at_end: bool) -> Duration {
-    Duration::from_millis(match (at_end, every_cpu_measured) {
+pub(super) fn turn(every_cpu_measured: bool, decision: Decision) -> Duration {
+    Duration::from_millis(match (decision.at_end(), every_cpu_measured) {
         (true, _) => 1000,
         (false, true) => 500,
         (false, false) => 250,
@@ -424,7 +424,7 @@ impl Recorder {
             decided_in_run: 0,
             held: HeldIntervals::new(
                 cfg.consumer_cpus.len(),
-                match plan.attribute_at_end {
+                match plan.decision.at_end() {
                     true => cfg.interval_pool.saturating_sub(KEPT_FOR_ROTATION),
                     false => 0,
                 },

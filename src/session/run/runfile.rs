@@ -72,9 +72,7 @@ fn run_file(plan: &RunPlan, p: &Prepared, r: &Recorded) -> RunFile {
         online: p.topo.online.clone(),
         measured: p.measured.clone(),
         virtual_machine: crate::system::is_virtual_machine(),
-        tracer: Tracer::Run {
-            at_end: plan.attribute_at_end,
-        },
+        tracer: Tracer::Run(plan.decision),
     };
     RunFile {
         schema: SCHEMA.to_string(),
@@ -178,7 +176,7 @@ fn overhead(r: &Recorded) -> Option<Overhead> {
         collector_budget: r.budget.map(|(share, _)| share),
         held_back: r.budget.map_or(0, |(_, n)| n),
         after_cpu_ns: r.after_cpu_ns,
-        at_end: r.at_end,
+        at_end: r.decision.at_end(),
         decided_in_run: r.decided_in_run,
         // Set as the files are written (see `finish::write_exports`).
         files_cpu_ns: 0,
