@@ -14,11 +14,11 @@ use std::collections::{BTreeMap, HashMap};
 
 use hdrhistogram::Histogram;
 
-use super::engine::{Share, Verdict, HYPERVISOR_NAME};
+use super::engine::{Share, Verdict};
 use super::ranking::Ranking;
 use super::run::RunAttribution;
 use crate::model::{
-    Cpu, CulpritClass, Interruption, Nanos, Stall, StealSample, ThreadEvent, ThreadRole, Wait,
+    Culprit, Who, Cpu, CulpritClass, Interruption, Nanos, Stall, StealSample, ThreadEvent, ThreadRole, Wait,
     WaitKind,
 };
 
@@ -295,10 +295,11 @@ impl WatchBook {
         let v = Verdict {
             stall,
             culprits: vec![Share {
-                class: CulpritClass::Hypervisor,
-                name: HYPERVISOR_NAME.into(),
-                detail: super::engine::hypervisor_detail(s.cpu).into(),
-                via: String::new(),
+                culprit: Culprit {
+                    class: CulpritClass::Hypervisor,
+                    who: Who::Host { cpu: s.cpu },
+                },
+                via: None,
                 measured_ns: s.steal_ns,
                 inferred_ns: 0,
                 host_ns: 0,
@@ -390,8 +391,7 @@ mod tests {
             start_ns: start,
             end_ns: end,
             id: 0,
-            name: "".into(),
-            detail: "".into(),
+            who: Who::Kthread { comm: "".into() },
             pid: 0,
             parent: None,
             victim,

@@ -23,6 +23,7 @@ use crate::platform::heap::HeapKeeper;
 use crate::platform::pace::Pacer;
 use crate::probe::decode::Record;
 use crate::probe::{AttachStatus, ProbeBatch, ProbeSession, ProbeSummary};
+use crate::report::culprit;
 use crate::report::build::{consumer_key, kernel_window_spike, spike_entry};
 use crate::report::hlog::HlogWriter;
 use crate::report::metrics::{ConsumerSeries, Exposure, MetricsFile, Mode};
@@ -999,9 +1000,9 @@ fn kernel_rows(k: &crate::probe::tally::KernelTime, record_from: Nanos) -> Vec<C
     k.culprits
         .iter()
         .map(|c| CulpritRow {
-            class: c.class,
-            name: c.name.to_string(),
-            detail: c.detail.to_string(),
+            class: c.culprit.class,
+            name: culprit::name(&c.culprit.who),
+            detail: culprit::detail(&c.culprit.who),
             count: c.episodes,
             total_ns: c.ns,
             max_ns: c.longest_ns,
@@ -1021,10 +1022,11 @@ fn rows_of(
     for c in top {
         pace();
         let all = c.total_ns().max(1) as f64;
+        let (name, detail) = culprit::words(&c.culprit);
         let row = |name: String, ns: Nanos| CulpritRow {
-            class: c.class,
+            class: c.class(),
             name,
-            detail: c.detail.clone(),
+            detail: detail.clone(),
             count: c.episodes,
             total_ns: ns,
             max_ns: c.longest_ns,
@@ -1032,10 +1034,10 @@ fn rows_of(
             share: c.share * ns as f64 / all,
         };
         if c.measured_ns > 0 || c.inferred_ns == 0 {
-            rows.push(row(c.name.clone(), c.measured_ns));
+            rows.push(row(name.clone(), c.measured_ns));
         }
         if c.inferred_ns > 0 {
-            rows.push(row(inferred_row_name(&c.name), c.inferred_ns));
+            rows.push(row(inferred_row_name(&name), c.inferred_ns));
         }
     }
     rows.sort_by_key(|r| std::cmp::Reverse(r.total_ns));

@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 
 use super::measured::Measured;
 use super::perf::{NetDurations, Vector};
-use crate::model::{without_pid, CulpritClass, Nanos};
+use crate::model::{CulpritClass, Nanos};
 use crate::units::fmt_ns;
 
 /// How close the two must be.
@@ -222,6 +222,14 @@ fn js_by_name(js: &Measured, tol: &Tolerances) -> (BTreeMap<String, Side>, NotCo
         }
     }
     (by_name, not_compared)
+}
+
+/// perf's `comm[pid]` → `comm`: perf names a task so in its text.
+fn without_pid(name: &str) -> &str {
+    match name.rfind('[') {
+        Some(i) if name.ends_with(']') => &name[..i],
+        _ => name,
+    }
 }
 
 /// The name under which perf's cause `name` joins jitterscope's rows.
