@@ -269,22 +269,45 @@ pub type Text = std::sync::Arc<str>;
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Who {
     /// A task named with its pid (`task`, and `self` for jitterscope's own threads).
-    Task { comm: Text, pid: u32, policy: u32 },
+    Task {
+        comm: Text,
+        pid: u32,
+        policy: u32,
+    },
     /// A kernel thread, by its name alone.
-    Kthread { comm: Text },
+    Kthread {
+        comm: Text,
+    },
     /// A kworker and the work item it ran.
-    Work { worker: Text, item: WorkItem },
-    Irq { number: u64, action: Text },
+    Work {
+        worker: Text,
+        item: WorkItem,
+    },
+    Irq {
+        number: u64,
+        action: Text,
+    },
     /// A softirq vector (`softirq_to_name` order: HI, TIMER, NET_TX …).
-    Softirq { vector: u64 },
+    Softirq {
+        vector: u64,
+    },
     /// A system vector's own time (`model::vector`): the timer interrupt, an IPI, irq_work …
-    Vector { vector: u64 },
+    Vector {
+        vector: u64,
+    },
     /// The local timer interrupt's own time; `callbacks`: it ran hrtimer callbacks (records of
     /// their own, nested in it).
-    LocalTimer { callbacks: bool },
+    LocalTimer {
+        callbacks: bool,
+    },
     /// One expired hrtimer's callback, in the timer interrupt or (`soft`) the HRTIMER softirq.
-    Hrtimer { soft: bool, callback: TimerCallback },
-    Nmi { handler: Text },
+    Hrtimer {
+        soft: bool,
+        callback: TimerCallback,
+    },
+    Nmi {
+        handler: Text,
+    },
     /// A frequency change of `cpu` (kHz, `old_khz` 0 when unknown), `before_ns` before the
     /// stall it is listed with (0 inside it).
     Freq {
@@ -293,20 +316,61 @@ pub enum Who {
         new_khz: u64,
         before_ns: Nanos,
     },
-    Fault { kind: FaultKind },
+    Fault {
+        kind: FaultKind,
+    },
     /// An IPI jitterscope sent itself (`vector`), and why.
-    OwnIpi { vector: u64, why: OwnIpiWhy },
+    OwnIpi {
+        vector: u64,
+        why: OwnIpiWhy,
+    },
     /// The host kept vCPU `cpu` off its physical CPU (the KVM steal clock grew).
-    Host { cpu: Cpu },
+    Host {
+        cpu: Cpu,
+    },
     /// The host's preemption of any vCPU (the run-wide ranking's one row).
     AnyHost,
     /// No kernel record; `steal_clock`: the machine has a steal clock (host preemption is
     /// told apart).
-    Unexplained { steal_clock: bool },
+    Unexplained {
+        steal_clock: bool,
+    },
     /// Kernel records of the window were lost.
     Lost,
     /// The rest of a class's culprits, past the number a bounded list tells apart.
     Others,
+}
+
+impl Who {
+    /// A kernel name it holds (a comm, an action, a symbol), if any: the first one.
+    pub fn text(&self) -> Option<&Text> {
+        match self {
+            Who::Task { comm, .. } | Who::Kthread { comm } => Some(comm),
+            Who::Work { worker, .. } => Some(worker),
+            Who::Irq { action, .. } => Some(action),
+            Who::Nmi { handler } => Some(handler),
+            Who::Hrtimer { callback, .. } => match callback {
+                TimerCallback::Wakeup { comm, .. } | TimerCallback::OwnSleep { comm } => Some(comm),
+                TimerCallback::Function(f) => Some(f),
+                TimerCallback::Tick => None,
+            },
+            Who::OwnIpi { why, .. } => match why {
+                OwnIpiWhy::TlbShootdown { sender }
+                | OwnIpiWhy::WakeUp { sender }
+                | OwnIpiWhy::Callback { sender, .. } => Some(sender),
+            },
+            Who::Softirq { .. }
+            | Who::Vector { .. }
+            | Who::LocalTimer { .. }
+            | Who::Freq { .. }
+            | Who::Fault { .. }
+            | Who::Host { .. }
+            | Who::AnyHost
+            | Who::Unexplained { .. }
+            | Who::Lost
+            | Who::Others => None,
+        }
+    }
 }
 
 /// The work a kworker ran.

@@ -392,7 +392,7 @@ fn the_run_file_round_trips_through_json() {
 #[test]
 fn the_perfetto_trace_is_valid_trace_event_json() {
     let mut run = run_fixture();
-    run.stalls[0].timeline = vec![jitterscope::model::Interruption {
+    run.stalls[0].timeline = vec![jitterscope::report::runfile::TimelineRecord {
         cpu: 3,
         class: jitterscope::model::CulpritClass::Kworker,
         start_ns: 13_345_680_000,

@@ -65,7 +65,9 @@ fn timer_advice(who: &Who, measured: &str, on: &str) -> String {
         Who::Hrtimer { callback, .. } => callback,
         _ => &TimerCallback::Tick,
     };
-    let sleeper = |task: String| format!("a task's own timers (nanosleep, timerfd, poll timeouts) expiring on CPU {on}: {task} sleeps with a timer there — move it off the CPU (taskset -pc <other CPUs> <pid>) or make it sleep less often; nohz_full does not stop a task's timers");
+    let sleeper = |task: String| {
+        format!("a task's own timers (nanosleep, timerfd, poll timeouts) expiring on CPU {on}: {task} sleeps with a timer there — move it off the CPU (taskset -pc <other CPUs> <pid>) or make it sleep less often; nohz_full does not stop a task's timers")
+    };
     match callback {
         TimerCallback::Wakeup { comm, pid } => sleeper(format!("{comm}[{pid}]")),
         TimerCallback::OwnSleep { comm } => sleeper(format!("{comm} (jitterscope's own sleep)")),

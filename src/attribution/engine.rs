@@ -1179,10 +1179,7 @@ fn sort_shares(list: &mut [Share]) {
 /// Adds `more` into `into`, culprit by culprit.
 fn merge_shares(into: &mut Vec<Share>, more: Vec<Share>) {
     for c in more {
-        match into
-            .iter_mut()
-            .find(|x| x.culprit == c.culprit)
-        {
+        match into.iter_mut().find(|x| x.culprit == c.culprit) {
             Some(x) => {
                 x.measured_ns += c.measured_ns;
                 x.inferred_ns += c.inferred_ns;
@@ -1269,13 +1266,7 @@ fn own_ipi(r: &Interruption, k: &Cause) -> (CulpritClass, Who) {
             sender,
         }
     };
-    (
-        CulpritClass::SelfNoise,
-        Who::OwnIpi {
-            vector: r.id,
-            why,
-        },
-    )
+    (CulpritClass::SelfNoise, Who::OwnIpi { vector: r.id, why })
 }
 
 /// The records a timeline keeps: all of them up to `MAX_TIMELINE`, else the ones that

@@ -376,7 +376,10 @@ mod tests {
         };
         assert_eq!(fold_pid(&wakeup(4121)), Some(wakeup(ANY_PID)));
         // Brackets in a comm are the comm's own: only the pid is folded.
-        assert_eq!(fold_pid(&task("foo[12]", 7)), Some(task("foo[12]", ANY_PID)));
+        assert_eq!(
+            fold_pid(&task("foo[12]", 7)),
+            Some(task("foo[12]", ANY_PID))
+        );
         let kthread = Culprit {
             class: CulpritClass::Kthread,
             who: Who::Kthread {

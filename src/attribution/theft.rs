@@ -97,7 +97,10 @@ pub enum Label {
     /// A task, kernel thread or own thread by its command name.
     Comm(Text),
     Work(WorkItem),
-    Irq { number: u64, action: Text },
+    Irq {
+        number: u64,
+        action: Text,
+    },
     Softirq(u64),
     /// A system vector: the timer interrupt (its hrtimer callbacks too), an IPI …
     Vector(u64),
@@ -153,7 +156,13 @@ impl TheftTally {
                 continue;
             }
             let class = c.class();
-            self.steal(cpu, class, Label::of(&c.culprit.who), u64::from(c.episodes), ns);
+            self.steal(
+                cpu,
+                class,
+                Label::of(&c.culprit.who),
+                u64::from(c.episodes),
+                ns,
+            );
         }
         // Each class's part once, at its first culprit (a stall has few: a scan, no map).
         for (i, c) in v.culprits.iter().enumerate() {
@@ -274,9 +283,21 @@ mod tests {
         t.add(&verdict(
             0,
             vec![
-                share(CulpritClass::Kworker, worker("kworker/0:1", "vmstat_update"), 2_000),
-                share(CulpritClass::Kworker, worker("kworker/0:2", "vmstat_update"), 3_000),
-                share(CulpritClass::Kworker, worker("kworker/0:2", "lru_add_drain"), 1_000),
+                share(
+                    CulpritClass::Kworker,
+                    worker("kworker/0:1", "vmstat_update"),
+                    2_000,
+                ),
+                share(
+                    CulpritClass::Kworker,
+                    worker("kworker/0:2", "vmstat_update"),
+                    3_000,
+                ),
+                share(
+                    CulpritClass::Kworker,
+                    worker("kworker/0:2", "lru_add_drain"),
+                    1_000,
+                ),
             ],
         ));
         let k = &t.by[&(0, CulpritClass::Kworker)];
@@ -335,7 +356,12 @@ mod tests {
     fn culprits_past_the_tally_count_in_the_total_only() {
         let mut t = TheftTally::default();
         for i in 0..CULPRITS_TALLIED + 10 {
-            t.record(2, CulpritClass::Task, Label::Comm(format!("t{i}").into()), 1_000);
+            t.record(
+                2,
+                CulpritClass::Task,
+                Label::Comm(format!("t{i}").into()),
+                1_000,
+            );
         }
         let c = &t.by[&(2, CulpritClass::Task)];
         assert_eq!(c.culprits.len(), CULPRITS_TALLIED);

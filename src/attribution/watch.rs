@@ -18,8 +18,8 @@ use super::engine::{Share, Verdict};
 use super::ranking::Ranking;
 use super::run::RunAttribution;
 use crate::model::{
-    Culprit, Who, Cpu, CulpritClass, Interruption, Nanos, Stall, StealSample, ThreadEvent, ThreadRole, Wait,
-    WaitKind,
+    Cpu, Culprit, CulpritClass, Interruption, Nanos, Stall, StealSample, ThreadEvent, ThreadRole,
+    Wait, WaitKind, Who,
 };
 
 /// Records of a thread's run closer than this are one interruption (the thread got back to
@@ -466,7 +466,7 @@ mod tests {
         let t = &b.threads[&7];
         assert_eq!(t.kind(InterruptionKind::Hypervisor), (1, 300_000));
         let r = t.ranking.brief();
-        assert_eq!(r[0].class, CulpritClass::Hypervisor);
+        assert_eq!(r[0].class(), CulpritClass::Hypervisor);
         assert_eq!(r[0].measured_ns, 300_000);
     }
 }

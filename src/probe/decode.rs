@@ -259,11 +259,7 @@ fn interruption(r: &js_record, syms: &mut Kallsyms, names: &mut Names) -> Option
 }
 
 /// An interruption record's culprit (made once for each `Made`, then kept).
-pub fn culprit_named(
-    r: &js_record,
-    syms: &mut Kallsyms,
-    names: &mut Names,
-) -> Option<Culprit> {
+pub fn culprit_named(r: &js_record, syms: &mut Kallsyms, names: &mut Names) -> Option<Culprit> {
     let key = Made::of(r);
     match names.made.get(&key) {
         Some(made) => Some(made.clone()),
@@ -430,7 +426,9 @@ mod tests {
                     if let (Some(Record::Interruption(a)), Some(Record::Interruption(b))) =
                         (&warm, &again)
                     {
-                        assert!(std::sync::Arc::ptr_eq(&a.detail, &b.detail), "cached");
+                        if let (Some(x), Some(y)) = (a.who.text(), b.who.text()) {
+                            assert!(std::sync::Arc::ptr_eq(x, y), "cached");
+                        }
                     }
                 }
             }
@@ -448,8 +446,14 @@ mod tests {
             panic!()
         };
         assert_eq!(
-            (i.class, &*i.name, &*i.detail),
-            (CulpritClass::Kworker, "kworker/3:1", "vmstat_update")
+            (i.class, i.who),
+            (
+                CulpritClass::Kworker,
+                Who::Work {
+                    worker: "kworker/3:1".into(),
+                    item: WorkItem::Function("vmstat_update".into())
+                }
+            )
         );
 
         let mut irq = rec(Kind::Interruption, 5);
@@ -459,7 +463,13 @@ mod tests {
         let Some(Record::Interruption(i)) = decode(&irq, &mut syms) else {
             panic!()
         };
-        assert_eq!(&*i.name, "36 virtio1-req.0");
+        assert_eq!(
+            i.who,
+            Who::Irq {
+                number: 36,
+                action: "virtio1-req.0".into()
+            }
+        );
         assert_eq!(i.parent, Some(CulpritClass::Kworker));
 
         let mut t = rec(Kind::Interruption, 1);
@@ -469,8 +479,14 @@ mod tests {
         let Some(Record::Interruption(i)) = decode(&t, &mut syms) else {
             panic!()
         };
-        assert_eq!(&*i.name, "stress[4121]");
-        assert_eq!(&*i.detail, "SCHED_OTHER");
+        assert_eq!(
+            i.who,
+            Who::Task {
+                comm: "stress".into(),
+                pid: 4121,
+                policy: 0
+            }
+        );
 
         let mut f = rec(Kind::Interruption, 10);
         f.id = 1_200_000;
@@ -478,14 +494,22 @@ mod tests {
         let Some(Record::Interruption(i)) = decode(&f, &mut syms) else {
             panic!()
         };
-        assert_eq!((&*i.name, &*i.detail), ("cpu 3", "3000000→1200000 kHz"));
+        assert_eq!(
+            i.who,
+            Who::Freq {
+                cpu: 3,
+                old_khz: 3_000_000,
+                new_khz: 1_200_000,
+                before_ns: 0
+            }
+        );
 
         let mut s = rec(Kind::Interruption, 6);
         s.id = 3;
         let Some(Record::Interruption(i)) = decode(&s, &mut syms) else {
             panic!()
         };
-        assert_eq!(&*i.name, "NET_RX");
+        assert_eq!(i.who, Who::Softirq { vector: 3 });
 
         let mut v = rec(Kind::Interruption, 7);
         v.id = 1;
@@ -493,8 +517,11 @@ mod tests {
             panic!()
         };
         assert_eq!(
-            (i.class, &*i.name),
-            (CulpritClass::TimerTick, "local timer")
+            (i.class, i.who),
+            (
+                CulpritClass::TimerTick,
+                Who::LocalTimer { callbacks: false }
+            )
         );
 
         let mut l = rec(Kind::Lost, 0);
@@ -545,9 +572,13 @@ mod tests {
         let mut syms = Kallsyms::parse("");
         let mut k = rec(Kind::Interruption, 2);
         k.name = name("kworker/3:1");
-        assert_eq!(&*interruption(&k, &mut syms).detail, RAN_NO_WORK);
+        let item = |r: &js_record, syms: &mut Kallsyms| match interruption(r, syms).who {
+            Who::Work { item, .. } => item,
+            other => panic!("not a work item: {other:?}"),
+        };
+        assert_eq!(item(&k, &mut syms), WorkItem::NoItem);
         k.flags = F_WORK_UNREAD;
-        assert_eq!(&*interruption(&k, &mut syms).detail, WORK_UNREADABLE);
+        assert_eq!(item(&k, &mut syms), WorkItem::Unreadable);
     }
 
     #[test]
@@ -559,12 +590,12 @@ mod tests {
         h.parent = 7;
         h.id = 0xffffffff81000100;
         let i = interruption(&h, &mut syms);
+        let timer = |soft, callback| Who::Hrtimer { soft, callback };
         assert_eq!(
-            (i.class, &*i.name, &*i.detail, i.parent),
+            (i.class, i.who, i.parent),
             (
                 CulpritClass::TimerTick,
-                "local timer",
-                "scheduler tick",
+                timer(false, TimerCallback::Tick),
                 Some(CulpritClass::TimerTick)
             )
         );
@@ -574,26 +605,24 @@ mod tests {
         h.pid = 4121;
         h.name = name("sleep");
         let i = interruption(&h, &mut syms);
+        let sleeper = TimerCallback::Wakeup {
+            comm: "sleep".into(),
+            pid: 4121,
+        };
         assert_eq!(
-            (i.class, &*i.name, &*i.detail, i.pid),
-            (
-                CulpritClass::TimerTick,
-                "local timer",
-                "hrtimer_wakeup of sleep[4121]",
-                4121
-            )
+            (i.class, i.who, i.pid),
+            (CulpritClass::TimerTick, timer(false, sleeper), 4121)
         );
 
         h.flags = HRT_SLEEPER | HRT_SELF;
         h.name = name("js-collector");
         let i = interruption(&h, &mut syms);
+        let own = TimerCallback::OwnSleep {
+            comm: "js-collector".into(),
+        };
         assert_eq!(
-            (i.class, &*i.name, &*i.detail),
-            (
-                CulpritClass::SelfNoise,
-                "local timer",
-                "hrtimer_wakeup of js-collector (jitterscope's own sleep)"
-            )
+            (i.class, i.who),
+            (CulpritClass::SelfNoise, timer(false, own))
         );
 
         h.flags = HRT_SOFT;
@@ -601,10 +630,9 @@ mod tests {
         h.parent = 6;
         let i = interruption(&h, &mut syms);
         assert_eq!(
-            (&*i.name, &*i.detail, i.parent),
+            (i.who, i.parent),
             (
-                "hrtimer (softirq)",
-                "it_real_fn",
+                timer(true, TimerCallback::Function("it_real_fn".into())),
                 Some(CulpritClass::Softirq)
             )
         );
@@ -625,18 +653,18 @@ mod tests {
         v.id = 1;
         v.flags = 2;
         assert_eq!(
-            &*interruption(&v, &mut syms).detail,
-            "timer interrupt outside callbacks"
+            interruption(&v, &mut syms).who,
+            Who::LocalTimer { callbacks: true }
         );
         v.flags = 0;
         assert_eq!(
-            &*interruption(&v, &mut syms).detail,
-            "timer interrupt, no hrtimer callback seen"
+            interruption(&v, &mut syms).who,
+            Who::LocalTimer { callbacks: false }
         );
         let mut ipi = rec(Kind::Interruption, 8);
         ipi.id = 2;
         ipi.flags = 0;
         let i = interruption(&ipi, &mut syms);
-        assert_eq!((&*i.name, &*i.detail), ("reschedule", ""));
+        assert_eq!(i.who, Who::Vector { vector: 2 });
     }
 }

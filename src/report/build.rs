@@ -1,11 +1,11 @@
 //! The run file's entries from the attribution's verdicts and ranking: the one place that
 //! turns attribution types into the stable JSON structs.
 
+use super::culprit::words;
 use super::runfile::{
     CpuCount, CpuSteal, CpuTheftEntry, CulpritEntry, ProbeInfo, ProgramCostEntry, SpikeEntry,
     StallCulprit, StallEntry, TimelineRecord,
 };
-use super::culprit::words;
 use crate::attribution::run::RunAttribution;
 use crate::attribution::{RankedCulprit, Share, SpikeVerdict, Verdict};
 use crate::model::{Cpu, Nanos, Spike, ThreadRole};

@@ -7,7 +7,8 @@ use std::fmt::Write;
 use crate::attribution::theft::Label;
 pub use crate::model::{softirq_name, vector_name};
 use crate::model::{
-    vector, CauseKind, Cpu, Culprit, ANY_PID, FaultKind, OwnIpiWhy, TimerCallback, Via, Who, WorkItem,
+    vector, CauseKind, Cpu, Culprit, FaultKind, OwnIpiWhy, TimerCallback, Via, Who, WorkItem,
+    ANY_PID,
 };
 use crate::units::fmt_ns;
 

@@ -23,8 +23,8 @@ use crate::platform::heap::HeapKeeper;
 use crate::platform::pace::Pacer;
 use crate::probe::decode::Record;
 use crate::probe::{AttachStatus, ProbeBatch, ProbeSession, ProbeSummary};
-use crate::report::culprit;
 use crate::report::build::{consumer_key, kernel_window_spike, spike_entry};
+use crate::report::culprit;
 use crate::report::hlog::HlogWriter;
 use crate::report::metrics::{ConsumerSeries, Exposure, MetricsFile, Mode};
 use crate::report::text::{self, inferred_row_name};
@@ -1259,12 +1259,17 @@ mod tests {
         in_end_order(&[], &mut |_| panic!("nothing to take"));
     }
 
-    fn share(name: &str, measured_ns: Nanos, inferred_ns: Nanos) -> Share {
+    fn share((comm, pid): (&str, u32), measured_ns: Nanos, inferred_ns: Nanos) -> Share {
         Share {
-            class: CulpritClass::Task,
-            name: name.into(),
-            detail: "SCHED_OTHER".into(),
-            via: String::new(),
+            culprit: crate::model::Culprit {
+                class: CulpritClass::Task,
+                who: crate::model::Who::Task {
+                    comm: comm.into(),
+                    pid,
+                    policy: 0,
+                },
+            },
+            via: None,
             measured_ns,
             inferred_ns,
             host_ns: 0,
@@ -1279,10 +1284,10 @@ mod tests {
     /// culprits ranked after them, with ties among the rows.
     fn attribution() -> RunAttribution {
         let mut attr = RunAttribution::new(0, vec![1], 10, true, true, 0);
-        let parts: Vec<(String, Nanos, Nanos)> = (0..40u64)
+        let parts: Vec<((&str, u32), Nanos, Nanos)> = (0..40u64)
             .map(|k| match k {
-                0..=5 => (format!("split[{k}]"), 60 - k, 60),
-                _ => (format!("whole[{k}]"), 100 - k.min(30), 0),
+                0..=5 => (("split", k as u32), 60 - k, 60),
+                _ => (("whole", k as u32), 100 - k.min(30), 0),
             })
             .collect();
         for (name, measured, inferred) in parts {
@@ -1293,7 +1298,7 @@ mod tests {
                     start_ns: 0,
                     end_ns: measured + inferred,
                 },
-                culprits: vec![share(&name, measured, inferred)],
+                culprits: vec![share(name, measured, inferred)],
                 explained_share: 1.0,
                 incomplete: false,
                 timeline: vec![],
