@@ -43,7 +43,6 @@ fn who(class: C, name: &str, detail: &str) -> Who {
                 .find(|&v| jitterscope::model::softirq_name(v) == name)
                 .unwrap(),
         },
-        C::TimerTick if name == "local timer" => Who::LocalTimer { callbacks: false },
         C::TimerTick | C::Ipi => Who::Vector {
             vector: (1..10)
                 .find(|&v| jitterscope::model::vector_name(v) == name)
