@@ -523,10 +523,11 @@ prop_compose! {
         class in class_name(), name in text(), detail in text(), episodes in ns(),
         measured_ns in ns(), inferred_ns in ns(), host_ns in ns(), longest_ns in ns(),
         share in float(), advice in text(), cpus in small_vec(cpu_theft()),
+        vector in prop::option::of(text()),
     ) -> CulpritEntry {
         CulpritEntry {
             class, name, detail, episodes, measured_ns, inferred_ns, host_ns, longest_ns, share,
-            advice, cpus,
+            advice, cpus, vector,
         }
     }
 }
@@ -748,6 +749,7 @@ fn sample_json() -> String {
                 inferred_ns: 1,
                 host_ns: 0,
             }],
+            vector: None,
         }],
         spike_count: 1,
         spikes: vec![SpikeEntry {

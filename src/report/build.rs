@@ -8,7 +8,7 @@ use super::runfile::{
 };
 use crate::attribution::run::RunAttribution;
 use crate::attribution::{RankedCulprit, Share, SpikeVerdict, Verdict};
-use crate::model::{Cpu, Nanos, Spike, ThreadRole};
+use crate::model::{vector_name, Cpu, Nanos, Spike, ThreadRole, Who};
 use crate::probe::recent::{RecentKernel, WindowTime};
 use crate::probe::{AttachState, AttachStatus, ProbeSummary};
 
@@ -139,10 +139,15 @@ pub fn kernel_window_spike(
 /// A run-wide ranking row as the run file stores it.
 pub fn culprit_entry(c: RankedCulprit) -> CulpritEntry {
     let (name, detail) = words(&c.culprit);
+    let vector = match c.culprit.who {
+        Who::OwnIpi { vector, .. } => Some(vector_name(vector).to_string()),
+        _ => None,
+    };
     CulpritEntry {
         class: c.culprit.class,
         name,
         detail,
+        vector,
         episodes: c.episodes,
         measured_ns: c.measured_ns,
         inferred_ns: c.inferred_ns,

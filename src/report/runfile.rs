@@ -482,6 +482,10 @@ pub struct CulpritEntry {
     /// Stolen time per CPU.
     #[serde(default)]
     pub cpus: Vec<CpuTheftEntry>,
+    /// An IPI jitterscope sent itself (class `self`): its system vector, by the kernel's name
+    /// (`reschedule`, `call-function`), as a recorder names the vector's own time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vector: Option<String>,
 }
 
 impl CulpritEntry {
@@ -653,6 +657,7 @@ pub(crate) mod tests {
             share: 0.5,
             advice: String::new(),
             cpus: vec![],
+            vector: None,
         }
     }
 

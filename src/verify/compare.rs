@@ -200,9 +200,9 @@ fn js_by_name(js: &Measured, tol: &Tolerances) -> (BTreeMap<String, Side>, NotCo
             not_compared.push((r.class_text.clone(), r.name.clone(), r.ns));
             continue;
         }
-        // jitterscope's own IPIs (`self`, `call-function IPI`) are perf's vector rows.
-        let name = match r.name.strip_suffix(" IPI") {
-            Some(vector) if r.class == Some(CulpritClass::SelfNoise) => vector,
+        // jitterscope's own IPIs (`self`, by their vector) are perf's vector rows.
+        let name = match &r.vector {
+            Some(vector) if r.class == Some(CulpritClass::SelfNoise) => vector.as_str(),
             _ => r.name.as_str(),
         };
         let side = by_name.entry(name.to_string()).or_insert(Side {
@@ -760,6 +760,7 @@ mod tests {
             detail: detail.into(),
             ns,
             host_ns: 0,
+            vector: None,
         }
     }
 
@@ -1006,12 +1007,15 @@ mod tests {
             js_row(CulpritClass::Task, "sh[42]", "SCHED_OTHER", 366_100_000),
             js_row(CulpritClass::Ipi, "reschedule", "", 100_000),
             // jitterscope's own sends are `self` rows named after the vector.
-            js_row(
-                CulpritClass::SelfNoise,
-                "reschedule IPI",
-                "wake-up sent by js-consumer-1",
-                400_000,
-            ),
+            MeasuredRow {
+                vector: Some("reschedule".into()),
+                ..js_row(
+                    CulpritClass::SelfNoise,
+                    "reschedule IPI",
+                    "wake-up sent by js-consumer-1",
+                    400_000,
+                )
+            },
         ]);
         let p = perf(
             &[
