@@ -224,8 +224,9 @@ fn js_by_name(js: &Measured, tol: &Tolerances) -> (BTreeMap<String, Side>, NotCo
     (by_name, not_compared)
 }
 
-/// perf's `comm[pid]` → `comm`: perf names a task so in its text.
-fn without_pid(name: &str) -> &str {
+/// perf's `comm[pid]` → `comm`: perf's text names a task so (jitterscope's side is joined
+/// by its rows as written, and by typed keys where words would not match).
+fn perf_comm(name: &str) -> &str {
     match name.rfind('[') {
         Some(i) if name.ends_with(']') => &name[..i],
         _ => name,
@@ -237,12 +238,12 @@ fn join_key(by_name: &BTreeMap<String, Side>, name: &str) -> String {
     // perf's `comm[pid]` joins jitterscope's row of that name, else of the comm alone (kernel
     // threads are named so), else `comm[*]` (the ranking folds short-lived tasks' pids once it
     // holds many culprits).
-    let folded = format!("{}[*]", without_pid(name));
+    let folded = format!("{}[*]", perf_comm(name));
     if by_name.contains_key(name) {
         name.to_string()
-    } else if by_name.contains_key(without_pid(name)) {
-        without_pid(name).to_string()
-    } else if name != without_pid(name) && by_name.contains_key(&folded) {
+    } else if by_name.contains_key(perf_comm(name)) {
+        perf_comm(name).to_string()
+    } else if name != perf_comm(name) && by_name.contains_key(&folded) {
         folded
     } else {
         name.to_string()
