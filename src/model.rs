@@ -59,14 +59,6 @@ impl Stall {
     }
 }
 
-/// `sleep[4121]` → `sleep`: a task's name without its pid (pids differ from run to run).
-pub fn without_pid(name: &str) -> &str {
-    match name.rfind('[') {
-        Some(i) if name.ends_with(']') => &name[..i],
-        _ => name,
-    }
-}
-
 /// Culprit classes; the strings are stable (they appear in the JSON run file).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -210,6 +202,34 @@ pub mod vector {
     pub const ERROR: u64 = 9;
 }
 
+/// Softirq vector names as the kernel names them's `softirq_to_name`.
+pub fn softirq_name(vec: u64) -> String {
+    const NAMES: [&str; 10] = [
+        "HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER",
+        "RCU",
+    ];
+    NAMES
+        .get(vec as usize)
+        .map(|s| s.to_string())
+        .unwrap_or_else(|| format!("softirq {vec}"))
+}
+
+/// A system vector's name as the probes and the kernel's tracepoints call it.
+pub fn vector_name(kind: u64) -> &'static str {
+    match kind {
+        vector::LOCAL_TIMER => "local timer",
+        vector::RESCHEDULE => "reschedule",
+        vector::CALL_FUNCTION => "call-function",
+        vector::CALL_FUNCTION_SINGLE => "call-function-single",
+        vector::IRQ_WORK => "irq_work",
+        vector::THERMAL => "thermal",
+        vector::X86_PLATFORM_IPI => "x86-platform-ipi",
+        vector::SPURIOUS => "spurious",
+        vector::ERROR => "error-apic",
+        _ => "vector",
+    }
+}
+
 /// How a run ended (the run file's `ended`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -270,21 +290,191 @@ impl Decision {
     }
 }
 
-/// One completed episode during which something other than the workload held a CPU (or a
-/// frequency change on it), as the probes report it.
-/// A name or detail of a kernel record: shared, not copied — the decoder hands out one copy
-/// per distinct text and every record, sweep and verdict points at it.
+/// A kernel name (a task's comm, an IRQ action, a symbol): shared, not copied — the decoder
+/// hands out one copy per distinct text and every record, sweep and verdict points at it.
 pub type Text = std::sync::Arc<str>;
 
-/// The hypervisor culprit's name (the KVM steal clock's growth).
-pub const HYPERVISOR_NAME: &str = "host preemption";
-
-/// The hypervisor culprit's detail for `cpu`.
-pub fn hypervisor_detail(cpu: Cpu) -> String {
-    format!("the host kept vCPU {cpu} off its physical CPU (KVM steal clock)")
+/// Who a culprit is, as data: the identity that culprits are compared, merged and grouped by.
+/// Its words are made where it is shown (`report::culprit`), never parsed back.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Who {
+    /// A task named with its pid (`task`, and `self` for jitterscope's own threads).
+    Task {
+        comm: Text,
+        pid: u32,
+        policy: u32,
+    },
+    /// A kernel thread, by its name alone.
+    Kthread {
+        comm: Text,
+    },
+    /// A kworker and the work item it ran.
+    Work {
+        worker: Text,
+        item: WorkItem,
+    },
+    Irq {
+        number: u64,
+        action: Text,
+    },
+    /// A softirq vector (`softirq_to_name` order: HI, TIMER, NET_TX …).
+    Softirq {
+        vector: u64,
+    },
+    /// A system vector's own time (`model::vector`): the timer interrupt, an IPI, irq_work …
+    Vector {
+        vector: u64,
+    },
+    /// The local timer interrupt's own time; `callbacks`: it ran hrtimer callbacks (records of
+    /// their own, nested in it).
+    LocalTimer {
+        callbacks: bool,
+    },
+    /// One expired hrtimer's callback, in the timer interrupt or (`soft`) the HRTIMER softirq.
+    Hrtimer {
+        soft: bool,
+        callback: TimerCallback,
+    },
+    Nmi {
+        handler: Text,
+    },
+    /// A frequency change of `cpu` (kHz, `old_khz` 0 when unknown), `before_ns` before the
+    /// stall it is listed with (0 inside it).
+    Freq {
+        cpu: Cpu,
+        old_khz: u64,
+        new_khz: u64,
+        before_ns: Nanos,
+    },
+    Fault {
+        kind: FaultKind,
+    },
+    /// An IPI jitterscope sent itself (`vector`), and why.
+    OwnIpi {
+        vector: u64,
+        why: OwnIpiWhy,
+    },
+    /// The host kept vCPU `cpu` off its physical CPU (the KVM steal clock grew).
+    Host {
+        cpu: Cpu,
+    },
+    /// The host's preemption of any vCPU (the run-wide ranking's one row).
+    AnyHost,
+    /// No kernel record; `steal_clock`: the machine has a steal clock (host preemption is
+    /// told apart).
+    Unexplained {
+        steal_clock: bool,
+    },
+    /// Kernel records of the window were lost.
+    Lost,
+    /// The rest of a class's culprits, past the number a bounded list tells apart.
+    Others,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+impl Who {
+    /// A kernel name it holds (a comm, an action, a symbol), if any: the first one.
+    pub fn text(&self) -> Option<&Text> {
+        match self {
+            Who::Task { comm, .. } | Who::Kthread { comm } => Some(comm),
+            Who::Work { worker, .. } => Some(worker),
+            Who::Irq { action, .. } => Some(action),
+            Who::Nmi { handler } => Some(handler),
+            Who::Hrtimer { callback, .. } => match callback {
+                TimerCallback::Wakeup { comm, .. } | TimerCallback::OwnSleep { comm } => Some(comm),
+                TimerCallback::Function(f) => Some(f),
+                TimerCallback::Tick => None,
+            },
+            Who::OwnIpi { why, .. } => match why {
+                OwnIpiWhy::TlbShootdown { sender }
+                | OwnIpiWhy::WakeUp { sender }
+                | OwnIpiWhy::Callback { sender, .. } => Some(sender),
+            },
+            Who::Softirq { .. }
+            | Who::Vector { .. }
+            | Who::LocalTimer { .. }
+            | Who::Freq { .. }
+            | Who::Fault { .. }
+            | Who::Host { .. }
+            | Who::AnyHost
+            | Who::Unexplained { .. }
+            | Who::Lost
+            | Who::Others => None,
+        }
+    }
+}
+
+/// The work a kworker ran.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WorkItem {
+    /// The work function, symbolised (`vmstat_update`).
+    Function(Text),
+    /// The worker's current work function could not be read on this kernel.
+    Unreadable,
+    /// The worker ran and started no item (woke, found nothing, slept).
+    NoItem,
+}
+
+/// What an expired hrtimer ran.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TimerCallback {
+    /// The scheduler tick (`tick_nohz_handler`, `tick_sched_timer` before Linux 6.9).
+    Tick,
+    /// The wake-up of a sleeping task.
+    Wakeup { comm: Text, pid: u32 },
+    /// The wake-up of one of jitterscope's own sleeps.
+    OwnSleep { comm: Text },
+    /// Any other callback, symbolised.
+    Function(Text),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FaultKind {
+    Minor,
+    /// Waited for I/O.
+    Major,
+    Failed,
+}
+
+/// Why jitterscope sent an IPI to a measured CPU, and which of its threads sent it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum OwnIpiWhy {
+    TlbShootdown { sender: Text },
+    WakeUp { sender: Text },
+    Callback { function: Text, sender: Text },
+}
+
+/// A pid standing for any: culprits folded by command name (a long run's ranking once full).
+/// Linux pids stay below 2^22 (`PID_MAX_LIMIT`), so no task has it.
+pub const ANY_PID: u32 = u32::MAX;
+
+/// A culprit's identity: its class and who.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Culprit {
+    pub class: CulpritClass,
+    pub who: Who,
+}
+
+/// Who queued the work or sent the IPI that brought a culprit to a measured CPU.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Sender {
+    pub kind: CauseKind,
+    pub cpu: Cpu,
+    pub comm: Text,
+    pub pid: u32,
+    /// The IPI's callback, symbolised; empty when none (a reschedule IPI).
+    pub function: Text,
+}
+
+/// How a culprit came to the CPU: its sender, and the task a wake-up IPI woke.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Via {
+    pub sender: Option<Sender>,
+    pub woke: Option<Who>,
+}
+
+/// One completed episode during which something other than the workload held a CPU (or a
+/// frequency change on it), as the probes report it.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Interruption {
     pub cpu: Cpu,
     pub class: CulpritClass,
@@ -293,18 +483,25 @@ pub struct Interruption {
     pub end_ns: Nanos,
     /// Class-specific number: IRQ number, softirq vector, pid, IPI vector, new frequency (kHz).
     pub id: u64,
-    /// `kworker/3:1`, `36 virtio1-req.0`, `NET_RX`, `local timer`, `cpu 3` …
-    pub name: Text,
-    /// Work function, scheduling policy, `3000000→1200000 kHz`, sender …; empty when none.
-    pub detail: Text,
+    /// Who held the CPU: a kworker and its work item, an IRQ and its action, a task …
+    pub who: Who,
     /// The task involved (kworker, task, kthread), 0 when none.
     pub pid: u32,
     /// The enclosing episode's class when this one is nested (an IRQ inside a kworker run).
     pub parent: Option<CulpritClass>,
     /// Watch mode: the watched thread (kernel tid) that was on the CPU when this happened —
     /// an interruption of its own run; 0 when none (always in a run).
-    #[serde(default, skip_serializing_if = "is_zero")]
     pub victim: u32,
+}
+
+impl Interruption {
+    /// The culprit this record names.
+    pub fn culprit(&self) -> Culprit {
+        Culprit {
+            class: self.class,
+            who: self.who.clone(),
+        }
+    }
 }
 
 fn is_zero(v: &u32) -> bool {
@@ -338,7 +535,7 @@ pub struct Cause {
     pub callsite: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CauseKind {
     QueueWork,

@@ -1,11 +1,109 @@
 //! The attribution engine on replayed fixtures (pure, no root): exact nanoseconds and shares.
 
 use jitterscope::attribution::advice::{advice, Machine, Tracer};
+use jitterscope::attribution::Share;
 use jitterscope::attribution::{CpuTheft, Engine, EngineConfig, Ranking, Verdict};
 use jitterscope::model::{
-    vector, Cause, CauseKind, CulpritClass as C, Interruption, Spike, Stall, StealSample,
-    ThreadRole,
+    vector, Cause, CauseKind, Culprit, CulpritClass as C, FaultKind, Interruption, Spike, Stall,
+    StealSample, ThreadRole, Who, WorkItem,
 };
+use jitterscope::report::culprit;
+
+/// A fixture's culprit, written as the report names it (`comm[pid]`, `36 virtio1-req.0`,
+/// `cpu 1` going `1→2 kHz` …), built as the typed value the probes would give.
+fn who(class: C, name: &str, detail: &str) -> Who {
+    let task = || match name.rsplit_once('[') {
+        Some((comm, pid)) => Who::Task {
+            comm: comm.into(),
+            pid: pid.trim_end_matches(']').parse().unwrap(),
+            policy: 0,
+        },
+        None => Who::Task {
+            comm: name.into(),
+            pid: 0,
+            policy: 0,
+        },
+    };
+    match class {
+        C::Task | C::SelfNoise => task(),
+        C::Kworker => Who::Work {
+            worker: name.into(),
+            item: WorkItem::Function(detail.into()),
+        },
+        C::Kthread => Who::Kthread { comm: name.into() },
+        C::Irq => {
+            let (number, action) = name.split_once(' ').unwrap();
+            Who::Irq {
+                number: number.parse().unwrap(),
+                action: action.into(),
+            }
+        }
+        C::Softirq => Who::Softirq {
+            vector: (0..10)
+                .find(|&v| jitterscope::model::softirq_name(v) == name)
+                .unwrap(),
+        },
+        C::TimerTick | C::Ipi => Who::Vector {
+            vector: (1..10)
+                .find(|&v| jitterscope::model::vector_name(v) == name)
+                .unwrap(),
+        },
+        C::Nmi => Who::Nmi {
+            handler: detail.into(),
+        },
+        C::FreqChange => {
+            let (old, new) = detail.trim_end_matches(" kHz").split_once('→').unwrap();
+            Who::Freq {
+                cpu: name.trim_start_matches("cpu ").parse().unwrap(),
+                old_khz: old.parse().unwrap_or(0),
+                new_khz: new.parse().unwrap(),
+                before_ns: 0,
+            }
+        }
+        C::Fault => Who::Fault {
+            kind: FaultKind::Minor,
+        },
+        C::Hypervisor => Who::Host { cpu: 0 },
+        C::Unexplained => Who::Unexplained { steal_clock: true },
+        C::Lost => Who::Lost,
+    }
+}
+
+fn culprit_of(class: C, name: &str, detail: &str) -> Culprit {
+    Culprit {
+        class,
+        who: who(class, name, detail),
+    }
+}
+
+/// A culprit's name, detail and `via` as the report shows them.
+trait Words {
+    fn culprit(&self) -> &Culprit;
+
+    fn name(&self) -> String {
+        culprit::name(&self.culprit().who)
+    }
+
+    fn detail(&self) -> String {
+        culprit::detail(&self.culprit().who)
+    }
+}
+
+impl Words for Share {
+    fn culprit(&self) -> &Culprit {
+        &self.culprit
+    }
+}
+
+impl Words for jitterscope::attribution::RankedCulprit {
+    fn culprit(&self) -> &Culprit {
+        &self.culprit
+    }
+}
+
+fn via(c: &Share) -> String {
+    culprit::via(c.via.as_deref())
+}
 
 fn rec(cpu: u32, class: C, start: u64, end: u64, name: &str, detail: &str) -> Interruption {
     Interruption {
@@ -14,8 +112,7 @@ fn rec(cpu: u32, class: C, start: u64, end: u64, name: &str, detail: &str) -> In
         start_ns: start,
         end_ns: end,
         id: 0,
-        name: name.into(),
-        detail: detail.into(),
+        who: who(class, name, detail),
         pid: 0,
         parent: None,
         victim: 0,
@@ -67,14 +164,14 @@ fn one(engine: &mut Engine, s: Stall) -> Verdict {
 fn parts(v: &Verdict) -> Vec<(C, String, u64)> {
     v.culprits
         .iter()
-        .map(|c| (c.class, c.name.to_string(), c.ns()))
+        .map(|c| (c.class(), c.name().to_string(), c.ns()))
         .collect()
 }
 
 /// (class, measured ns, inferred ns) of every culprit, in order.
 fn split(list: &[jitterscope::attribution::Share]) -> Vec<(C, u64, u64)> {
     list.iter()
-        .map(|c| (c.class, c.measured_ns, c.inferred_ns))
+        .map(|c| (c.class(), c.measured_ns, c.inferred_ns))
         .collect()
 }
 
@@ -102,7 +199,7 @@ fn each_class_is_named_with_its_overlap() {
             ],
             "{class}"
         );
-        assert_eq!(&*v.culprits[0].detail, detail);
+        assert_eq!(&*v.culprits[0].detail(), detail);
         assert_eq!(v.explained_share, 0.5);
         assert_eq!(v.culprits[0].share, 0.5);
     }
@@ -120,15 +217,12 @@ fn records_of_other_cpus_do_not_count() {
     assert_eq!(v.explained_share, 0.0);
     // No steal clock was seen: the remainder cannot be told apart from host preemption.
     assert_eq!(
-        &*v.culprits[0].detail,
-        jitterscope::attribution::engine::UNEXPLAINED_DETAIL_NO_STEAL
+        &*v.culprits[0].detail(),
+        culprit::UNEXPLAINED_DETAIL_NO_STEAL
     );
     e.set_steal_clock(true);
     let v = one(&mut e, stall(1, 3_000, 4_000));
-    assert_eq!(
-        &*v.culprits[0].detail,
-        jitterscope::attribution::engine::UNEXPLAINED_DETAIL
-    );
+    assert_eq!(&*v.culprits[0].detail(), culprit::UNEXPLAINED_DETAIL);
 }
 
 #[test]
@@ -350,10 +444,12 @@ fn a_kworker_run_with_several_items_gives_each_item_its_time() {
         "refresh_vm_stats",
     ));
     let v = one(&mut e, stall(1, 0, 30_000));
+    let details: Vec<String> = v.culprits.iter().map(|c| c.detail()).collect();
     let got: Vec<(C, &str, u64, u32)> = v
         .culprits
         .iter()
-        .map(|c| (c.class, &*c.detail, c.ns(), c.episodes))
+        .zip(&details)
+        .map(|(c, d)| (c.class(), d.as_str(), c.ns(), c.episodes))
         .collect();
     assert_eq!(
         got[..2],
@@ -400,7 +496,7 @@ fn steal_growth_splits_a_gap_into_hypervisor_inferred_and_unexplained() {
         split(&v.culprits),
         [(C::TimerTick, 10_000, 1_500), (C::Hypervisor, 98_500, 0)]
     );
-    assert!(v.culprits[1].detail.contains("steal"));
+    assert!(v.culprits[1].detail().contains("steal"));
 }
 
 #[test]
@@ -482,9 +578,9 @@ fn a_steal_window_is_given_once_across_stalls() {
     let mut e = exact();
     let v = one(&mut e, stall(1, 0, 1_000));
     assert!(
-        v.culprits[0].detail.contains("no steal clock"),
+        v.culprits[0].detail().contains("no steal clock"),
         "{}",
-        v.culprits[0].detail
+        v.culprits[0].detail()
     );
 }
 
@@ -511,7 +607,7 @@ fn an_ipi_jitterscope_sent_itself_is_its_own_noise() {
     let v = one(&mut e, stall(1, 1_000, 3_000));
     let c = &v.culprits[0];
     assert_eq!(
-        (c.class, &*c.name, &*c.detail, c.ns()),
+        (c.class(), &*c.name(), &*c.detail(), c.ns()),
         (
             C::SelfNoise,
             "call-function IPI",
@@ -519,7 +615,7 @@ fn an_ipi_jitterscope_sent_itself_is_its_own_noise() {
             2_000
         )
     );
-    assert!(c.via.contains("js-collector[42]"), "{}", c.via);
+    assert!(via(c).contains("js-collector[42]"), "{}", via(c));
 }
 
 #[test]
@@ -545,11 +641,15 @@ fn an_ipi_names_its_sender_only_for_a_send_of_its_vector() {
     call.id = vector::CALL_FUNCTION;
     e.push_interruption(call);
     let v = one(&mut e, stall(1, 1_000, 4_000));
-    let via: Vec<(&str, &str)> = v
+    let words: Vec<(String, String)> = v
         .culprits
         .iter()
-        .filter(|c| c.class == C::Ipi)
-        .map(|c| (&*c.name, c.via.as_str()))
+        .filter(|c| c.class() == C::Ipi)
+        .map(|c| (c.name(), via(c)))
+        .collect();
+    let via: Vec<(&str, &str)> = words
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_str()))
         .collect();
     assert_eq!(
         via,
@@ -637,9 +737,9 @@ fn a_frequency_change_just_before_the_stall_is_named_without_taking_time() {
     e.push_interruption(f);
     let v = one(&mut e, stall(1, 9_000_000, 9_100_000));
     assert_eq!(v.culprits.len(), 2);
-    assert_eq!(v.culprits[0].class, C::FreqChange);
+    assert_eq!(v.culprits[0].class(), C::FreqChange);
     assert_eq!(
-        &*v.culprits[0].detail,
+        &*v.culprits[0].detail(),
         "3000000→1200000 kHz, 2.00ms before the stall"
     );
     assert_eq!(v.culprits[0].ns(), 0);
@@ -648,7 +748,7 @@ fn a_frequency_change_just_before_the_stall_is_named_without_taking_time() {
     let mut e = exact();
     e.push_interruption(rec(1, C::FreqChange, 1_000, 1_000, "cpu 1", "1→2 kHz"));
     let v = one(&mut e, stall(1, 20_000_000, 20_100_000));
-    assert!(v.culprits.iter().all(|c| c.class != C::FreqChange));
+    assert!(v.culprits.iter().all(|c| c.class() != C::FreqChange));
 }
 
 #[test]
@@ -674,7 +774,7 @@ fn a_kworker_says_who_queued_its_work() {
         "refresh_vm_stats",
     ));
     let v = one(&mut e, stall(1, 1_000, 2_000));
-    assert_eq!(v.culprits[0].via, "queued by bash[77] on CPU 0");
+    assert_eq!(via(&v.culprits[0]), "queued by bash[77] on CPU 0");
 }
 
 #[test]
@@ -737,9 +837,19 @@ fn machine(online: &[u32], measured: &[u32]) -> Machine {
 #[test]
 fn the_ranking_aggregates_by_culprit_with_shares_of_all_stall_time() {
     let ranked = ranking_fixture().ranked(&machine(&[0, 1, 2, 3], &[1, 3]));
+    let names: Vec<String> = ranked.iter().map(|c| c.name()).collect();
     let rows: Vec<(C, &str, u64, u64, u64)> = ranked
         .iter()
-        .map(|c| (c.class, &*c.name, c.episodes, c.total_ns(), c.longest_ns))
+        .zip(&names)
+        .map(|(c, n)| {
+            (
+                c.class(),
+                n.as_str(),
+                c.episodes,
+                c.total_ns(),
+                c.longest_ns,
+            )
+        })
         .collect();
     assert_eq!(
         rows,
@@ -764,28 +874,36 @@ fn the_ranking_aggregates_by_culprit_with_shares_of_all_stall_time() {
 #[test]
 fn advice_carries_the_command_for_this_machine() {
     let m = machine(&[0, 1, 2, 3], &[1, 3]);
-    let a = advice(C::Irq, "36 virtio1-req.0", "", &[3], &m);
+    let a = advice(&culprit_of(C::Irq, "36 virtio1-req.0", ""), &[3], &m);
     assert!(
         a.contains("echo 0,2 > /proc/irq/36/smp_affinity_list"),
         "{a}"
     );
-    let a = advice(C::Kworker, "kworker/3:1", "vmstat_update", &[3], &m);
+    let a = advice(
+        &culprit_of(C::Kworker, "kworker/3:1", "vmstat_update"),
+        &[3],
+        &m,
+    );
     assert!(a.contains("sysctl vm.stat_interval"), "{a}");
     assert!(
         a.contains("echo 5 > /sys/devices/virtual/workqueue/cpumask"),
         "{a}"
     );
-    let a = advice(C::TimerTick, "local timer", "", &[3], &m);
+    let a = advice(&culprit_of(C::TimerTick, "local timer", ""), &[3], &m);
     assert!(a.contains("nohz_full=1,3"), "{a}");
-    let a = advice(C::Task, "java[9]", "SCHED_OTHER", &[3], &m);
+    let a = advice(&culprit_of(C::Task, "java[9]", "SCHED_OTHER"), &[3], &m);
     assert!(a.contains("cset shield --cpu 1,3"), "{a}");
-    let a = advice(C::FreqChange, "cpu 3", "3000000→1200000 kHz", &[3], &m);
+    let a = advice(
+        &culprit_of(C::FreqChange, "cpu 3", "3000000→1200000 kHz"),
+        &[3],
+        &m,
+    );
     assert!(a.contains("frequency-set -g performance"), "{a}");
-    let a = advice(C::Unexplained, "no kernel event", "", &[3], &m);
+    let a = advice(&culprit_of(C::Unexplained, "no kernel event", ""), &[3], &m);
     assert!(a.contains("dedicated"), "{a}");
     // Every CPU measured: say it cannot be moved off all of them.
     let all = machine(&[0, 1], &[0, 1]);
-    let a = advice(C::Irq, "36 x", "", &[1], &all);
+    let a = advice(&culprit_of(C::Irq, "36 x", ""), &[1], &all);
     assert!(a.contains("cannot be moved off all of them"), "{a}");
 }
 
@@ -794,11 +912,11 @@ fn advice_on_jitterscopes_own_time_says_where_its_threads_can_go() {
     let js = "js-collector[7]";
     // A CPU was free for them: its own time on a measured CPU is a bug.
     let spare = machine(&[0, 1, 2], &[1, 2]);
-    let a = advice(C::SelfNoise, js, "", &[1], &spare);
+    let a = advice(&culprit_of(C::SelfNoise, js, ""), &[1], &spare);
     assert!(a.contains("a bug"), "{a}");
     // Every CPU measured: deciding at the end, or a CPU left out.
     let all = machine(&[0, 1], &[0, 1]);
-    let a = advice(C::SelfNoise, js, "", &[0], &all);
+    let a = advice(&culprit_of(C::SelfNoise, js, ""), &[0], &all);
     assert!(
         a.contains("--attribution end") && a.contains("(0-1)"),
         "{a}"
@@ -810,14 +928,14 @@ fn advice_on_jitterscopes_own_time_says_where_its_threads_can_go() {
         }),
         ..all.clone()
     };
-    let a = advice(C::SelfNoise, js, "", &[0], &at_end);
+    let a = advice(&culprit_of(C::SelfNoise, js, ""), &[0], &at_end);
     assert!(!a.contains("--attribution end"), "{a}");
     assert!(a.contains("left out of --cpus"), "{a}");
     let watch = Machine {
         tracer: Tracer::Watch,
         ..all
     };
-    let a = advice(C::SelfNoise, js, "", &[0], &watch);
+    let a = advice(&culprit_of(C::SelfNoise, js, ""), &[0], &watch);
     assert!(a.contains("watch --cpus"), "{a}");
 }
 
@@ -854,7 +972,7 @@ fn a_reschedule_ipi_that_wakes_a_kworker_keeps_its_time_and_names_it() {
     // The IPI's 3 µs and the 500 ns before the run (its exit path, inferred) stay the IPI's;
     // it names what it woke. The later IPI woke nothing.
     assert_eq!(split(&v.culprits[1..2]), [(C::Ipi, 4_000, 500)]);
-    assert_eq!(v.culprits[1].via, "woke kworker/1:2");
+    assert_eq!(via(&v.culprits[1]), "woke kworker/1:2");
     assert_eq!(v.culprits[1].episodes, 2);
 }
 
@@ -1017,9 +1135,9 @@ fn a_send_that_arrived_after_later_ones_is_still_found() {
     ));
     let v = one(&mut e, stall(1, 1_000, 2_000));
     assert!(
-        v.culprits[0].via.contains("q900[900]"),
+        via(&v.culprits[0]).contains("q900[900]"),
         "{:?}",
-        v.culprits[0].via
+        via(&v.culprits[0])
     );
 }
 

@@ -197,7 +197,7 @@ fn stat_refresh_kworkers_are_the_top_culprit_and_explain_their_stalls() {
     for st in &run.stalls {
         assert!(
             !has(st, |c| c.detail
-                == jitterscope::probe::decode::WORK_UNREADABLE),
+                == jitterscope::report::culprit::WORK_UNREADABLE),
             "a kworker without its work function: {st:?}"
         );
     }

@@ -209,6 +209,7 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
                     inferred_ns: 0,
                     host_ns: 0,
                 }],
+                vector: None,
             },
             CulpritEntry {
                 class: CulpritClass::Irq,
@@ -227,6 +228,7 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
                     inferred_ns: 0,
                     host_ns: 0,
                 }],
+                vector: None,
             },
             CulpritEntry {
                 class: CulpritClass::TimerTick,
@@ -245,6 +247,7 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
                     inferred_ns: 1_200,
                     host_ns: 0,
                 }],
+                vector: None,
             },
             CulpritEntry {
                 class: CulpritClass::Hypervisor,
@@ -263,6 +266,7 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
                     inferred_ns: 0,
                     host_ns: 0,
                 }],
+                vector: None,
             },
             CulpritEntry {
                 class: CulpritClass::Unexplained,
@@ -281,6 +285,7 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
                     inferred_ns: 0,
                     host_ns: 0,
                 }],
+                vector: None,
             },
         ],
         spike_count: 1,
@@ -392,7 +397,7 @@ fn the_run_file_round_trips_through_json() {
 #[test]
 fn the_perfetto_trace_is_valid_trace_event_json() {
     let mut run = run_fixture();
-    run.stalls[0].timeline = vec![jitterscope::model::Interruption {
+    run.stalls[0].timeline = vec![jitterscope::report::runfile::TimelineRecord {
         cpu: 3,
         class: jitterscope::model::CulpritClass::Kworker,
         start_ns: 13_345_680_000,

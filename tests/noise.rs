@@ -64,7 +64,7 @@ fn each_noise_kind_produces_its_interruption_on_the_chosen_cpu() {
 
     let (r, _) = census("kworker", &journal);
     let n = interruptions(&r)
-        .filter(|i| i.class == CulpritClass::Kworker && &*i.detail == "refresh_vm_stats")
+        .filter(|i| i.class == CulpritClass::Kworker && &*i.detail() == "refresh_vm_stats")
         .count();
     assert!(
         n >= 100,
@@ -73,13 +73,13 @@ fn each_noise_kind_produces_its_interruption_on_the_chosen_cpu() {
 
     let (r, _) = census("task", &journal);
     let n = interruptions(&r)
-        .filter(|i| i.class == CulpritClass::Task && i.name.starts_with("js-noise-task["))
+        .filter(|i| i.class == CulpritClass::Task && i.name().starts_with("js-noise-task["))
         .count();
     assert!(n >= 100, "only {n} js-noise-task episodes for 300 bursts");
 
     let (r, _) = census("timer", &journal);
     let sleeps = interruptions(&r)
-        .filter(|i| i.class == CulpritClass::Task && i.name.starts_with("js-noise-timer["))
+        .filter(|i| i.class == CulpritClass::Task && i.name().starts_with("js-noise-timer["))
         .count();
     assert!(
         sleeps >= 100,

@@ -142,7 +142,7 @@ fn stat_refresh_shows_as_a_kworker_running_refresh_vm_stats_in_a_workload_gap() 
     let kworkers: Vec<_> = interruptions(&records)
         .into_iter()
         .filter(|i| {
-            i.cpu == CPU && i.class == CulpritClass::Kworker && &*i.detail == "refresh_vm_stats"
+            i.cpu == CPU && i.class == CulpritClass::Kworker && &*i.detail() == "refresh_vm_stats"
         })
         .collect();
     assert!(
@@ -150,7 +150,7 @@ fn stat_refresh_shows_as_a_kworker_running_refresh_vm_stats_in_a_workload_gap() 
         "no refresh_vm_stats kworker on CPU {CPU}: {records:#?}"
     );
     let k = kworkers[0];
-    assert!(k.name.starts_with("kworker/"), "{k:?}");
+    assert!(k.name().starts_with("kworker/"), "{k:?}");
     assert!(k.pid > 0);
     // The kworker replaced the spinning thread: its run lies inside one of the thread's gaps.
     assert!(
@@ -183,8 +183,8 @@ fn a_competing_task_is_named_with_its_comm_and_pid() {
         .filter(|i| i.class == CulpritClass::Task && i.pid == pid && i.cpu == CPU)
         .max_by_key(|i| i.duration_ns());
     let t = found.unwrap_or_else(|| panic!("no task record for sh[{pid}]"));
-    assert_eq!(&*t.name, format!("sh[{pid}]"));
-    assert_eq!(&*t.detail, "SCHED_OTHER", "{t:?}");
+    assert_eq!(&*t.name(), format!("sh[{pid}]"));
+    assert_eq!(&*t.detail(), "SCHED_OTHER", "{t:?}");
     assert!(t.duration_ns() >= 100_000, "CFS slices are long: {t:?}");
 }
 
@@ -227,7 +227,7 @@ fn a_steered_device_irq_is_recorded_with_its_number_and_name() {
         panic!("no IRQ {irq} record on CPU {CPU}; IRQ records: {irqs:?}")
     });
     assert_eq!(r.cpu, CPU);
-    assert_eq!(&*r.name, format!("{irq} {name}"));
+    assert_eq!(&*r.name(), format!("{irq} {name}"));
     // The programs copy an action's name only when another action runs than last time on
     // the CPU: every IRQ record, whichever device came before it, bears its own action's
     // name as /proc/interrupts lists it.
@@ -240,12 +240,15 @@ fn a_steered_device_irq_is_recorded_with_its_number_and_name() {
         let Some(names) = listed.get(&i.id) else {
             continue; // freed since, or not a numbered line
         };
-        let action = i.name.split_once(' ').map_or("", |(_, a)| a);
+        let action = match &i.who {
+            jitterscope::model::Who::Irq { action, .. } => action.to_string(),
+            other => panic!("an IRQ record names {other:?}"),
+        };
         assert!(
             names.split(", ").any(|n| n == action),
             "IRQ {} recorded as {:?}; /proc/interrupts lists {names:?}",
             i.id,
-            i.name
+            i.name()
         );
         seen.insert(i.id);
     }
@@ -512,7 +515,7 @@ fn cpu_frequency_records_old_and_new_khz_through_the_raw_tp_seam() {
     let freq: Vec<(String, String)> = interruptions(&recs)
         .into_iter()
         .filter(|i| i.class == CulpritClass::FreqChange)
-        .map(|i| (i.name.to_string(), i.detail.to_string()))
+        .map(|i| (i.name().to_string(), i.detail().to_string()))
         .collect();
     assert_eq!(
         freq,
@@ -642,14 +645,14 @@ fn a_work_item_keeps_its_name_when_its_worker_is_preempted_inside_it() {
         .collect();
     let unnamed: Vec<_> = kworkers
         .iter()
-        .filter(|i| &*i.detail == jitterscope::probe::decode::WORK_UNREADABLE)
+        .filter(|i| &*i.detail() == jitterscope::report::culprit::WORK_UNREADABLE)
         .collect();
     assert!(
         unnamed.is_empty(),
         "kworker runs without a name: {unnamed:#?}"
     );
     let item = |i: &&&Interruption| {
-        i.parent == Some(CulpritClass::Kworker) && &*i.detail == "refresh_vm_stats"
+        i.parent == Some(CulpritClass::Kworker) && &*i.detail() == "refresh_vm_stats"
     };
     assert!(
         kworkers.iter().any(|i| item(&i)),
@@ -658,7 +661,7 @@ fn a_work_item_keeps_its_name_when_its_worker_is_preempted_inside_it() {
     // The case this is about happened: a run that began inside refresh_vm_stats, whose
     // continuation slice starts with the run and carries the item's name.
     let resumed = kworkers.iter().filter(|r| r.parent.is_none()).find(|run| {
-        &*run.detail == "refresh_vm_stats"
+        &*run.detail() == "refresh_vm_stats"
             && kworkers
                 .iter()
                 .any(|i| item(&i) && i.pid == run.pid && i.start_ns == run.start_ns)
@@ -690,7 +693,7 @@ fn the_local_timer_is_split_into_the_scheduler_tick_and_sleepers_wakeups() {
     session.stop().unwrap();
     let timers: Vec<_> = interruptions(&records)
         .into_iter()
-        .filter(|i| i.cpu == CPU && &*i.name == "local timer")
+        .filter(|i| i.cpu == CPU && &*i.name() == "local timer")
         .collect();
     let callbacks: Vec<_> = timers
         .iter()
@@ -703,28 +706,28 @@ fn the_local_timer_is_split_into_the_scheduler_tick_and_sleepers_wakeups() {
     assert!(
         callbacks
             .iter()
-            .any(|i| i.class == CulpritClass::TimerTick && &*i.detail == "scheduler tick"),
+            .any(|i| i.class == CulpritClass::TimerTick && &*i.detail() == "scheduler tick"),
         "no scheduler tick under the local timer on a busy CPU: {timers:#?}"
     );
     let wake = callbacks
         .iter()
         .find(|i| {
-            i.class == CulpritClass::TimerTick && i.detail.starts_with("hrtimer_wakeup of sleep[")
+            i.class == CulpritClass::TimerTick && i.detail().starts_with("hrtimer_wakeup of sleep[")
         })
         .unwrap_or_else(|| panic!("no hrtimer_wakeup of the sleep loop: {timers:#?}"));
     assert!(wake.pid > 0, "{wake:?}");
     assert_eq!(
-        &*wake.detail,
+        &*wake.detail(),
         format!("hrtimer_wakeup of sleep[{}]", wake.pid)
     );
     assert!(
         callbacks.iter().any(|i| i.class == CulpritClass::SelfNoise
-            && &*i.detail == "hrtimer_wakeup of js-own-sleep (jitterscope's own sleep)"),
+            && &*i.detail() == "hrtimer_wakeup of js-own-sleep (jitterscope's own sleep)"),
         "none of {slept} sleeps of jitterscope's own thread shows as its own: {timers:#?}"
     );
     assert!(vectors
         .iter()
-        .any(|v| &*v.detail == "timer interrupt outside callbacks"));
+        .any(|v| &*v.detail() == "timer interrupt outside callbacks"));
     // Each callback lies inside a timer interrupt, where it takes its own time.
     for c in &callbacks {
         assert!(
@@ -890,7 +893,7 @@ fn an_episode_whose_end_was_missed_is_not_the_parent_of_the_next() {
         })
         .collect();
     assert_eq!(softirqs.len(), 1, "{softirqs:#?}");
-    assert_eq!(&*softirqs[0].name, "NET_RX");
+    assert_eq!(&*softirqs[0].name(), "NET_RX");
     assert_eq!(softirqs[0].parent, None, "{softirqs:#?}");
 }
 
@@ -959,7 +962,7 @@ fn records_dropped_where_no_state_is_kept_still_open_a_lost_window() {
     assert!(
         after
             .iter()
-            .any(|r| matches!(r, Record::Interruption(i) if &*i.name == "NET_RX")),
+            .any(|r| matches!(r, Record::Interruption(i) if &*i.name() == "NET_RX")),
         "{after:#?}"
     );
 }

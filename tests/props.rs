@@ -12,7 +12,8 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 
 use jitterscope::cli::{self, parse_cpu_list, parse_duration, parse_rate, parse_size, Cli};
-use jitterscope::model::{CulpritClass, Ended, Interruption};
+use jitterscope::model::{CulpritClass, Ended};
+use jitterscope::report::runfile::TimelineRecord;
 use jitterscope::report::runfile::{
     ConsumerHistograms, CpuCount, CpuStalls, CpuSteal, CpuTheftEntry, CulpritEntry, Floor, Lost,
     Overhead, ProbeInfo, ProgramCostEntry, RunFile, RunInfo, Settings, SpikeEntry, StallCulprit,
@@ -460,8 +461,8 @@ prop_compose! {
         start_ns in ns(), end_ns in ns(), id in any::<u64>(), name in text(), detail in text(),
         pid in any::<u32>(),
         parent in prop::option::of(prop::sample::select(CulpritClass::ALL.to_vec())),
-    ) -> Interruption {
-        Interruption { cpu, class, start_ns, end_ns, id, name: name.into(), detail: detail.into(), pid, parent, victim: 0 }
+    ) -> TimelineRecord {
+        TimelineRecord { cpu, class, start_ns, end_ns, id, name, detail, pid, parent, victim: 0 }
     }
 }
 
@@ -522,10 +523,11 @@ prop_compose! {
         class in class_name(), name in text(), detail in text(), episodes in ns(),
         measured_ns in ns(), inferred_ns in ns(), host_ns in ns(), longest_ns in ns(),
         share in float(), advice in text(), cpus in small_vec(cpu_theft()),
+        vector in prop::option::of(text()),
     ) -> CulpritEntry {
         CulpritEntry {
             class, name, detail, episodes, measured_ns, inferred_ns, host_ns, longest_ns, share,
-            advice, cpus,
+            advice, cpus, vector,
         }
     }
 }
@@ -717,7 +719,7 @@ fn sample_json() -> String {
             explained_share: Some(0.75),
             culprits: vec![culprit.clone()],
             incomplete: true,
-            timeline: vec![Interruption {
+            timeline: vec![TimelineRecord {
                 cpu: 3,
                 class: CulpritClass::Kworker,
                 start_ns: 5,
@@ -747,6 +749,7 @@ fn sample_json() -> String {
                 inferred_ns: 1,
                 host_ns: 0,
             }],
+            vector: None,
         }],
         spike_count: 1,
         spikes: vec![SpikeEntry {

@@ -1,6 +1,9 @@
 //! What to do about each culprit, with the command for this machine's values.
 
-use crate::model::{Cpu, CulpritClass, Decision};
+use crate::model::{
+    softirq_name, vector, vector_name, Cpu, Culprit, CulpritClass, Decision, FaultKind,
+    TimerCallback, Who, WorkItem,
+};
 use crate::units::{cpumask_hex, format_list};
 
 /// The machine facts advice depends on.
@@ -57,14 +60,20 @@ fn work_function_advice(func: &str) -> Option<&'static str> {
 }
 
 /// The local timer by what it ran (the probes split the vector by expired hrtimer).
-fn timer_advice(detail: &str, measured: &str, on: &str) -> String {
-    if let Some(task) = detail.strip_prefix("hrtimer_wakeup of ") {
-        return format!("a task's own timers (nanosleep, timerfd, poll timeouts) expiring on CPU {on}: {task} sleeps with a timer there — move it off the CPU (taskset -pc <other CPUs> <pid>) or make it sleep less often; nohz_full does not stop a task's timers");
-    }
-    match detail {
-        "scheduler tick" | "" | "timer interrupt outside callbacks" => format!("the scheduler tick: boot with nohz_full={measured} (it stops the tick when exactly one task runs on the CPU; needs CONFIG_NO_HZ_FULL)"),
-        "watchdog_timer_fn" => format!("the soft-lockup watchdog's timer: sysctl kernel.watchdog_cpumask=<other CPUs> (or kernel.nmi_watchdog=0 and kernel.soft_watchdog=0) keeps it off CPU {on}"),
-        f => format!("an hrtimer callback ({f}) expiring on CPU {on}: find who arms it (perf record -e timer:hrtimer_start -C {on} -g); nohz_full={measured} stops only the tick"),
+fn timer_advice(who: &Who, measured: &str, on: &str) -> String {
+    let callback = match who {
+        Who::Hrtimer { callback, .. } => callback,
+        _ => &TimerCallback::Tick,
+    };
+    let sleeper = |task: String| {
+        format!("a task's own timers (nanosleep, timerfd, poll timeouts) expiring on CPU {on}: {task} sleeps with a timer there — move it off the CPU (taskset -pc <other CPUs> <pid>) or make it sleep less often; nohz_full does not stop a task's timers")
+    };
+    match callback {
+        TimerCallback::Wakeup { comm, pid } => sleeper(format!("{comm}[{pid}]")),
+        TimerCallback::OwnSleep { comm } => sleeper(format!("{comm} (jitterscope's own sleep)")),
+        TimerCallback::Tick => format!("the scheduler tick: boot with nohz_full={measured} (it stops the tick when exactly one task runs on the CPU; needs CONFIG_NO_HZ_FULL)"),
+        TimerCallback::Function(f) if &**f == "watchdog_timer_fn" => format!("the soft-lockup watchdog's timer: sysctl kernel.watchdog_cpumask=<other CPUs> (or kernel.nmi_watchdog=0 and kernel.soft_watchdog=0) keeps it off CPU {on}"),
+        TimerCallback::Function(f) => format!("an hrtimer callback ({f}) expiring on CPU {on}: find who arms it (perf record -e timer:hrtimer_start -C {on} -g); nohz_full={measured} stops only the tick"),
     }
 }
 
@@ -80,15 +89,32 @@ fn self_advice(tracer: Tracer, all_measured: bool, measured: &str) -> String {
     }
 }
 
-pub fn advice(class: CulpritClass, name: &str, detail: &str, cpus: &[Cpu], m: &Machine) -> String {
+/// A softirq vector by what raises it.
+fn softirq_advice(vector: u64, measured: &str, hk_list: &str, all_measured: bool) -> String {
+    let name = softirq_name(vector);
+    match name.as_str() {
+            "NET_RX" | "NET_TX" => format!("network softirqs: steer the NIC's IRQs and RPS (/sys/class/net/*/queues/rx-*/rps_cpus) to CPUs {}", if all_measured { "outside the measured set".into() } else { hk_list.to_string() }),
+            "TIMER" | "HRTIMER" => format!("timer callbacks on these CPUs: boot with nohz_full={measured} and move timers with sysctl kernel.timer_migration=1"),
+            "RCU" => format!("RCU callback processing: boot with rcu_nocbs={measured}"),
+            "SCHED" => format!("scheduler load balancing: isolate the CPUs from balancing with isolcpus=domain,{measured}"),
+            "BLOCK" => "block I/O completions: steer the disk IRQ away (blk-mq managed IRQs need isolcpus=managed_irq at boot)".to_string(),
+            _ => format!("softirq {name}: find and steer the IRQ that raises it"),
+    }
+}
+
+pub fn advice(c: &Culprit, cpus: &[Cpu], m: &Machine) -> String {
+    let who = &c.who;
     let hk = m.housekeeping();
     let on_list = format_list(if cpus.is_empty() { &m.measured } else { cpus });
     let measured = format_list(&m.measured);
     let all_measured = hk.is_empty();
     let hk_list = format_list(&hk);
-    match class {
+    match c.class {
         CulpritClass::Irq => {
-            let irq = name.split_whitespace().next().unwrap_or("N");
+            let irq = match who {
+                Who::Irq { number, .. } => number.to_string(),
+                _ => "N".to_string(),
+            };
             if all_measured {
                 format!("every CPU is measured, so IRQ {irq} cannot be moved off all of them; keep it off the consumer's CPU at least: echo <other CPUs> > /proc/irq/{irq}/smp_affinity_list (on a larger machine, measure a subset of CPUs)")
             } else {
@@ -96,7 +122,17 @@ pub fn advice(class: CulpritClass, name: &str, detail: &str, cpus: &[Cpu], m: &M
             }
         }
         CulpritClass::Kworker => {
-            let knob = work_function_advice(detail)
+            let (name, function) = match who {
+                Who::Work { worker, item } => (
+                    &**worker,
+                    match item {
+                        WorkItem::Function(f) => &**f,
+                        WorkItem::Unreadable | WorkItem::NoItem => "",
+                    },
+                ),
+                _ => ("", ""),
+            };
+            let knob = work_function_advice(function)
                 .map(|s| format!("{s}; "))
                 .unwrap_or_default();
             let bound = name.starts_with("kworker/") && !name.starts_with("kworker/u");
@@ -116,6 +152,11 @@ pub fn advice(class: CulpritClass, name: &str, detail: &str, cpus: &[Cpu], m: &M
             format!("{knob}{mask}{per_cpu}")
         }
         CulpritClass::Kthread => {
+            let name = match who {
+                Who::Kthread { comm } | Who::Task { comm, .. } => &**comm,
+                _ => "",
+            };
+            // A per-CPU kernel thread's comm is its base name, `/`, its CPU.
             let base = name.split('/').next().unwrap_or(name);
             match base {
                 "ksoftirqd" => format!("softirq overflow into ksoftirqd on CPU {on_list}: find the softirq source (see the softirq culprits) and steer its IRQ away"),
@@ -132,24 +173,21 @@ pub fn advice(class: CulpritClass, name: &str, detail: &str, cpus: &[Cpu], m: &M
                 format!("shield the CPUs: cset shield --cpu {measured} --kthread on (cgroup v1), or a cgroup v2 cpuset with cpuset.cpus.partition=isolated; at boot: isolcpus={measured}; or pin the task away: taskset -pc {hk_list} <pid>")
             }
         }
-        CulpritClass::Softirq => match name {
-            "NET_RX" | "NET_TX" => format!("network softirqs: steer the NIC's IRQs and RPS (/sys/class/net/*/queues/rx-*/rps_cpus) to CPUs {}", if all_measured { "outside the measured set".into() } else { hk_list.clone() }),
-            "TIMER" | "HRTIMER" => format!("timer callbacks on these CPUs: boot with nohz_full={measured} and move timers with sysctl kernel.timer_migration=1"),
-            "RCU" => format!("RCU callback processing: boot with rcu_nocbs={measured}"),
-            "SCHED" => format!("scheduler load balancing: isolate the CPUs from balancing with isolcpus=domain,{measured}"),
-            "BLOCK" => "block I/O completions: steer the disk IRQ away (blk-mq managed IRQs need isolcpus=managed_irq at boot)".to_string(),
-            _ => format!("softirq {name}: find and steer the IRQ that raises it"),
+        CulpritClass::Softirq => match who {
+            Who::Softirq { vector } => softirq_advice(*vector, &measured, &hk_list, all_measured),
+            _ => String::new(),
         },
-        CulpritClass::TimerTick => timer_advice(detail, &measured, &on_list),
-        CulpritClass::Ipi => match name {
-            "call-function" | "call-function-single" => "cross-CPU function calls (TLB shootdowns, mprotect/munmap by other threads of the process, text patching such as attaching tracers): avoid memory-map changes in the latency-critical process; see who sent them in the detail".to_string(),
-            "reschedule" => "wake-ups of tasks on this CPU: keep other tasks off it (cpuset shielding)".to_string(),
-            "irq_work" => "irq_work: perf or BPF ring-buffer wake-ups, printk; avoid tracers that wake readers on every event".to_string(),
-            _ => format!("{name} interrupts: usually hardware or firmware"),
+        CulpritClass::TimerTick => timer_advice(who, &measured, &on_list),
+        CulpritClass::Ipi => match who {
+            Who::Vector { vector: vector::CALL_FUNCTION | vector::CALL_FUNCTION_SINGLE } => "cross-CPU function calls (TLB shootdowns, mprotect/munmap by other threads of the process, text patching such as attaching tracers): avoid memory-map changes in the latency-critical process; see who sent them in the detail".to_string(),
+            Who::Vector { vector: vector::RESCHEDULE } => "wake-ups of tasks on this CPU: keep other tasks off it (cpuset shielding)".to_string(),
+            Who::Vector { vector: vector::IRQ_WORK } => "irq_work: perf or BPF ring-buffer wake-ups, printk; avoid tracers that wake readers on every event".to_string(),
+            Who::Vector { vector } => format!("{} interrupts: usually hardware or firmware", vector_name(*vector)),
+            _ => String::new(),
         },
         CulpritClass::Nmi => "NMIs (watchdog, perf sampling): sysctl kernel.nmi_watchdog=0 and no perf sampling on these CPUs".to_string(),
         CulpritClass::FreqChange => format!("CPU frequency changes: cpupower -c {measured} frequency-set -g performance (or echo performance > /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor); disable deep C-states with idle=poll or the cpu_dma_latency PM QoS"),
-        CulpritClass::Fault => if detail.starts_with("major") {
+        CulpritClass::Fault => if matches!(who, Who::Fault { kind: FaultKind::Major }) {
             "major page faults: the thread waited for I/O to map its memory — lock it in RAM (mlockall(MCL_CURRENT|MCL_FUTURE)) and touch it before the latency-critical loop starts".to_string()
         } else {
             "minor page faults: first touches of memory (or copy-on-write) in the latency-critical thread — pre-fault it at start (mlockall(MCL_CURRENT|MCL_FUTURE), MAP_POPULATE, touch every page), avoid allocating in the hot loop, and keep transparent huge pages from being split or compacted (echo never > /sys/kernel/mm/transparent_hugepage/defrag)".to_string()

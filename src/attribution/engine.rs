@@ -40,11 +40,10 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use super::chunked::{Chunked, Pos};
 use crate::model::{
-    vector, Cause, CauseKind, Cpu, CulpritClass, Interruption, Nanos, Spike, Stall, StealSample,
-    Text, ThreadRole,
+    vector, Cause, CauseKind, Cpu, Culprit, CulpritClass, Interruption, Nanos, OwnIpiWhy, Sender,
+    Spike, Stall, StealSample, ThreadRole, Via, Who, WorkItem,
 };
 use crate::platform::fast_hash::FastMap;
-use crate::units::fmt_ns;
 
 /// An undecided spike: (receipt time, arrival number), the spike, (producer CPU, consumer CPU).
 type PendingSpike = ((Nanos, u64), (Spike, Cpu, Cpu));
@@ -74,17 +73,14 @@ impl Default for EngineConfig {
     }
 }
 
-/// The rule behind `Share::inferred_ns`, in words (reports and the run file's README).
-pub const INFERRED_RULE: &str = "entry/exit: uncovered time next to the record, no steal";
-
 /// One culprit's part of a stall (or of a spike's window).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Share {
-    pub class: CulpritClass,
-    pub name: Text,
-    pub detail: Text,
-    /// Who queued the work or sent the IPI, when the probes saw it.
-    pub via: String,
+    /// Who: what shares are merged and grouped by.
+    pub culprit: Culprit,
+    /// Who queued the work or sent the IPI, or the task a wake-up IPI woke, when the probes
+    /// saw it (boxed: most culprits have none).
+    pub via: Option<Box<Via>>,
     /// Time inside the culprit's own kernel records, net of nested ones; for `hypervisor`
     /// the steal clock's growth; for `unexplained` and `lost` the uncovered time itself.
     pub measured_ns: Nanos,
@@ -108,18 +104,16 @@ impl Share {
         self.measured_ns.saturating_add(self.inferred_ns)
     }
 
+    /// The culprit's class.
+    pub fn class(&self) -> CulpritClass {
+        self.culprit.class
+    }
+
     /// A culprit with nothing but uncovered time (hypervisor, unexplained, lost).
-    fn uncovered(
-        class: CulpritClass,
-        name: Text,
-        detail: Text,
-        pieces: &[(Nanos, Nanos)],
-    ) -> Share {
+    fn uncovered(class: CulpritClass, who: Who, pieces: &[(Nanos, Nanos)]) -> Share {
         Share {
-            class,
-            name,
-            detail,
-            via: String::new(),
+            culprit: Culprit { class, who },
+            via: None,
             measured_ns: pieces.iter().map(|(a, b)| b - a).sum(),
             inferred_ns: 0,
             host_ns: 0,
@@ -149,7 +143,7 @@ impl Verdict {
     pub fn unexplained_ns(&self) -> Nanos {
         self.culprits
             .iter()
-            .filter(|c| c.class == CulpritClass::Unexplained)
+            .filter(|c| c.culprit.class == CulpritClass::Unexplained)
             .map(|c| c.ns())
             .sum()
     }
@@ -171,38 +165,6 @@ pub struct SpikeVerdict {
     /// Longest first, unexplained last; `share` is of the transit time.
     pub producer_culprits: Vec<Share>,
     pub consumer_culprits: Vec<Share>,
-}
-
-pub const UNEXPLAINED_NAME: &str = "no kernel event";
-pub const UNEXPLAINED_DETAIL: &str =
-    "no kernel event and no steal: host interrupt handling, VM exits, SMI or hardware";
-/// Said instead where the machine has no steal clock to tell host preemption apart.
-pub const UNEXPLAINED_DETAIL_NO_STEAL: &str =
-    "no kernel event (no steal clock here): hypervisor preemption, SMI or hardware";
-pub const LOST_NAME: &str = "kernel records lost";
-pub const LOST_DETAIL: &str = "a BPF record ring was full; cause unknown";
-pub use crate::model::{hypervisor_detail, HYPERVISOR_NAME};
-
-/// The fixed names above as shared texts, made once (most stalls carry one of them).
-struct Fixed {
-    hypervisor: Text,
-    unexplained: Text,
-    unexplained_detail: Text,
-    unexplained_detail_no_steal: Text,
-    lost: Text,
-    lost_detail: Text,
-}
-
-fn fixed() -> &'static Fixed {
-    static FIXED: std::sync::OnceLock<Fixed> = std::sync::OnceLock::new();
-    FIXED.get_or_init(|| Fixed {
-        hypervisor: HYPERVISOR_NAME.into(),
-        unexplained: UNEXPLAINED_NAME.into(),
-        unexplained_detail: UNEXPLAINED_DETAIL.into(),
-        unexplained_detail_no_steal: UNEXPLAINED_DETAIL_NO_STEAL.into(),
-        lost: LOST_NAME.into(),
-        lost_detail: LOST_DETAIL.into(),
-    })
 }
 
 /// A record's level where it ran: never below the episode it is nested in (jitterscope's own
@@ -1035,8 +997,7 @@ fn verdict_of(
     if !hypervisor.is_empty() {
         culprits.push(Share::uncovered(
             CulpritClass::Hypervisor,
-            fixed().hypervisor.clone(),
-            hypervisor_detail(s.cpu).into(),
+            Who::Host { cpu: s.cpu },
             &hypervisor,
         ));
     }
@@ -1044,33 +1005,17 @@ fn verdict_of(
     if !unexplained.is_empty() {
         // With records lost in the window, "no kernel event" cannot be claimed: the
         // remainder's cause is unknown.
-        let f = fixed();
-        let (class, name, detail) = if incomplete {
-            (CulpritClass::Lost, &f.lost, &f.lost_detail)
-        } else if steal_clock {
-            (
-                CulpritClass::Unexplained,
-                &f.unexplained,
-                &f.unexplained_detail,
-            )
+        let (class, who) = if incomplete {
+            (CulpritClass::Lost, Who::Lost)
         } else {
-            (
-                CulpritClass::Unexplained,
-                &f.unexplained,
-                &f.unexplained_detail_no_steal,
-            )
+            (CulpritClass::Unexplained, Who::Unexplained { steal_clock })
         };
-        culprits.push(Share::uncovered(
-            class,
-            name.clone(),
-            detail.clone(),
-            unexplained,
-        ));
+        culprits.push(Share::uncovered(class, who, unexplained));
     }
     set_shares(&mut culprits, total);
     let named: Nanos = culprits
         .iter()
-        .filter(|c| c.class.info().named)
+        .filter(|c| c.culprit.class.info().named)
         .map(|c| c.ns())
         .sum();
     Verdict {
@@ -1125,14 +1070,14 @@ fn record_shares(
             Some(k) if k.sender_is_self && r.class == CulpritClass::Ipi => Some(own_ipi(r, k)),
             _ => None,
         };
-        let (class, name, detail): (CulpritClass, Text, Text) = match own {
-            Some((class, name, detail)) => (class, name.into(), detail.into()),
-            None => (r.class, r.name.clone(), r.detail.clone()),
+        let (class, who) = match &own {
+            Some((class, who)) => (*class, who),
+            None => (r.class, &r.who),
         };
-        // A stall has few culprits: a scan, and strings copied once per culprit only.
+        // A stall has few culprits: a scan, and names shared once per culprit only.
         match out
             .iter()
-            .position(|s| s.class == class && s.name == name && s.detail == detail)
+            .position(|s| s.culprit.class == class && s.culprit.who == *who)
         {
             Some(k) => {
                 let s = &mut out[k];
@@ -1143,18 +1088,18 @@ fn record_shares(
                 s.longest_ns = s.longest_ns.max(measured);
             }
             None => {
-                let mut via = sent.map(via_text).unwrap_or_default();
-                if let Some(t) = sweep.woke[i] {
-                    if !via.is_empty() {
-                        via.push_str("; ");
-                    }
-                    via.push_str("woke ");
-                    via.push_str(&sweep.records[t].name);
-                }
+                let woke = sweep.woke[i].map(|t| sweep.records[t].who.clone());
+                let via = (sent.is_some() || woke.is_some()).then(|| {
+                    Box::new(Via {
+                        sender: sent.map(sender_of),
+                        woke,
+                    })
+                });
                 out.push(Share {
-                    class,
-                    name,
-                    detail,
+                    culprit: Culprit {
+                        class,
+                        who: who.clone(),
+                    },
                     via,
                     measured_ns: measured,
                     inferred_ns: inferred,
@@ -1177,17 +1122,16 @@ fn freq_shares(cfg: &EngineConfig, c: &CpuRecords, start: Nanos, end: Nanos, out
         .iter()
         .filter(|f| f.start_ns <= end && f.start_ns + cfg.freq_lookback_ns >= start)
     {
-        let before = start.saturating_sub(f.start_ns);
-        let detail: Text = if before > 0 {
-            format!("{}, {} before the stall", f.detail, fmt_ns(before)).into()
-        } else {
-            f.detail.clone()
-        };
+        let mut who = f.who.clone();
+        if let Who::Freq { before_ns, .. } = &mut who {
+            *before_ns = start.saturating_sub(f.start_ns);
+        }
         out.push(Share {
-            class: CulpritClass::FreqChange,
-            name: f.name.clone(),
-            detail,
-            via: String::new(),
+            culprit: Culprit {
+                class: CulpritClass::FreqChange,
+                who,
+            },
+            via: None,
             measured_ns: 0,
             inferred_ns: 0,
             host_ns: 0,
@@ -1212,7 +1156,7 @@ fn set_shares(list: &mut [Share], total: Nanos) {
 fn sort_shares(list: &mut [Share]) {
     list.sort_by_key(|c| {
         (
-            match c.class {
+            match c.culprit.class {
                 CulpritClass::Hypervisor => 1,
                 CulpritClass::Unexplained | CulpritClass::Lost => 2,
                 CulpritClass::Kworker
@@ -1235,16 +1179,13 @@ fn sort_shares(list: &mut [Share]) {
 /// Adds `more` into `into`, culprit by culprit.
 fn merge_shares(into: &mut Vec<Share>, more: Vec<Share>) {
     for c in more {
-        match into
-            .iter_mut()
-            .find(|x| x.class == c.class && x.name == c.name && x.detail == c.detail)
-        {
+        match into.iter_mut().find(|x| x.culprit == c.culprit) {
             Some(x) => {
                 x.measured_ns += c.measured_ns;
                 x.inferred_ns += c.inferred_ns;
                 x.episodes += c.episodes;
                 x.longest_ns = x.longest_ns.max(c.longest_ns);
-                if x.via.is_empty() {
+                if x.via.is_none() {
                     x.via = c.via;
                 }
             }
@@ -1289,40 +1230,43 @@ fn sender<'c>(cfg: &EngineConfig, c: &'c CpuRecords, r: &Interruption) -> Option
             k.kind == kind
                 && match callback {
                     // A kworker's queue_work names the same work function.
-                    None => *k.what == *r.detail,
+                    None => match &r.who {
+                        Who::Work {
+                            item: WorkItem::Function(f),
+                            ..
+                        } => *k.what == **f,
+                        _ => false,
+                    },
                     Some(with) => k.what.is_empty() != with,
                 }
         })
 }
 
-/// How the sender reads in a culprit's `via`.
-fn via_text(k: &Cause) -> String {
-    let verb = if k.kind == CauseKind::QueueWork {
-        "queued"
-    } else {
-        "sent"
-    };
-    let what = if k.kind == CauseKind::Ipi && !k.what.is_empty() {
-        format!(" ({})", k.what)
-    } else {
-        String::new()
-    };
-    format!(
-        "{verb} by {}[{}] on CPU {}{what}",
-        k.sender_comm, k.sender_pid, k.sender_cpu
-    )
+/// The sender of a cause, as a culprit's `via` carries it.
+fn sender_of(k: &Cause) -> Sender {
+    Sender {
+        kind: k.kind,
+        cpu: k.sender_cpu,
+        comm: k.sender_comm.as_str().into(),
+        pid: k.sender_pid,
+        function: k.what.as_str().into(),
+    }
 }
 
 /// An IPI jitterscope sent itself is its own noise (`self`), named with why it was sent.
-fn own_ipi(r: &Interruption, k: &Cause) -> (CulpritClass, String, String) {
+fn own_ipi(r: &Interruption, k: &Cause) -> (CulpritClass, Who) {
+    let sender = k.sender_comm.as_str().into();
     let why = if k.what.contains("flush_tlb") {
-        format!("TLB shootdown from {}", k.sender_comm)
+        OwnIpiWhy::TlbShootdown { sender }
     } else if k.what.is_empty() {
-        format!("wake-up sent by {}", k.sender_comm)
+        OwnIpiWhy::WakeUp { sender }
     } else {
-        format!("{} from {}", k.what, k.sender_comm)
+        OwnIpiWhy::Callback {
+            function: k.what.as_str().into(),
+            sender,
+        }
     };
-    (CulpritClass::SelfNoise, format!("{} IPI", r.name), why)
+    (CulpritClass::SelfNoise, Who::OwnIpi { vector: r.id, why })
 }
 
 /// The records a timeline keeps: all of them up to `MAX_TIMELINE`, else the ones that

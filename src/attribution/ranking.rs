@@ -1,16 +1,14 @@
-//! The run-wide ranking: culprits grouped by (class, name, detail) with count, stolen time,
-//! the longest single theft and their share of all stall time, per CPU too.
+//! The run-wide ranking: culprits grouped by who they are (`rank_key`) with count, stolen
+//! time, the longest single theft and their share of all stall time, per CPU too.
 
 use super::advice::{advice, Machine};
 use super::engine::Verdict;
-use crate::model::{Cpu, CulpritClass, Nanos, Text};
+use crate::model::{Cpu, Culprit, CulpritClass, Nanos, TimerCallback, Who, ANY_PID};
 use crate::platform::fast_hash::FastMap;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct RankedCulprit {
-    pub class: CulpritClass,
-    pub name: String,
-    pub detail: String,
+    pub culprit: Culprit,
     /// Episodes (records) that stole time from a stall.
     pub episodes: u64,
     /// Time inside its records (net of nested ones); see `Share::measured_ns`.
@@ -40,6 +38,10 @@ pub struct CpuTheft {
 }
 
 impl RankedCulprit {
+    pub fn class(&self) -> CulpritClass {
+        self.culprit.class
+    }
+
     pub fn total_ns(&self) -> Nanos {
         self.measured_ns.saturating_add(self.inferred_ns)
     }
@@ -59,7 +61,7 @@ struct Tally {
 
 #[derive(Debug, Clone)]
 pub struct Ranking {
-    by: FastMap<(CulpritClass, Text, Text), Tally>,
+    by: FastMap<Culprit, Tally>,
     stall_ns: Nanos,
     stalls: u64,
     incomplete: u64,
@@ -78,13 +80,55 @@ impl Default for Ranking {
 /// on a busy machine, after which memory stays flat — and the run file stays small.
 pub const MAX_CULPRITS: usize = 1024;
 
-/// `sleep[4121]` → `sleep[*]`, `hrtimer_wakeup of sleep[4121]` → `hrtimer_wakeup of
-/// sleep[*]`; None when the text does not end in a `[pid]`.
-fn fold_pid(text: &str) -> Option<String> {
-    let i = text.rfind('[')?;
-    let pid = text[i + 1..].strip_suffix(']')?;
-    (!pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
-        .then(|| format!("{}[*]", &text[..i]))
+/// The same culprit with any pid it names folded (`model::ANY_PID`): a task, or a sleeper
+/// woken by its hrtimer; None when it names no pid.
+fn fold_pid(c: &Culprit) -> Option<Culprit> {
+    let who = match &c.who {
+        Who::Task { comm, policy, .. } => Who::Task {
+            comm: comm.clone(),
+            pid: ANY_PID,
+            policy: *policy,
+        },
+        Who::Hrtimer {
+            soft,
+            callback: TimerCallback::Wakeup { comm, .. },
+        } => Who::Hrtimer {
+            soft: *soft,
+            callback: TimerCallback::Wakeup {
+                comm: comm.clone(),
+                pid: ANY_PID,
+            },
+        },
+        _ => return None,
+    };
+    Some(Culprit {
+        class: c.class,
+        who,
+    })
+}
+
+/// What the ranking groups a stall's culprit by: frequency changes by the transition (not
+/// its gap to the stall), the host's preemption by class alone (one row, not one per CPU).
+fn rank_key(c: &Culprit) -> Culprit {
+    let who = match &c.who {
+        Who::Freq {
+            cpu,
+            old_khz,
+            new_khz,
+            ..
+        } => Who::Freq {
+            cpu: *cpu,
+            old_khz: *old_khz,
+            new_khz: *new_khz,
+            before_ns: 0,
+        },
+        Who::Host { .. } => Who::AnyHost,
+        other => other.clone(),
+    };
+    Culprit {
+        class: c.class,
+        who,
+    }
 }
 
 impl Ranking {
@@ -107,14 +151,10 @@ impl Ranking {
             self.incomplete += 1;
         }
         for c in &v.culprits {
-            let mut key = (c.class, c.name.clone(), c.detail_key());
-            // A task's name, or a detail that names one (a sleeper's hrtimer_wakeup).
+            let mut key = rank_key(&c.culprit);
             if self.by.len() >= self.cap && !self.by.contains_key(&key) {
-                if let Some(name) = fold_pid(&key.1) {
-                    key.1 = name.into();
-                }
-                if let Some(detail) = fold_pid(&key.2) {
-                    key.2 = detail.into();
+                if let Some(folded) = fold_pid(&key) {
+                    key = folded;
                 }
             }
             let t = self.by.entry(key).or_default();
@@ -140,7 +180,7 @@ impl Ranking {
         let mut v = self.brief();
         for c in &mut v {
             let on: Vec<Cpu> = c.cpus.iter().map(|t| t.cpu).collect();
-            c.advice = advice(c.class, &c.name, &c.detail, &on, machine);
+            c.advice = advice(&c.culprit, &on, machine);
         }
         v
     }
@@ -154,9 +194,8 @@ impl Ranking {
     /// are copied (the live view's once-a-second look, on a CPU it may share with the
     /// workload).
     pub fn top(&self, n: usize) -> Vec<RankedCulprit> {
-        let mut all: Vec<(&(CulpritClass, Text, Text), &Tally)> = self.by.iter().collect();
-        let order = |a: &(&(CulpritClass, Text, Text), &Tally),
-                     b: &(&(CulpritClass, Text, Text), &Tally)| {
+        let mut all: Vec<(&Culprit, &Tally)> = self.by.iter().collect();
+        let order = |a: &(&Culprit, &Tally), b: &(&Culprit, &Tally)| {
             (b.1.measured.saturating_add(b.1.inferred), b.1.episodes)
                 .cmp(&(a.1.measured.saturating_add(a.1.inferred), a.1.episodes))
                 .then_with(|| a.0.cmp(b.0))
@@ -167,7 +206,7 @@ impl Ranking {
         }
         all.sort_unstable_by(order);
         all.into_iter()
-            .map(|((class, name, detail), t)| {
+            .map(|(culprit, t)| {
                 let mut cpus: Vec<CpuTheft> = t
                     .per_cpu
                     .iter()
@@ -180,9 +219,7 @@ impl Ranking {
                     .collect();
                 cpus.sort_unstable();
                 RankedCulprit {
-                    class: *class,
-                    name: name.to_string(),
-                    detail: detail.to_string(),
+                    culprit: culprit.clone(),
                     episodes: t.episodes,
                     measured_ns: t.measured,
                     inferred_ns: t.inferred,
@@ -202,39 +239,22 @@ impl Ranking {
     }
 }
 
-impl super::engine::Share {
-    /// Frequency changes carry the gap to the stall in their detail; the ranking groups
-    /// them by the transition only.
-    fn detail_key(&self) -> Text {
-        match self.class {
-            CulpritClass::FreqChange => self.detail.split(", ").next().unwrap_or_default().into(),
-            // One row per CPU's steal, not per stall (the text made once: most stalls of a
-            // busy VM carry steal).
-            CulpritClass::Hypervisor => {
-                static STEAL: std::sync::OnceLock<Text> = std::sync::OnceLock::new();
-                STEAL.get_or_init(|| "KVM steal clock".into()).clone()
-            }
-            CulpritClass::Kworker
-            | CulpritClass::Kthread
-            | CulpritClass::Task
-            | CulpritClass::Irq
-            | CulpritClass::Softirq
-            | CulpritClass::TimerTick
-            | CulpritClass::Ipi
-            | CulpritClass::Nmi
-            | CulpritClass::Fault
-            | CulpritClass::SelfNoise
-            | CulpritClass::Unexplained
-            | CulpritClass::Lost => self.detail.clone(),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::attribution::engine::Share;
-    use crate::model::{Stall, ThreadRole};
+    use crate::model::{Stall, ThreadRole, WorkItem};
+
+    fn task(comm: &str, pid: u32) -> Culprit {
+        Culprit {
+            class: CulpritClass::Task,
+            who: Who::Task {
+                comm: comm.into(),
+                pid,
+                policy: 0,
+            },
+        }
+    }
 
     #[test]
     fn the_top_few_are_the_head_of_the_whole_ranking() {
@@ -248,10 +268,8 @@ mod tests {
                     end_ns: 10,
                 },
                 culprits: vec![Share {
-                    class: CulpritClass::Task,
-                    name: format!("t{}", k % 97).into(),
-                    detail: "SCHED_OTHER".into(),
-                    via: String::new(),
+                    culprit: task(&format!("t{}", k % 97), 1),
+                    via: None,
                     // Ties on purpose: the order among equals must match too.
                     measured_ns: (k * 7) % 13,
                     inferred_ns: k % 3,
@@ -285,10 +303,14 @@ mod tests {
                     end_ns: 1_000,
                 },
                 culprits: vec![Share {
-                    class: CulpritClass::Kworker,
-                    name: "kworker/1:1".into(),
-                    detail: "vmstat_update".into(),
-                    via: String::new(),
+                    culprit: Culprit {
+                        class: CulpritClass::Kworker,
+                        who: Who::Work {
+                            worker: "kworker/1:1".into(),
+                            item: WorkItem::Function("vmstat_update".into()),
+                        },
+                    },
+                    via: None,
                     measured_ns: 100,
                     inferred_ns: 0,
                     host_ns,
@@ -320,10 +342,8 @@ mod tests {
                     end_ns: 10,
                 },
                 culprits: vec![Share {
-                    class: CulpritClass::Task,
-                    name: format!("sleep[{pid}]").into(),
-                    detail: "SCHED_OTHER".into(),
-                    via: String::new(),
+                    culprit: task("sleep", pid + 1),
+                    via: None,
                     measured_ns: 10,
                     inferred_ns: 0,
                     host_ns: 0,
@@ -338,25 +358,53 @@ mod tests {
             });
         }
         assert_eq!(r.by.len(), MAX_CULPRITS + 1);
-        let folded = &r.by[&(CulpritClass::Task, "sleep[*]".into(), "SCHED_OTHER".into())];
+        let folded = &r.by[&task("sleep", ANY_PID)];
         assert_eq!(folded.episodes, 100);
     }
 
     #[test]
-    fn a_detail_naming_a_task_folds_too_and_other_text_stays() {
+    fn a_sleeper_named_by_its_timer_folds_too_and_a_comm_with_brackets_stays_whole() {
+        let wakeup = |pid| Culprit {
+            class: CulpritClass::TimerTick,
+            who: Who::Hrtimer {
+                soft: false,
+                callback: TimerCallback::Wakeup {
+                    comm: "sleep".into(),
+                    pid,
+                },
+            },
+        };
+        assert_eq!(fold_pid(&wakeup(4121)), Some(wakeup(ANY_PID)));
+        // Brackets in a comm are the comm's own: only the pid is folded.
         assert_eq!(
-            fold_pid("hrtimer_wakeup of sleep[4121]").as_deref(),
-            Some("hrtimer_wakeup of sleep[*]")
+            fold_pid(&task("foo[12]", 7)),
+            Some(task("foo[12]", ANY_PID))
         );
-        assert_eq!(fold_pid("sleep[4121]").as_deref(), Some("sleep[*]"));
-        for text in [
-            "kworker/1:0",
-            "SCHED_OTHER",
-            "x[ab]",
-            "x[]",
-            "36 virtio1-req.0",
-        ] {
-            assert_eq!(fold_pid(text), None, "{text}");
-        }
+        let kthread = Culprit {
+            class: CulpritClass::Kthread,
+            who: Who::Kthread {
+                comm: "x[3]".into(),
+            },
+        };
+        assert_eq!(fold_pid(&kthread), None);
+    }
+
+    #[test]
+    fn frequency_changes_rank_by_transition_and_the_host_in_one_row() {
+        let freq = |before_ns| Culprit {
+            class: CulpritClass::FreqChange,
+            who: Who::Freq {
+                cpu: 1,
+                old_khz: 3_000_000,
+                new_khz: 1_200_000,
+                before_ns,
+            },
+        };
+        assert_eq!(rank_key(&freq(5_000)), freq(0));
+        let host = |cpu| Culprit {
+            class: CulpritClass::Hypervisor,
+            who: Who::Host { cpu },
+        };
+        assert_eq!(rank_key(&host(0)), rank_key(&host(3)));
     }
 }

@@ -192,7 +192,7 @@ impl RunAttribution {
         for c in v
             .culprits
             .iter()
-            .filter(|c| c.class == CulpritClass::SelfNoise)
+            .filter(|c| c.class() == CulpritClass::SelfNoise)
         {
             let longest = self.longest_self.entry(v.stall.cpu).or_default();
             *longest = (*longest).max(c.longest_ns);

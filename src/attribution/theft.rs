@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::engine::{Share, Verdict};
-use crate::model::{without_pid, Cpu, CulpritClass, Nanos};
+use crate::model::{vector, Cpu, CulpritClass, Nanos, Text, Who, WorkItem};
 
 /// Upper bounds (ns) of the buckets a class's part of one interruption is counted in:
 /// 1–2.5–5 steps from 1 µs to 500 ms, then 1 s; longer ones fall in the last (open) bucket.
@@ -76,7 +76,7 @@ impl Distribution {
 pub struct ClassTheft {
     /// Every culprit of the class, those past `CULPRITS_TALLIED` included.
     pub total: Theft,
-    pub culprits: HashMap<String, Theft>,
+    pub culprits: HashMap<Label, Theft>,
     /// The class's part of each interruption it took part in.
     pub parts: Distribution,
 }
@@ -89,37 +89,59 @@ pub struct TheftTally {
     pub stalls: BTreeMap<Cpu, Distribution>,
 }
 
-/// The culprit as a label: without its pid, and a kworker by the work it ran (its own name,
-/// `kworker/3:1`, changes as the kernel adds and retires workers).
-pub fn culprit_label(class: CulpritClass, name: &str, detail: &str) -> String {
-    label_of(class, name, detail).to_string()
+/// A culprit as a series follows it: by what its name shows, without its pid (a program, not
+/// one process), a kworker by the work it ran (its own name, `kworker/3:1`, changes as the
+/// kernel adds and retires workers). Shown by `report::culprit::label`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Label {
+    /// A task, kernel thread or own thread by its command name.
+    Comm(Text),
+    Work(WorkItem),
+    Irq {
+        number: u64,
+        action: Text,
+    },
+    Softirq(u64),
+    /// A system vector: the timer interrupt (its hrtimer callbacks too), an IPI …
+    Vector(u64),
+    /// An hrtimer callback run by the HRTIMER softirq.
+    SoftHrtimer,
+    Nmi,
+    /// A frequency change of a CPU.
+    Freq(Cpu),
+    Fault,
+    /// An IPI jitterscope sent itself, by vector.
+    OwnIpi(u64),
+    Host,
+    Unexplained,
+    Lost,
+    Others,
 }
 
-/// `culprit_label` borrowed from the culprit's texts (a stall's culprits are mostly known
-/// already: no copy to look them up).
-fn label_of<'a>(class: CulpritClass, name: &'a str, detail: &'a str) -> &'a str {
-    match class {
-        CulpritClass::Kworker => {
-            let function = detail.split([',', ' ']).next().unwrap_or_default();
-            if function.is_empty() {
-                without_pid(name)
-            } else {
-                function
+impl Label {
+    pub fn of(who: &Who) -> Label {
+        match who {
+            Who::Task { comm, .. } | Who::Kthread { comm } => Label::Comm(comm.clone()),
+            Who::Work { item, .. } => Label::Work(item.clone()),
+            Who::Irq { number, action } => Label::Irq {
+                number: *number,
+                action: action.clone(),
+            },
+            Who::Softirq { vector } => Label::Softirq(*vector),
+            Who::Vector { vector } => Label::Vector(*vector),
+            Who::LocalTimer { .. } | Who::Hrtimer { soft: false, .. } => {
+                Label::Vector(vector::LOCAL_TIMER)
             }
+            Who::Hrtimer { soft: true, .. } => Label::SoftHrtimer,
+            Who::Nmi { .. } => Label::Nmi,
+            Who::Freq { cpu, .. } => Label::Freq(*cpu),
+            Who::Fault { .. } => Label::Fault,
+            Who::OwnIpi { vector, .. } => Label::OwnIpi(*vector),
+            Who::Host { .. } | Who::AnyHost => Label::Host,
+            Who::Unexplained { .. } => Label::Unexplained,
+            Who::Lost => Label::Lost,
+            Who::Others => Label::Others,
         }
-        CulpritClass::Kthread
-        | CulpritClass::Task
-        | CulpritClass::Irq
-        | CulpritClass::Softirq
-        | CulpritClass::TimerTick
-        | CulpritClass::Ipi
-        | CulpritClass::Nmi
-        | CulpritClass::FreqChange
-        | CulpritClass::Fault
-        | CulpritClass::SelfNoise
-        | CulpritClass::Hypervisor
-        | CulpritClass::Unexplained
-        | CulpritClass::Lost => without_pid(name),
     }
 }
 
@@ -133,17 +155,23 @@ impl TheftTally {
             if ns == 0 {
                 continue;
             }
-            let label = label_of(c.class, &c.name, &c.detail);
-            self.steal(cpu, c.class, label, u64::from(c.episodes), ns);
+            let class = c.class();
+            self.steal(
+                cpu,
+                class,
+                Label::of(&c.culprit.who),
+                u64::from(c.episodes),
+                ns,
+            );
         }
         // Each class's part once, at its first culprit (a stall has few: a scan, no map).
         for (i, c) in v.culprits.iter().enumerate() {
-            let of_class = |o: &&Share| o.class == c.class && o.ns() > 0;
+            let of_class = |o: &&Share| o.class() == c.class() && o.ns() > 0;
             if c.ns() == 0 || v.culprits[..i].iter().any(|o| of_class(&o)) {
                 continue;
             }
             let ns = v.culprits[i..].iter().filter(of_class).map(Share::ns).sum();
-            self.class(cpu, c.class).parts.observe(ns);
+            self.class(cpu, c.class()).parts.observe(ns);
         }
         self.stall(v);
     }
@@ -158,8 +186,8 @@ impl TheftTally {
 
     /// One kernel record that held `cpu` for `ns` (`jitterscope probe`): one episode, one
     /// observation.
-    pub fn record(&mut self, cpu: Cpu, class: CulpritClass, label: String, ns: Nanos) {
-        self.steal(cpu, class, &label, 1, ns);
+    pub fn record(&mut self, cpu: Cpu, class: CulpritClass, label: Label, ns: Nanos) {
+        self.steal(cpu, class, label, 1, ns);
         self.class(cpu, class).parts.observe(ns);
     }
 
@@ -167,18 +195,13 @@ impl TheftTally {
         self.by.entry((cpu, class)).or_default()
     }
 
-    /// The label is copied only when it is new to the tally.
-    fn steal(&mut self, cpu: Cpu, class: CulpritClass, label: &str, episodes: u64, ns: Nanos) {
+    fn steal(&mut self, cpu: Cpu, class: CulpritClass, label: Label, episodes: u64, ns: Nanos) {
         let t = self.class(cpu, class);
         t.total.add(episodes, ns);
         let room = t.culprits.len() < CULPRITS_TALLIED;
-        match t.culprits.get_mut(label) {
+        match t.culprits.get_mut(&label) {
             Some(c) => c.add(episodes, ns),
-            None if room => t
-                .culprits
-                .entry(label.to_string())
-                .or_default()
-                .add(episodes, ns),
+            None if room => t.culprits.entry(label).or_default().add(episodes, ns),
             None => {}
         }
     }
@@ -188,14 +211,27 @@ impl TheftTally {
 mod tests {
     use super::*;
     use crate::attribution::engine::Share;
-    use crate::model::{Stall, ThreadRole};
+    use crate::model::{Culprit, Stall, ThreadRole};
 
-    fn share(class: CulpritClass, name: &str, detail: &str, ns: Nanos) -> Share {
+    fn task(comm: &str, pid: u32) -> Who {
+        Who::Task {
+            comm: comm.into(),
+            pid,
+            policy: 0,
+        }
+    }
+
+    fn worker(worker: &str, function: &str) -> Who {
+        Who::Work {
+            worker: worker.into(),
+            item: WorkItem::Function(function.into()),
+        }
+    }
+
+    fn share(class: CulpritClass, who: Who, ns: Nanos) -> Share {
         Share {
-            class,
-            name: name.into(),
-            detail: detail.into(),
-            via: String::new(),
+            culprit: Culprit { class, who },
+            via: None,
             measured_ns: ns,
             inferred_ns: 0,
             host_ns: 0,
@@ -223,19 +259,67 @@ mod tests {
 
     #[test]
     fn culprits_lose_their_pids_and_kworkers_go_by_function() {
-        assert_eq!(culprit_label(CulpritClass::Task, "bash[4121]", ""), "bash");
+        assert_eq!(Label::of(&task("bash", 4121)), Label::Comm("bash".into()));
         assert_eq!(
-            culprit_label(CulpritClass::Kworker, "kworker/3:1", "vmstat_update"),
-            "vmstat_update"
+            Label::of(&worker("kworker/3:1", "vmstat_update")),
+            Label::Work(WorkItem::Function("vmstat_update".into()))
         );
+        let irq = Who::Irq {
+            number: 36,
+            action: "virtio1-req.0".into(),
+        };
         assert_eq!(
-            culprit_label(CulpritClass::Kworker, "kworker/3:1", ""),
-            "kworker/3:1"
+            Label::of(&irq),
+            Label::Irq {
+                number: 36,
+                action: "virtio1-req.0".into()
+            }
         );
-        assert_eq!(
-            culprit_label(CulpritClass::Irq, "36 virtio1-req.0", ""),
-            "36 virtio1-req.0"
-        );
+    }
+
+    #[test]
+    fn kworkers_with_one_function_and_different_pids_fold_into_one_row() {
+        let mut t = TheftTally::default();
+        t.add(&verdict(
+            0,
+            vec![
+                share(
+                    CulpritClass::Kworker,
+                    worker("kworker/0:1", "vmstat_update"),
+                    2_000,
+                ),
+                share(
+                    CulpritClass::Kworker,
+                    worker("kworker/0:2", "vmstat_update"),
+                    3_000,
+                ),
+                share(
+                    CulpritClass::Kworker,
+                    worker("kworker/0:2", "lru_add_drain"),
+                    1_000,
+                ),
+            ],
+        ));
+        let k = &t.by[&(0, CulpritClass::Kworker)];
+        assert_eq!(k.culprits.len(), 2);
+        let vmstat = &k.culprits[&Label::Work(WorkItem::Function("vmstat_update".into()))];
+        assert_eq!((vmstat.episodes, vmstat.stolen_ns), (2, 5_000));
+    }
+
+    #[test]
+    fn a_comm_with_brackets_keeps_them_and_loses_only_its_pid() {
+        let mut t = TheftTally::default();
+        t.add(&verdict(
+            0,
+            vec![
+                share(CulpritClass::Task, task("foo[12]", 7), 2_000),
+                share(CulpritClass::Task, task("foo[12]", 8), 3_000),
+                share(CulpritClass::Task, task("foo", 12), 1_000),
+            ],
+        ));
+        let tasks = &t.by[&(0, CulpritClass::Task)].culprits;
+        assert_eq!(tasks[&Label::Comm("foo[12]".into())].stolen_ns, 5_000);
+        assert_eq!(tasks[&Label::Comm("foo".into())].stolen_ns, 1_000);
     }
 
     #[test]
@@ -244,14 +328,21 @@ mod tests {
         t.add(&verdict(
             1,
             vec![
-                share(CulpritClass::Task, "a[1]", "", 3_000),
-                share(CulpritClass::Task, "a[2]", "", 4_000),
-                share(CulpritClass::Irq, "36 x", "", 20_000),
+                share(CulpritClass::Task, task("a", 1), 3_000),
+                share(CulpritClass::Task, task("a", 2), 4_000),
+                share(
+                    CulpritClass::Irq,
+                    Who::Irq {
+                        number: 36,
+                        action: "x".into(),
+                    },
+                    20_000,
+                ),
             ],
         ));
         let task = &t.by[&(1, CulpritClass::Task)];
         assert_eq!(task.total.stolen_ns, 7_000);
-        assert_eq!(task.culprits["a"].episodes, 2);
+        assert_eq!(task.culprits[&Label::Comm("a".into())].episodes, 2);
         assert_eq!(task.parts.observations(), 1);
         // 7 µs lands in the 10 µs bucket.
         assert_eq!(task.parts.buckets[3], 1);
@@ -265,7 +356,12 @@ mod tests {
     fn culprits_past_the_tally_count_in_the_total_only() {
         let mut t = TheftTally::default();
         for i in 0..CULPRITS_TALLIED + 10 {
-            t.record(2, CulpritClass::Task, format!("t{i}"), 1_000);
+            t.record(
+                2,
+                CulpritClass::Task,
+                Label::Comm(format!("t{i}").into()),
+                1_000,
+            );
         }
         let c = &t.by[&(2, CulpritClass::Task)];
         assert_eq!(c.culprits.len(), CULPRITS_TALLIED);

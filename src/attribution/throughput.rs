@@ -6,7 +6,7 @@
 use std::time::Instant;
 
 use super::run::RunAttribution;
-use crate::model::{CulpritClass, Interruption, Stall, ThreadRole};
+use crate::model::{CulpritClass, Interruption, Stall, Text, ThreadRole, Who, WorkItem};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Throughput {
@@ -22,29 +22,50 @@ pub fn measure(records: u64) -> Throughput {
     // As a run without a metrics file: probes on, no steal clock, the default 200 worst
     // stalls kept (only those stalls get their records copied).
     let mut e = RunAttribution::new(0, vec![1], 200, true, false, 0);
+    let text = |s: &str| -> Text { s.into() };
     let kinds = [
-        (CulpritClass::TimerTick, "local timer", "", 3_000u64),
-        (CulpritClass::Softirq, "TIMER", "", 1_500),
-        (CulpritClass::Irq, "36 virtio1-req.0", "", 2_000),
+        (
+            CulpritClass::TimerTick,
+            Who::LocalTimer { callbacks: false },
+            3_000u64,
+        ),
+        (CulpritClass::Softirq, Who::Softirq { vector: 1 }, 1_500),
+        (
+            CulpritClass::Irq,
+            Who::Irq {
+                number: 36,
+                action: text("virtio1-req.0"),
+            },
+            2_000,
+        ),
         (
             CulpritClass::Kworker,
-            "kworker/1:1",
-            "vmstat_update",
+            Who::Work {
+                worker: text("kworker/1:1"),
+                item: WorkItem::Function(text("vmstat_update")),
+            },
             40_000,
         ),
-        (CulpritClass::Task, "java[4121]", "SCHED_OTHER", 200_000),
+        (
+            CulpritClass::Task,
+            Who::Task {
+                comm: text("java"),
+                pid: 4121,
+                policy: 0,
+            },
+            200_000,
+        ),
     ];
-    // Strings are built once, as the decoder would intern them per batch at most.
+    // Names are made once, as the decoder interns them.
     let proto: Vec<Interruption> = kinds
         .iter()
-        .map(|&(class, name, detail, _)| Interruption {
+        .map(|(class, who, _)| Interruption {
             cpu: 0,
-            class,
+            class: *class,
             start_ns: 0,
             end_ns: 0,
             id: 0,
-            name: name.into(),
-            detail: detail.into(),
+            who: who.clone(),
             pid: 0,
             parent: None,
             victim: 0,
@@ -57,7 +78,7 @@ pub fn measure(records: u64) -> Throughput {
     for i in 0..records {
         let k = (i % 7) as usize % kinds.len();
         let cpu = (i % 2) as u32;
-        let dur = kinds[k].3;
+        let dur = kinds[k].2;
         let mut r = proto[k].clone();
         r.cpu = cpu;
         r.start_ns = t;

@@ -14,12 +14,12 @@ use std::collections::{BTreeMap, HashMap};
 
 use hdrhistogram::Histogram;
 
-use super::engine::{Share, Verdict, HYPERVISOR_NAME};
+use super::engine::{Share, Verdict};
 use super::ranking::Ranking;
 use super::run::RunAttribution;
 use crate::model::{
-    Cpu, CulpritClass, Interruption, Nanos, Stall, StealSample, ThreadEvent, ThreadRole, Wait,
-    WaitKind,
+    Cpu, Culprit, CulpritClass, Interruption, Nanos, Stall, StealSample, ThreadEvent, ThreadRole,
+    Wait, WaitKind, Who,
 };
 
 /// Records of a thread's run closer than this are one interruption (the thread got back to
@@ -295,10 +295,11 @@ impl WatchBook {
         let v = Verdict {
             stall,
             culprits: vec![Share {
-                class: CulpritClass::Hypervisor,
-                name: HYPERVISOR_NAME.into(),
-                detail: super::engine::hypervisor_detail(s.cpu).into(),
-                via: String::new(),
+                culprit: Culprit {
+                    class: CulpritClass::Hypervisor,
+                    who: Who::Host { cpu: s.cpu },
+                },
+                via: None,
                 measured_ns: s.steal_ns,
                 inferred_ns: 0,
                 host_ns: 0,
@@ -390,8 +391,7 @@ mod tests {
             start_ns: start,
             end_ns: end,
             id: 0,
-            name: "".into(),
-            detail: "".into(),
+            who: Who::Kthread { comm: "".into() },
             pid: 0,
             parent: None,
             victim,
@@ -466,7 +466,7 @@ mod tests {
         let t = &b.threads[&7];
         assert_eq!(t.kind(InterruptionKind::Hypervisor), (1, 300_000));
         let r = t.ranking.brief();
-        assert_eq!(r[0].class, CulpritClass::Hypervisor);
+        assert_eq!(r[0].class(), CulpritClass::Hypervisor);
         assert_eq!(r[0].measured_ns, 300_000);
     }
 }

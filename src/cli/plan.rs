@@ -197,6 +197,7 @@ pub fn census_config(args: &ProbeArgs) -> Result<CensusConfig, UsageError> {
         ringbuf_bytes,
         log: !args.no_log,
         json: args.json,
+        words: crate::report::culprit::words_of,
         floor: if args.floor_first {
             Reference::BeforeProbes
         } else if args.floor {

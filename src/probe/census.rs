@@ -15,7 +15,7 @@ use super::decode::Record;
 use super::{
     AttachState, AttachStatus, ProbeBatch, ProbeConfig, ProbeSession, ProbeSummary, Reference,
 };
-use crate::model::{without_pid, CauseKind, Cpu, CulpritClass, Nanos};
+use crate::model::{CauseKind, Cpu, CulpritClass, Nanos, TimerCallback, Who, ANY_PID};
 use crate::platform::affinity::set_current_thread_cpus;
 use crate::platform::clock::monotonic_ns;
 use crate::units::{fmt_ns, format_list};
@@ -36,7 +36,12 @@ pub struct CensusConfig {
     pub json: bool,
     /// Also load the reference programs, and where they run (`ProbeConfig::floor`).
     pub floor: Reference,
+    /// A culprit's name and detail in words (`report::culprit::words`, given by the command).
+    pub words: Words,
 }
+
+/// A culprit's name and detail as the census prints them.
+pub type Words = fn(&Who) -> (String, String);
 
 /// Follows a census as it goes (the metrics file): the records kept, in batches, and the
 /// time after each look at the probes.
@@ -85,6 +90,7 @@ pub fn run_observed(
     let mut census = Census {
         start_ns,
         log: cfg.log && !cfg.json,
+        words: cfg.words,
         records: Vec::new(),
     };
     while monotonic_ns() < end_ns && crate::signals::received().is_none() {
@@ -113,7 +119,7 @@ pub fn run_observed(
     if cfg.json {
         writeln!(out, "{}", summary_json(records, duration_ns, &probes))?;
     } else {
-        let text = summary(records, duration_ns, &cfg.cpus, &attach, &probes);
+        let text = summary(records, duration_ns, &cfg.cpus, &attach, &probes, cfg.words);
         write!(out, "\n{text}")?;
     }
     // The summary is printed even when the metrics file could not be written at the end.
@@ -142,6 +148,7 @@ fn start_probes(cfg: &CensusConfig) -> anyhow::Result<(ProbeSession, Receiver<Pr
 struct Census {
     start_ns: Nanos,
     log: bool,
+    words: Words,
     records: Vec<Record>,
 }
 
@@ -160,7 +167,7 @@ impl Census {
         observer.batch(batch);
         if self.log {
             for r in batch.iter() {
-                writeln!(out, "{}", log_line(r, self.start_ns))?;
+                writeln!(out, "{}", log_line(r, self.start_ns, self.words))?;
             }
         }
         self.records.append(batch);
@@ -181,21 +188,45 @@ fn at_ns(r: &Record) -> Nanos {
     }
 }
 
+/// A summary row's culprit: a task one row per task (its policy aside), a sleeper woken by
+/// its hrtimer one row per comm, not per pid.
+fn row_of(who: &Who) -> Who {
+    match who {
+        Who::Task { comm, pid, .. } => Who::Task {
+            comm: comm.clone(),
+            pid: *pid,
+            policy: 0,
+        },
+        Who::Hrtimer {
+            soft,
+            callback: TimerCallback::Wakeup { comm, .. },
+        } => Who::Hrtimer {
+            soft: *soft,
+            callback: TimerCallback::Wakeup {
+                comm: comm.clone(),
+                pid: ANY_PID,
+            },
+        },
+        other => other.clone(),
+    }
+}
+
 /// One line of the log, times relative to `base_ns`.
-pub fn log_line(r: &Record, base_ns: Nanos) -> String {
+pub fn log_line(r: &Record, base_ns: Nanos, words: Words) -> String {
     let at = |t: Nanos| t.saturating_sub(base_ns) as f64 / 1e9;
     match r {
         Record::Interruption(i) => {
+            let (name, detail) = words(&i.who);
             let mut s = format!(
                 "+{:.6}s  CPU {:<3} {:<11} {:>9}  {}",
                 at(i.start_ns),
                 i.cpu,
                 i.class.as_str(),
                 fmt_ns(i.duration_ns()),
-                i.name
+                name
             );
-            if !i.detail.is_empty() {
-                let _ = write!(s, "  {}", i.detail);
+            if !detail.is_empty() {
+                let _ = write!(s, "  {detail}");
             }
             if let Some(p) = i.parent {
                 let _ = write!(s, "  (inside {p})");
@@ -289,20 +320,14 @@ pub fn summary(
     cpus: &[Cpu],
     attach: &[AttachStatus],
     probes: &ProbeSummary,
+    words: Words,
 ) -> String {
-    let mut by: BTreeMap<(Cpu, CulpritClass, String), Tally> = BTreeMap::new();
+    let mut by: BTreeMap<(Cpu, CulpritClass, Who), Tally> = BTreeMap::new();
     let mut causes: BTreeMap<(Cpu, String, String), u64> = BTreeMap::new();
     for r in records {
         match r {
             Record::Interruption(i) => {
-                // A task's detail is its policy: one row per task. Elsewhere a task named in
-                // the detail (a sleeper's hrtimer_wakeup) is one row per comm, not per pid.
-                let name = if i.detail.is_empty() || i.class == CulpritClass::Task {
-                    i.name.to_string()
-                } else {
-                    format!("{} {}", i.name, without_pid(&i.detail))
-                };
-                let t = by.entry((i.cpu, i.class, name)).or_default();
+                let t = by.entry((i.cpu, i.class, row_of(&i.who))).or_default();
                 t.count += 1;
                 t.total += i.duration_ns();
                 t.max = t.max.max(i.duration_ns());
@@ -321,7 +346,7 @@ pub fn summary(
             }
             Record::Steal(st) => {
                 let t = by
-                    .entry((st.cpu, CulpritClass::Hypervisor, "host preemption".into()))
+                    .entry((st.cpu, CulpritClass::Hypervisor, Who::AnyHost))
                     .or_default();
                 t.count += 1;
                 t.total += st.steal_ns;
@@ -344,7 +369,13 @@ pub fn summary(
     );
     let mut rows: Vec<_> = by.into_iter().collect();
     rows.sort_by(|a, b| (a.0 .0, b.1.total).cmp(&(b.0 .0, a.1.total)));
-    for ((cpu, class, name), t) in rows {
+    for ((cpu, class, who), t) in rows {
+        let name = match words(&who) {
+            // A task's detail is its policy, the host's its CPU: the name alone.
+            (name, _) if matches!(class, CulpritClass::Task | CulpritClass::Hypervisor) => name,
+            (name, detail) if detail.is_empty() => name,
+            (name, detail) => format!("{name} {detail}"),
+        };
         let share = if duration_ns > 0 {
             100.0 * t.total as f64 / duration_ns as f64
         } else {

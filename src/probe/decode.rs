@@ -7,8 +7,8 @@ use super::skel::types::js_record;
 use std::collections::HashSet;
 
 use crate::model::{
-    vector, Cause, CauseKind, CulpritClass, Interruption, StealSample, Text, ThreadEvent, Wait,
-    WaitKind,
+    vector, Cause, CauseKind, Culprit, CulpritClass, FaultKind, Interruption, StealSample, Text,
+    ThreadEvent, TimerCallback, Wait, WaitKind, Who, WorkItem,
 };
 use crate::platform::fast_hash::FastMap;
 
@@ -73,45 +73,6 @@ fn culprit_of(class: abi::Class) -> Option<CulpritClass> {
     })
 }
 
-/// Softirq vector names as the kernel's `softirq_to_name`.
-pub fn softirq_name(vec: u64) -> String {
-    const NAMES: [&str; 10] = [
-        "HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER",
-        "RCU",
-    ];
-    NAMES
-        .get(vec as usize)
-        .map(|s| s.to_string())
-        .unwrap_or_else(|| format!("softirq {vec}"))
-}
-
-pub fn vector_name(kind: u64) -> &'static str {
-    match kind {
-        vector::LOCAL_TIMER => "local timer",
-        vector::RESCHEDULE => "reschedule",
-        vector::CALL_FUNCTION => "call-function",
-        vector::CALL_FUNCTION_SINGLE => "call-function-single",
-        vector::IRQ_WORK => "irq_work",
-        vector::THERMAL => "thermal",
-        vector::X86_PLATFORM_IPI => "x86-platform-ipi",
-        vector::SPURIOUS => "spurious",
-        vector::ERROR => "error-apic",
-        _ => "vector",
-    }
-}
-
-fn policy_name(p: u32) -> &'static str {
-    match p {
-        0 => "SCHED_OTHER",
-        1 => "SCHED_FIFO",
-        2 => "SCHED_RR",
-        3 => "SCHED_BATCH",
-        5 => "SCHED_IDLE",
-        6 => "SCHED_DEADLINE",
-        _ => "SCHED_?",
-    }
-}
-
 fn c_string(raw: &[i8]) -> String {
     let bytes: Vec<u8> = raw
         .iter()
@@ -121,54 +82,44 @@ fn c_string(raw: &[i8]) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
-/// The work function of a kworker record. A run with none has two readings, told apart
-/// because they mean different things to whoever tunes the CPU: the worker's current function
-/// could not be read when it was switched in (it may have been inside an item: unknown), or
-/// the worker ran and started no item (it woke to manage its pool, to find the work already
-/// A kworker's detail when its work function could not be read, saying why (the only case
-/// in which a worker goes unnamed).
-pub const WORK_UNREADABLE: &str =
-    "(no work item seen: the worker's current work function could not be read on this kernel)";
-/// A kworker's detail when it ran and started no work item (woke, found nothing, slept).
-pub const RAN_NO_WORK: &str = "(ran no work item)";
-
+/// The work item of a kworker record. A run with none has two readings, told apart because
+/// they mean different things to whoever tunes the CPU: the worker's current function could
+/// not be read when it was switched in (it may have been inside an item: unknown), or the
+/// worker ran and started no item (it woke to manage its pool, to find the work already
 /// taken by another worker, or to go idle again).
-fn work_function(r: &js_record, syms: &mut Kallsyms) -> String {
+fn work_item(r: &js_record, syms: &mut Kallsyms, names: &mut Names) -> WorkItem {
     if r.detail != 0 {
-        syms.name(r.detail)
+        WorkItem::Function(names.text(&syms.name(r.detail)))
     } else if r.flags & F_WORK_UNREAD != 0 {
-        WORK_UNREADABLE.into()
+        WorkItem::Unreadable
     } else {
-        RAN_NO_WORK.into()
+        WorkItem::NoItem
     }
 }
 
-/// One expired hrtimer's callback. Named `local timer` like the timer interrupt that ran it,
-/// so that per-cause totals stay comparable with a recorder's local_timer vector; `hrtimer
-/// (softirq)` when the HRTIMER softirq ran it instead. The detail says what it ran.
-fn hrtimer(r: &js_record, syms: &mut Kallsyms) -> (CulpritClass, String, String) {
-    let name = if r.flags & HRT_SOFT != 0 {
-        "hrtimer (softirq)"
-    } else {
-        "local timer"
-    }
-    .to_string();
-    if r.flags & HRT_SLEEPER != 0 {
-        let comm = c_string(&r.name);
+/// One expired hrtimer's callback: the timer interrupt's work (class `timer_tick`, shown like
+/// the timer interrupt that ran it, so that per-cause totals stay comparable with a
+/// recorder's local_timer vector), or jitterscope's own sleep ending (`self`).
+fn hrtimer(r: &js_record, syms: &mut Kallsyms, names: &mut Names) -> (CulpritClass, Who) {
+    let soft = r.flags & HRT_SOFT != 0;
+    let (class, callback) = if r.flags & HRT_SLEEPER != 0 {
+        let comm = names.text(&c_string(&r.name));
         if r.flags & HRT_SELF != 0 {
-            let detail = format!("hrtimer_wakeup of {comm} (jitterscope's own sleep)");
-            return (CulpritClass::SelfNoise, name, detail);
+            (CulpritClass::SelfNoise, TimerCallback::OwnSleep { comm })
+        } else {
+            let pid = r.pid;
+            (CulpritClass::TimerTick, TimerCallback::Wakeup { comm, pid })
         }
-        let detail = format!("hrtimer_wakeup of {comm}[{}]", r.pid);
-        return (CulpritClass::TimerTick, name, detail);
-    }
-    let func = syms.name(r.id);
-    // tick_sched_timer became tick_nohz_handler in Linux 6.9.
-    let detail = match func.as_str() {
-        "tick_nohz_handler" | "tick_sched_timer" => "scheduler tick".to_string(),
-        _ => func,
+    } else {
+        let func = syms.name(r.id);
+        // tick_sched_timer became tick_nohz_handler in Linux 6.9.
+        let callback = match func.as_str() {
+            "tick_nohz_handler" | "tick_sched_timer" => TimerCallback::Tick,
+            _ => TimerCallback::Function(names.text(&func)),
+        };
+        (CulpritClass::TimerTick, callback)
     };
-    (CulpritClass::TimerTick, name, detail)
+    (class, Who::Hrtimer { soft, callback })
 }
 
 /// One shared copy of each distinct name and detail the decoder produced, so that a record
@@ -179,7 +130,7 @@ fn hrtimer(r: &js_record, syms: &mut Kallsyms) -> (CulpritClass, String, String)
 #[derive(Debug, Default)]
 pub struct Names {
     known: HashSet<Text>,
-    made: FastMap<Made, (CulpritClass, Text, Text)>,
+    made: FastMap<Made, Culprit>,
 }
 
 /// Every field of an interruption record that its class, name and detail are made from
@@ -293,27 +244,22 @@ pub fn decode_with(r: &js_record, syms: &mut Kallsyms, names: &mut Names) -> Opt
 }
 
 fn interruption(r: &js_record, syms: &mut Kallsyms, names: &mut Names) -> Option<Interruption> {
-    let (class, name, detail) = culprit_named(r, syms, names)?;
+    let Culprit { class, who } = culprit_named(r, syms, names)?;
     Some(Interruption {
         cpu: r.cpu,
         class,
         start_ns: r.start_ns,
         end_ns: r.end_ns.max(r.start_ns),
         id: r.id,
-        name,
-        detail,
+        who,
         pid: r.pid,
         parent: class_of(r.parent),
         victim: r.victim,
     })
 }
 
-/// An interruption record's class, name and detail (made once for each `Made`, then kept).
-pub fn culprit_named(
-    r: &js_record,
-    syms: &mut Kallsyms,
-    names: &mut Names,
-) -> Option<(CulpritClass, Text, Text)> {
+/// An interruption record's culprit (made once for each `Made`, then kept).
+pub fn culprit_named(r: &js_record, syms: &mut Kallsyms, names: &mut Names) -> Option<Culprit> {
     let key = Made::of(r);
     match names.made.get(&key) {
         Some(made) => Some(made.clone()),
@@ -328,73 +274,72 @@ pub fn culprit_named(
     }
 }
 
-/// An interruption record's class, name and detail, made from its fields.
-fn named(
-    r: &js_record,
-    syms: &mut Kallsyms,
-    names: &mut Names,
-) -> Option<(CulpritClass, Text, Text)> {
-    let (class, name, detail) = match abi::Class::from_code(r.class_)? {
-        abi::Class::Hrtimer => hrtimer(r, syms),
+/// An interruption record's class and who, made from its fields.
+fn named(r: &js_record, syms: &mut Kallsyms, names: &mut Names) -> Option<Culprit> {
+    let (class, who) = match abi::Class::from_code(r.class_)? {
+        abi::Class::Hrtimer => hrtimer(r, syms, names),
         code => {
             let class = culprit_of(code)?;
-            let (name, detail) = name_and_detail(class, r, syms)?;
-            (class, name, detail)
+            (class, who_of(class, r, syms, names)?)
         }
     };
-    Some((class, names.text(&name), names.text(&detail)))
+    Some(Culprit { class, who })
 }
 
-/// How an episode of `class` reads: `kworker/3:1` running `vmstat_update`, `36 virtio1-req.0`,
-/// `cpu 3` going `3000000→1200000 kHz` …; None for the classes no record carries.
-fn name_and_detail(
+/// Who an episode of `class` names: a kworker and its work item, an IRQ and its action, a
+/// task and its pid …; None for the classes no record carries.
+fn who_of(
     class: CulpritClass,
     r: &js_record,
     syms: &mut Kallsyms,
-) -> Option<(String, String)> {
-    let comm = c_string(&r.name);
+    names: &mut Names,
+) -> Option<Who> {
+    let mut comm = || names.text(&c_string(&r.name));
     Some(match class {
-        CulpritClass::Kworker => (comm, work_function(r, syms)),
-        CulpritClass::Kthread => (comm, String::new()),
-        CulpritClass::Task | CulpritClass::SelfNoise => {
-            // The policy only: per-episode facts would split one task's ranking row.
-            (format!("{comm}[{}]", r.pid), policy_name(r.aux).to_string())
+        CulpritClass::Kworker => {
+            let worker = comm();
+            Who::Work {
+                worker,
+                item: work_item(r, syms, names),
+            }
         }
-        CulpritClass::Irq => (format!("{} {comm}", r.id), String::new()),
-        CulpritClass::Softirq => (softirq_name(r.id), String::new()),
+        CulpritClass::Kthread => Who::Kthread { comm: comm() },
+        // The policy only: per-episode facts would split one task's ranking row.
+        CulpritClass::Task | CulpritClass::SelfNoise => Who::Task {
+            comm: comm(),
+            pid: r.pid,
+            policy: r.aux,
+        },
+        CulpritClass::Irq => Who::Irq {
+            number: r.id,
+            action: comm(),
+        },
+        CulpritClass::Softirq => Who::Softirq { vector: r.id },
         // The local timer's own time: its hrtimer callbacks (counted in `flags`) are
         // records of their own, nested in it.
-        CulpritClass::TimerTick if r.id == vector::LOCAL_TIMER => (
-            vector_name(r.id).to_string(),
-            if r.flags > 0 {
-                "timer interrupt outside callbacks".to_string()
-            } else {
-                "timer interrupt, no hrtimer callback seen".to_string()
-            },
-        ),
-        CulpritClass::TimerTick | CulpritClass::Ipi => {
-            (vector_name(r.id).to_string(), String::new())
-        }
-        CulpritClass::Nmi => ("nmi".to_string(), syms.name(r.detail)),
-        CulpritClass::FreqChange => (
-            format!("cpu {}", r.cpu),
-            if r.detail == 0 {
-                format!("?→{} kHz", r.id)
-            } else {
-                format!("{}→{} kHz", r.detail, r.id)
-            },
-        ),
-        CulpritClass::Fault => (
-            "page fault".to_string(),
-            match (
+        CulpritClass::TimerTick if r.id == vector::LOCAL_TIMER => Who::LocalTimer {
+            callbacks: r.flags > 0,
+        },
+        CulpritClass::TimerTick | CulpritClass::Ipi => Who::Vector { vector: r.id },
+        CulpritClass::Nmi => Who::Nmi {
+            handler: names.text(&syms.name(r.detail)),
+        },
+        CulpritClass::FreqChange => Who::Freq {
+            cpu: r.cpu,
+            old_khz: r.detail,
+            new_khz: r.id,
+            before_ns: 0,
+        },
+        CulpritClass::Fault => Who::Fault {
+            kind: match (
                 r.flags & abi::FAULT_MAJOR != 0,
                 r.flags & abi::FAULT_ERROR != 0,
             ) {
-                (_, true) => "failed fault".to_string(),
-                (true, false) => "major fault (waited for I/O)".to_string(),
-                (false, false) => "minor fault".to_string(),
+                (_, true) => FaultKind::Failed,
+                (true, false) => FaultKind::Major,
+                (false, false) => FaultKind::Minor,
             },
-        ),
+        },
         CulpritClass::Hypervisor | CulpritClass::Unexplained | CulpritClass::Lost => return None,
     })
 }
@@ -481,7 +426,9 @@ mod tests {
                     if let (Some(Record::Interruption(a)), Some(Record::Interruption(b))) =
                         (&warm, &again)
                     {
-                        assert!(std::sync::Arc::ptr_eq(&a.detail, &b.detail), "cached");
+                        if let (Some(x), Some(y)) = (a.who.text(), b.who.text()) {
+                            assert!(std::sync::Arc::ptr_eq(x, y), "cached");
+                        }
                     }
                 }
             }
@@ -499,8 +446,14 @@ mod tests {
             panic!()
         };
         assert_eq!(
-            (i.class, &*i.name, &*i.detail),
-            (CulpritClass::Kworker, "kworker/3:1", "vmstat_update")
+            (i.class, i.who),
+            (
+                CulpritClass::Kworker,
+                Who::Work {
+                    worker: "kworker/3:1".into(),
+                    item: WorkItem::Function("vmstat_update".into())
+                }
+            )
         );
 
         let mut irq = rec(Kind::Interruption, 5);
@@ -510,7 +463,13 @@ mod tests {
         let Some(Record::Interruption(i)) = decode(&irq, &mut syms) else {
             panic!()
         };
-        assert_eq!(&*i.name, "36 virtio1-req.0");
+        assert_eq!(
+            i.who,
+            Who::Irq {
+                number: 36,
+                action: "virtio1-req.0".into()
+            }
+        );
         assert_eq!(i.parent, Some(CulpritClass::Kworker));
 
         let mut t = rec(Kind::Interruption, 1);
@@ -520,8 +479,14 @@ mod tests {
         let Some(Record::Interruption(i)) = decode(&t, &mut syms) else {
             panic!()
         };
-        assert_eq!(&*i.name, "stress[4121]");
-        assert_eq!(&*i.detail, "SCHED_OTHER");
+        assert_eq!(
+            i.who,
+            Who::Task {
+                comm: "stress".into(),
+                pid: 4121,
+                policy: 0
+            }
+        );
 
         let mut f = rec(Kind::Interruption, 10);
         f.id = 1_200_000;
@@ -529,14 +494,22 @@ mod tests {
         let Some(Record::Interruption(i)) = decode(&f, &mut syms) else {
             panic!()
         };
-        assert_eq!((&*i.name, &*i.detail), ("cpu 3", "3000000→1200000 kHz"));
+        assert_eq!(
+            i.who,
+            Who::Freq {
+                cpu: 3,
+                old_khz: 3_000_000,
+                new_khz: 1_200_000,
+                before_ns: 0
+            }
+        );
 
         let mut s = rec(Kind::Interruption, 6);
         s.id = 3;
         let Some(Record::Interruption(i)) = decode(&s, &mut syms) else {
             panic!()
         };
-        assert_eq!(&*i.name, "NET_RX");
+        assert_eq!(i.who, Who::Softirq { vector: 3 });
 
         let mut v = rec(Kind::Interruption, 7);
         v.id = 1;
@@ -544,8 +517,11 @@ mod tests {
             panic!()
         };
         assert_eq!(
-            (i.class, &*i.name),
-            (CulpritClass::TimerTick, "local timer")
+            (i.class, i.who),
+            (
+                CulpritClass::TimerTick,
+                Who::LocalTimer { callbacks: false }
+            )
         );
 
         let mut l = rec(Kind::Lost, 0);
@@ -596,9 +572,13 @@ mod tests {
         let mut syms = Kallsyms::parse("");
         let mut k = rec(Kind::Interruption, 2);
         k.name = name("kworker/3:1");
-        assert_eq!(&*interruption(&k, &mut syms).detail, RAN_NO_WORK);
+        let item = |r: &js_record, syms: &mut Kallsyms| match interruption(r, syms).who {
+            Who::Work { item, .. } => item,
+            other => panic!("not a work item: {other:?}"),
+        };
+        assert_eq!(item(&k, &mut syms), WorkItem::NoItem);
         k.flags = F_WORK_UNREAD;
-        assert_eq!(&*interruption(&k, &mut syms).detail, WORK_UNREADABLE);
+        assert_eq!(item(&k, &mut syms), WorkItem::Unreadable);
     }
 
     #[test]
@@ -610,12 +590,12 @@ mod tests {
         h.parent = 7;
         h.id = 0xffffffff81000100;
         let i = interruption(&h, &mut syms);
+        let timer = |soft, callback| Who::Hrtimer { soft, callback };
         assert_eq!(
-            (i.class, &*i.name, &*i.detail, i.parent),
+            (i.class, i.who, i.parent),
             (
                 CulpritClass::TimerTick,
-                "local timer",
-                "scheduler tick",
+                timer(false, TimerCallback::Tick),
                 Some(CulpritClass::TimerTick)
             )
         );
@@ -625,26 +605,24 @@ mod tests {
         h.pid = 4121;
         h.name = name("sleep");
         let i = interruption(&h, &mut syms);
+        let sleeper = TimerCallback::Wakeup {
+            comm: "sleep".into(),
+            pid: 4121,
+        };
         assert_eq!(
-            (i.class, &*i.name, &*i.detail, i.pid),
-            (
-                CulpritClass::TimerTick,
-                "local timer",
-                "hrtimer_wakeup of sleep[4121]",
-                4121
-            )
+            (i.class, i.who, i.pid),
+            (CulpritClass::TimerTick, timer(false, sleeper), 4121)
         );
 
         h.flags = HRT_SLEEPER | HRT_SELF;
         h.name = name("js-collector");
         let i = interruption(&h, &mut syms);
+        let own = TimerCallback::OwnSleep {
+            comm: "js-collector".into(),
+        };
         assert_eq!(
-            (i.class, &*i.name, &*i.detail),
-            (
-                CulpritClass::SelfNoise,
-                "local timer",
-                "hrtimer_wakeup of js-collector (jitterscope's own sleep)"
-            )
+            (i.class, i.who),
+            (CulpritClass::SelfNoise, timer(false, own))
         );
 
         h.flags = HRT_SOFT;
@@ -652,10 +630,9 @@ mod tests {
         h.parent = 6;
         let i = interruption(&h, &mut syms);
         assert_eq!(
-            (&*i.name, &*i.detail, i.parent),
+            (i.who, i.parent),
             (
-                "hrtimer (softirq)",
-                "it_real_fn",
+                timer(true, TimerCallback::Function("it_real_fn".into())),
                 Some(CulpritClass::Softirq)
             )
         );
@@ -676,18 +653,18 @@ mod tests {
         v.id = 1;
         v.flags = 2;
         assert_eq!(
-            &*interruption(&v, &mut syms).detail,
-            "timer interrupt outside callbacks"
+            interruption(&v, &mut syms).who,
+            Who::LocalTimer { callbacks: true }
         );
         v.flags = 0;
         assert_eq!(
-            &*interruption(&v, &mut syms).detail,
-            "timer interrupt, no hrtimer callback seen"
+            interruption(&v, &mut syms).who,
+            Who::LocalTimer { callbacks: false }
         );
         let mut ipi = rec(Kind::Interruption, 8);
         ipi.id = 2;
         ipi.flags = 0;
         let i = interruption(&ipi, &mut syms);
-        assert_eq!((&*i.name, &*i.detail), ("reschedule", ""));
+        assert_eq!(i.who, Who::Vector { vector: 2 });
     }
 }

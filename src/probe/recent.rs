@@ -281,10 +281,13 @@ impl RecentKernel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::CulpritClass;
+    use crate::model::{Culprit, CulpritClass, Who};
 
     fn naming(name: &str) -> Naming {
-        (CulpritClass::Kworker, name.into(), "".into())
+        Culprit {
+            class: CulpritClass::Kworker,
+            who: Who::Kthread { comm: name.into() },
+        }
     }
 
     /// `pieces` as the tally gives them: a piece with whether its episode (for a debit, the
@@ -319,7 +322,10 @@ mod tests {
     fn names_of(w: &WindowTime) -> Vec<(String, Nanos)> {
         w.culprits
             .iter()
-            .map(|(n, ns)| (n.1.to_string(), *ns))
+            .map(|(n, ns)| match &n.who {
+                Who::Kthread { comm } => (comm.to_string(), *ns),
+                other => (format!("{other:?}"), *ns),
+            })
             .collect()
     }
 

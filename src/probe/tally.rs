@@ -7,7 +7,7 @@
 //! one: measured inside kernel records, but not yet matched to the stalls the workload saw
 //! (entry/exit time and unexplained gaps come only with the decisions at the end).
 
-use crate::model::{hypervisor_detail, CulpritClass, Nanos, Text, HYPERVISOR_NAME};
+use crate::model::{Culprit, CulpritClass, Nanos, Who};
 use crate::platform::fast_hash::FastMap;
 
 use super::abi::{Class, Kind};
@@ -23,9 +23,7 @@ pub const LISTED: usize = 50;
 /// A culprit's kernel time so far.
 #[derive(Debug, Clone, PartialEq)]
 pub struct KernelCulprit {
-    pub class: CulpritClass,
-    pub name: Text,
-    pub detail: Text,
+    pub culprit: Culprit,
     pub episodes: u64,
     /// Its episodes' own time inside the window (nested episodes left to their own culprits).
     pub ns: Nanos,
@@ -46,8 +44,8 @@ pub struct KernelTime {
     pub end_unseen: u64,
 }
 
-/// A record's culprit: its class, name and detail (`decode::culprit_named`).
-pub type Naming = (CulpritClass, Text, Text);
+/// A record's culprit (`decode::culprit_named`).
+pub type Naming = Culprit;
 
 /// Episodes ended and not yet claimed by the episode they are nested in, per CPU, at most:
 /// one whose enclosing episode never comes (it began before the probes) is dropped with the
@@ -58,10 +56,8 @@ const UNCLAIMED_KEPT: usize = 256;
 /// names carry pids and a kworker's flags its item count).
 const MADE_KEPT: usize = 4096;
 
-/// Culprits told apart, at most (the rest of each class share a row named `OTHERS`).
+/// Culprits told apart, at most (the rest of each class share a row, `Who::Others`).
 pub(super) const CULPRITS_KEPT: usize = 4096;
-/// The name of a class's row for the culprits past `CULPRITS_KEPT`.
-const OTHERS: &str = "others (past the culprits told apart)";
 
 /// The kernel's largest `NR_CPUS`.
 const MAX_CPUS: usize = 8192;
@@ -109,7 +105,7 @@ fn piece(
         let Some(c) = culprits.get(r.named()) else {
             return;
         };
-        r.name((c.class, c.name.clone(), c.detail.clone()));
+        r.name(c.culprit.clone());
     }
     r.push(cpu, piece, of_long);
 }
@@ -151,9 +147,10 @@ impl KernelTally {
             }
             Some(Kind::Interruption) => self.interruption(r, from_ns, name, true, &mut recent),
             Some(Kind::Steal) if r.id > 0 => {
-                let (name, detail): (Text, Text) =
-                    (HYPERVISOR_NAME.into(), hypervisor_detail(r.cpu).into());
-                let at = self.culprit((CulpritClass::Hypervisor, name, detail));
+                let at = self.culprit(Culprit {
+                    class: CulpritClass::Hypervisor,
+                    who: Who::Host { cpu: r.cpu },
+                });
                 self.credit(at, r.id, r.end_ns);
                 let span = (r.start_ns, r.end_ns.max(r.start_ns));
                 let grown = r.id.min(span.1 - span.0);
@@ -274,7 +271,10 @@ impl KernelTally {
         let key = match self.culprits.len() < CULPRITS_KEPT {
             true => key,
             false => {
-                let others: Naming = (key.0, OTHERS.into(), "".into());
+                let others = Culprit {
+                    class: key.class,
+                    who: Who::Others,
+                };
                 if let Some(&at) = self.index.get(&others) {
                     return at;
                 }
@@ -282,9 +282,7 @@ impl KernelTally {
             }
         };
         self.culprits.push(KernelCulprit {
-            class: key.0,
-            name: key.1.clone(),
-            detail: key.2.clone(),
+            culprit: key.clone(),
             episodes: 0,
             ns: 0,
             longest_ns: 0,
@@ -362,7 +360,24 @@ mod tests {
             .map(|&b| b as u8 as char)
             .collect();
         let class = crate::probe::decode::class_of(r.class_)?;
-        Some((class, name.into(), "".into()))
+        Some(Culprit {
+            class,
+            who: Who::Kthread { comm: name.into() },
+        })
+    }
+
+    /// What the tests name the host's row and the others' row.
+    const HOST: &str = "host";
+    const OTHERS: &str = "others";
+
+    /// A culprit by the name the test's namer gave it.
+    fn shown(c: &Culprit) -> String {
+        match &c.who {
+            Who::Kthread { comm } => comm.to_string(),
+            Who::Host { .. } => HOST.to_string(),
+            Who::Others => OTHERS.to_string(),
+            other => format!("{other:?}"),
+        }
     }
 
     fn add_all(t: &mut KernelTally, records: &[js_record], from: Nanos) {
@@ -372,7 +387,10 @@ mod tests {
     }
 
     fn ns_of(t: &KernelTime, name: &str) -> Option<Nanos> {
-        t.culprits.iter().find(|c| &*c.name == name).map(|c| c.ns)
+        t.culprits
+            .iter()
+            .find(|c| shown(&c.culprit) == name)
+            .map(|c| c.ns)
     }
 
     #[test]
@@ -400,8 +418,12 @@ mod tests {
         assert_eq!(ns_of(&top, "kworker/0:1"), Some(930));
         assert_eq!(ns_of(&top, "TIMER"), Some(100));
         assert_eq!(top.total_ns, 1000 + 100, "every ns once");
-        assert_eq!(top.culprits[0].name.as_ref(), "kworker/0:1");
-        let irq = top.culprits.iter().find(|c| &*c.name == "irq").unwrap();
+        assert_eq!(shown(&top.culprits[0].culprit), "kworker/0:1");
+        let irq = top
+            .culprits
+            .iter()
+            .find(|c| shown(&c.culprit) == "irq")
+            .unwrap();
         assert_eq!((irq.episodes, irq.longest_ns, irq.last_ns), (2, 50, 1509));
     }
 
@@ -438,7 +460,7 @@ mod tests {
         );
         let top = t.top(1);
         assert_eq!(top.culprits.len(), 1, "the first only");
-        assert_eq!(top.culprits[0].name.as_ref(), "across");
+        assert_eq!(shown(&top.culprits[0].culprit), "across");
         assert_eq!(top.culprits[0].ns, 300);
         assert_eq!(top.total_ns, 300 + 10 + 250);
         assert_eq!((top.lost, top.end_unseen), (7, 1));
@@ -447,7 +469,7 @@ mod tests {
             "the tick was claimed by the run it was nested in"
         );
         let all = t.top(10);
-        assert_eq!(ns_of(&all, HYPERVISOR_NAME), Some(250));
+        assert_eq!(ns_of(&all, HOST), Some(250));
         assert_eq!(ns_of(&all, "before"), Option::None);
         assert_eq!(ns_of(&all, "unseen"), Option::None);
         assert_eq!(ns_of(&all, "local timer"), Some(10));
@@ -504,7 +526,7 @@ mod tests {
         let names = |w: super::super::recent::WindowTime| -> Vec<(String, Nanos)> {
             w.culprits
                 .into_iter()
-                .map(|(n, ns)| (n.1.to_string(), ns))
+                .map(|(n, ns)| (shown(&n), ns))
                 .collect()
         };
         assert_eq!(
@@ -515,10 +537,7 @@ mod tests {
             names(r.window(1, 3400, 3600)),
             vec![("unseen".into(), 190), ("local timer".into(), 10)]
         );
-        assert_eq!(
-            names(r.window(1, 6500, 7000)),
-            vec![(HYPERVISOR_NAME.into(), 200)]
-        );
+        assert_eq!(names(r.window(1, 6500, 7000)), vec![(HOST.into(), 200)]);
         // The run whose end was not seen has no time of its own in the tally.
         let top = t.top(10);
         assert_eq!(ns_of(&top, "unseen"), Option::None);

@@ -1,13 +1,14 @@
 //! The run file's entries from the attribution's verdicts and ranking: the one place that
 //! turns attribution types into the stable JSON structs.
 
+use super::culprit::words;
 use super::runfile::{
     CpuCount, CpuSteal, CpuTheftEntry, CulpritEntry, ProbeInfo, ProgramCostEntry, SpikeEntry,
-    StallCulprit, StallEntry,
+    StallCulprit, StallEntry, TimelineRecord,
 };
 use crate::attribution::run::RunAttribution;
 use crate::attribution::{RankedCulprit, Share, SpikeVerdict, Verdict};
-use crate::model::{Cpu, Nanos, Spike, ThreadRole};
+use crate::model::{vector_name, Cpu, Nanos, Spike, ThreadRole, Who};
 use crate::probe::recent::{RecentKernel, WindowTime};
 use crate::probe::{AttachState, AttachStatus, ProbeSummary};
 
@@ -18,11 +19,12 @@ pub fn consumer_key(index: usize) -> String {
 
 /// One culprit of a stall or spike.
 pub fn stall_culprit(c: &Share) -> StallCulprit {
+    let (name, detail) = words(&c.culprit);
     StallCulprit {
-        class: c.class,
-        name: c.name.to_string(),
-        detail: c.detail.to_string(),
-        via: c.via.clone(),
+        class: c.culprit.class,
+        name,
+        detail,
+        via: super::culprit::via(c.via.as_deref()),
         measured_ns: c.measured_ns,
         inferred_ns: c.inferred_ns,
         host_ns: c.host_ns,
@@ -51,7 +53,7 @@ pub fn stall_entry(v: &Verdict, probes_on: bool) -> StallEntry {
         explained_share: probes_on.then_some(v.explained_share),
         culprits: culprits(&v.culprits, probes_on),
         incomplete: v.incomplete,
-        timeline: v.timeline.clone(),
+        timeline: v.timeline.iter().map(TimelineRecord::of).collect(),
     }
 }
 
@@ -102,10 +104,10 @@ pub fn kernel_window_spike(
     let entries = |w: &WindowTime| -> Vec<StallCulprit> {
         w.culprits
             .iter()
-            .map(|((class, name, detail), ns)| StallCulprit {
-                class: *class,
-                name: name.to_string(),
-                detail: detail.to_string(),
+            .map(|(culprit, ns)| StallCulprit {
+                class: culprit.class,
+                name: super::culprit::name(&culprit.who),
+                detail: super::culprit::detail(&culprit.who),
                 via: String::new(),
                 measured_ns: *ns,
                 inferred_ns: 0,
@@ -136,10 +138,16 @@ pub fn kernel_window_spike(
 
 /// A run-wide ranking row as the run file stores it.
 pub fn culprit_entry(c: RankedCulprit) -> CulpritEntry {
+    let (name, detail) = words(&c.culprit);
+    let vector = match c.culprit.who {
+        Who::OwnIpi { vector, .. } => Some(vector_name(vector).to_string()),
+        _ => None,
+    };
     CulpritEntry {
-        class: c.class,
-        name: c.name,
-        detail: c.detail,
+        class: c.culprit.class,
+        name,
+        detail,
+        vector,
         episodes: c.episodes,
         measured_ns: c.measured_ns,
         inferred_ns: c.inferred_ns,

@@ -15,9 +15,19 @@ use crate::units::fmt_ns;
 fn identity(class: &str, name: &str, detail: &str) -> (String, String, String) {
     (
         class.to_string(),
-        crate::model::without_pid(name).to_string(),
+        without_pid(name).to_string(),
         detail.to_string(),
     )
+}
+
+/// `sleep[4121]` → `sleep`: a task's name as a run file holds it, without its pid. Run files
+/// hold culprits in words (older ones nothing else), so comparing two of them reads the
+/// words back.
+fn without_pid(name: &str) -> &str {
+    match name.rfind('[') {
+        Some(i) if name.ends_with(']') => &name[..i],
+        _ => name,
+    }
 }
 
 /// A culprit counts as present in a run from this share of the run's stall time: the long

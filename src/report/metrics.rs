@@ -19,7 +19,9 @@ use prometheus_client::registry::Registry;
 use anyhow::Context;
 
 use super::files::{write_file, OutputError};
-use crate::attribution::theft::{culprit_label, Distribution, TheftTally, THEFT_BUCKETS_NS};
+use crate::attribution::theft::{
+    ClassTheft, Distribution, Label, Theft, TheftTally, THEFT_BUCKETS_NS,
+};
 use crate::model::{Cpu, CulpritClass, Nanos};
 use crate::probe::census::CensusObserver;
 use crate::probe::decode::Record;
@@ -28,6 +30,17 @@ use crate::probe::decode::Record;
 pub const CULPRIT_SERIES: usize = 20;
 /// Thread names with a histogram of their own (watch); the rest are `other`.
 pub const THREAD_SERIES: usize = 20;
+/// A class's culprits by their labels as shown (`report::culprit::label`).
+fn shown_culprits(class: &ClassTheft) -> HashMap<String, Theft> {
+    let mut shown: HashMap<String, Theft> = HashMap::with_capacity(class.culprits.len());
+    for (label, t) in &class.culprits {
+        let s = shown.entry(super::culprit::label(label)).or_default();
+        s.episodes += t.episodes;
+        s.stolen_ns += t.stolen_ns;
+    }
+    shown
+}
+
 /// Free series go to new culprits (and thread names) until this long after recording
 /// started; then the label set is closed and series are neither added nor removed.
 pub const LABELS_OPEN_NS: Nanos = 60_000_000_000;
@@ -521,6 +534,7 @@ impl MetricsFile {
     }
 
     /// Free series of each CPU and class to its culprits with the most stolen time.
+    /// (Series are named by the culprits' labels as shown: `shown_culprits`.)
     fn admit_culprits(&mut self, theft: &TheftTally) {
         for (&key, class) in &theft.by {
             let named = self.named.entry(key).or_default();
@@ -528,8 +542,8 @@ impl MetricsFile {
             if free == 0 {
                 continue;
             }
-            let mut waiting: Vec<(&String, Nanos)> = class
-                .culprits
+            let shown = shown_culprits(class);
+            let mut waiting: Vec<(&String, Nanos)> = shown
                 .iter()
                 // A culprit called `other` would clash with the rest: it stays in it.
                 .filter(|(l, t)| t.stolen_ns > 0 && l.as_str() != OTHER && !named.contains(l))
@@ -563,9 +577,10 @@ impl MetricsFile {
                 ]
             };
             let t = e.theft.by.get(&key);
+            let shown = t.map(shown_culprits).unwrap_or_default();
             let mut rest = t.map(|t| t.total).unwrap_or_default();
             for name in self.named.get(&key).unwrap_or(&none) {
-                let c = t.and_then(|t| t.culprits.get(name)).copied();
+                let c = shown.get(name).copied();
                 let c = c.unwrap_or_default();
                 rest.episodes = rest.episodes.saturating_sub(c.episodes);
                 rest.stolen_ns = rest.stolen_ns.saturating_sub(c.stolen_ns);
@@ -679,7 +694,7 @@ impl CensusObserver for ProbeMetrics {
         for r in records {
             match r {
                 Record::Interruption(i) if i.end_ns > i.start_ns => {
-                    let label = culprit_label(i.class, &i.name, &i.detail);
+                    let label = Label::of(&i.who);
                     self.theft.record(i.cpu, i.class, label, i.duration_ns());
                 }
                 Record::Steal(st) => *self.steal_ns.entry(st.cpu).or_default() += st.steal_ns,
@@ -743,7 +758,8 @@ mod tests {
             for class in [CulpritClass::Task, CulpritClass::Kworker] {
                 for i in 0..50 {
                     let ns = (round + 1) * 1_000 * (i + 1);
-                    tally.record(cpu, class, format!("c{round}-{i}"), ns);
+                    let label = Label::Comm(format!("c{round}-{i}").into());
+                    tally.record(cpu, class, label, ns);
                 }
             }
         }

@@ -4,6 +4,7 @@
 pub mod build;
 pub mod chart;
 pub mod compare;
+pub mod culprit;
 pub mod export;
 pub mod files;
 pub mod hgrm;

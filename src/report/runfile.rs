@@ -347,7 +347,54 @@ pub struct StallEntry {
     pub incomplete: bool,
     /// The kernel's interruption records around the stall (for timelines and traces).
     #[serde(default)]
-    pub timeline: Vec<Interruption>,
+    pub timeline: Vec<TimelineRecord>,
+}
+
+/// One kernel interruption record of a stall's timeline, in words.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimelineRecord {
+    pub cpu: Cpu,
+    pub class: CulpritClass,
+    pub start_ns: Nanos,
+    pub end_ns: Nanos,
+    /// Class-specific number: IRQ number, softirq vector, pid, IPI vector, new frequency (kHz).
+    pub id: u64,
+    /// `kworker/3:1`, `36 virtio1-req.0`, `NET_RX`, `local timer`, `cpu 3` …
+    pub name: String,
+    /// Work function, scheduling policy, `3000000→1200000 kHz` …; empty when none.
+    pub detail: String,
+    /// The task involved (kworker, task, kthread), 0 when none.
+    pub pid: u32,
+    /// The enclosing episode's class when this one is nested.
+    pub parent: Option<CulpritClass>,
+    /// Watch mode: the watched thread (kernel tid) that was on the CPU, 0 when none.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub victim: u32,
+}
+
+impl TimelineRecord {
+    pub fn of(i: &Interruption) -> TimelineRecord {
+        TimelineRecord {
+            cpu: i.cpu,
+            class: i.class,
+            start_ns: i.start_ns,
+            end_ns: i.end_ns,
+            id: i.id,
+            name: super::culprit::name(&i.who),
+            detail: super::culprit::detail(&i.who),
+            pid: i.pid,
+            parent: i.parent,
+            victim: i.victim,
+        }
+    }
+
+    pub fn duration_ns(&self) -> Nanos {
+        self.end_ns.saturating_sub(self.start_ns)
+    }
+}
+
+fn is_zero_u32(v: &u32) -> bool {
+    *v == 0
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -435,6 +482,10 @@ pub struct CulpritEntry {
     /// Stolen time per CPU.
     #[serde(default)]
     pub cpus: Vec<CpuTheftEntry>,
+    /// An IPI jitterscope sent itself (class `self`): its system vector, by the kernel's name
+    /// (`reschedule`, `call-function`), as a recorder names the vector's own time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vector: Option<String>,
 }
 
 impl CulpritEntry {
@@ -606,6 +657,7 @@ pub(crate) mod tests {
             share: 0.5,
             advice: String::new(),
             cpus: vec![],
+            vector: None,
         }
     }
 

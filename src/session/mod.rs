@@ -21,7 +21,7 @@ use std::io::Write;
 use anyhow::Result;
 
 use crate::live::frontend::{Frontend, LiveView, PlainLines, Silent};
-use crate::model::Decision;
+use crate::model::{Decision, Nanos};
 use crate::report::files::OutputDir;
 use crate::report::metrics::MetricsPlan;
 use crate::report::runfile::RunFile;

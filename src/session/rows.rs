@@ -4,6 +4,7 @@
 use crate::attribution::run::RunAttribution;
 use crate::live::CulpritRow;
 use crate::model::Nanos;
+use crate::report::culprit;
 use crate::report::text::inferred_row_name;
 
 /// Culprits the live view is given (more than a terminal shows: it sorts them its own ways).
@@ -48,10 +49,11 @@ fn rows_of(
     for c in top {
         pace();
         let all = c.total_ns().max(1) as f64;
+        let (name, detail) = culprit::words(&c.culprit);
         let row = |name: String, ns: Nanos| CulpritRow {
-            class: c.class,
+            class: c.class(),
             name,
-            detail: c.detail.clone(),
+            detail: detail.clone(),
             count: c.episodes,
             total_ns: ns,
             max_ns: c.longest_ns,
@@ -59,10 +61,10 @@ fn rows_of(
             share: c.share * ns as f64 / all,
         };
         if c.measured_ns > 0 || c.inferred_ns == 0 {
-            rows.push(row(c.name.clone(), c.measured_ns));
+            rows.push(row(name.clone(), c.measured_ns));
         }
         if c.inferred_ns > 0 {
-            rows.push(row(inferred_row_name(&c.name), c.inferred_ns));
+            rows.push(row(inferred_row_name(&name), c.inferred_ns));
         }
     }
     rows.sort_by_key(|r| std::cmp::Reverse(r.total_ns));
@@ -75,12 +77,17 @@ mod tests {
     use crate::attribution::engine::{Share, Verdict};
     use crate::model::{CulpritClass, Stall, ThreadRole};
 
-    fn share(name: &str, measured_ns: Nanos, inferred_ns: Nanos) -> Share {
+    fn share((comm, pid): (&str, u32), measured_ns: Nanos, inferred_ns: Nanos) -> Share {
         Share {
-            class: CulpritClass::Task,
-            name: name.into(),
-            detail: "SCHED_OTHER".into(),
-            via: String::new(),
+            culprit: crate::model::Culprit {
+                class: CulpritClass::Task,
+                who: crate::model::Who::Task {
+                    comm: comm.into(),
+                    pid,
+                    policy: 0,
+                },
+            },
+            via: None,
             measured_ns,
             inferred_ns,
             host_ns: 0,
@@ -95,10 +102,10 @@ mod tests {
     /// culprits ranked after them, with ties among the rows.
     fn attribution() -> RunAttribution {
         let mut attr = RunAttribution::new(0, vec![1], 10, true, true, 0);
-        let parts: Vec<(String, Nanos, Nanos)> = (0..40u64)
+        let parts: Vec<((&str, u32), Nanos, Nanos)> = (0..40u64)
             .map(|k| match k {
-                0..=5 => (format!("split[{k}]"), 60 - k, 60),
-                _ => (format!("whole[{k}]"), 100 - k.min(30), 0),
+                0..=5 => (("split", k as u32), 60 - k, 60),
+                _ => (("whole", k as u32), 100 - k.min(30), 0),
             })
             .collect();
         for (name, measured, inferred) in parts {
@@ -109,7 +116,7 @@ mod tests {
                     start_ns: 0,
                     end_ns: measured + inferred,
                 },
-                culprits: vec![share(&name, measured, inferred)],
+                culprits: vec![share(name, measured, inferred)],
                 explained_share: 1.0,
                 incomplete: false,
                 timeline: vec![],

@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 
 use super::measured::Measured;
 use super::perf::{NetDurations, Vector};
-use crate::model::{without_pid, CulpritClass, Nanos};
+use crate::model::{CulpritClass, Nanos};
 use crate::units::fmt_ns;
 
 /// How close the two must be.
@@ -200,9 +200,9 @@ fn js_by_name(js: &Measured, tol: &Tolerances) -> (BTreeMap<String, Side>, NotCo
             not_compared.push((r.class_text.clone(), r.name.clone(), r.ns));
             continue;
         }
-        // jitterscope's own IPIs (`self`, `call-function IPI`) are perf's vector rows.
-        let name = match r.name.strip_suffix(" IPI") {
-            Some(vector) if r.class == Some(CulpritClass::SelfNoise) => vector,
+        // jitterscope's own IPIs (`self`, by their vector) are perf's vector rows.
+        let name = match &r.vector {
+            Some(vector) if r.class == Some(CulpritClass::SelfNoise) => vector.as_str(),
             _ => r.name.as_str(),
         };
         let side = by_name.entry(name.to_string()).or_insert(Side {
@@ -224,17 +224,26 @@ fn js_by_name(js: &Measured, tol: &Tolerances) -> (BTreeMap<String, Side>, NotCo
     (by_name, not_compared)
 }
 
+/// perf's `comm[pid]` → `comm`: perf's text names a task so (jitterscope's side is joined
+/// by its rows as written, and by typed keys where words would not match).
+fn perf_comm(name: &str) -> &str {
+    match name.rfind('[') {
+        Some(i) if name.ends_with(']') => &name[..i],
+        _ => name,
+    }
+}
+
 /// The name under which perf's cause `name` joins jitterscope's rows.
 fn join_key(by_name: &BTreeMap<String, Side>, name: &str) -> String {
     // perf's `comm[pid]` joins jitterscope's row of that name, else of the comm alone (kernel
     // threads are named so), else `comm[*]` (the ranking folds short-lived tasks' pids once it
     // holds many culprits).
-    let folded = format!("{}[*]", without_pid(name));
+    let folded = format!("{}[*]", perf_comm(name));
     if by_name.contains_key(name) {
         name.to_string()
-    } else if by_name.contains_key(without_pid(name)) {
-        without_pid(name).to_string()
-    } else if name != without_pid(name) && by_name.contains_key(&folded) {
+    } else if by_name.contains_key(perf_comm(name)) {
+        perf_comm(name).to_string()
+    } else if name != perf_comm(name) && by_name.contains_key(&folded) {
         folded
     } else {
         name.to_string()
@@ -752,6 +761,7 @@ mod tests {
             detail: detail.into(),
             ns,
             host_ns: 0,
+            vector: None,
         }
     }
 
@@ -998,12 +1008,15 @@ mod tests {
             js_row(CulpritClass::Task, "sh[42]", "SCHED_OTHER", 366_100_000),
             js_row(CulpritClass::Ipi, "reschedule", "", 100_000),
             // jitterscope's own sends are `self` rows named after the vector.
-            js_row(
-                CulpritClass::SelfNoise,
-                "reschedule IPI",
-                "wake-up sent by js-consumer-1",
-                400_000,
-            ),
+            MeasuredRow {
+                vector: Some("reschedule".into()),
+                ..js_row(
+                    CulpritClass::SelfNoise,
+                    "reschedule IPI",
+                    "wake-up sent by js-consumer-1",
+                    400_000,
+                )
+            },
         ]);
         let p = perf(
             &[

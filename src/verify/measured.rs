@@ -25,6 +25,8 @@ pub struct MeasuredRow {
     pub ns: Nanos,
     /// Steal inside its runs there, given to `hypervisor` (0 in schema 1).
     pub host_ns: Nanos,
+    /// An own IPI's system vector (the run file's `vector`; absent in older files).
+    pub vector: Option<String>,
 }
 
 /// What the check reads from a run file.
@@ -127,6 +129,7 @@ pub fn read_measured(text: &str, cpu: Cpu) -> Result<Measured, MeasuredError> {
             detail: c["detail"].as_str().unwrap_or_default().to_string(),
             ns,
             host_ns,
+            vector: c["vector"].as_str().map(str::to_string),
         });
     }
     Ok(Measured {

@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::model::{vector, Cpu, CulpritClass, Nanos};
-use crate::probe::decode::{softirq_name, vector_name};
+use crate::report::culprit::{softirq_name, vector_name};
 
 /// The x86 system vectors with entry/exit tracepoints, named as jitterscope names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -407,3 +407,20 @@ fn base64_decodes_what_it_should() {
     assert_eq!(base64_decode("SEdSTQ"), b"HGRM");
     assert_eq!(base64_decode(""), b"");
 }
+
+/// A kernel record's or a culprit's name and detail as the report shows them
+/// (`report::culprit`): the words the tests compare with what a user reads.
+pub trait Words {
+    fn name(&self) -> String;
+    fn detail(&self) -> String;
+}
+
+impl Words for jitterscope::model::Interruption {
+    fn name(&self) -> String {
+        jitterscope::report::culprit::name(&self.who)
+    }
+
+    fn detail(&self) -> String {
+        jitterscope::report::culprit::detail(&self.who)
+    }
+}

@@ -11,6 +11,7 @@ use crate::live::model::ConsumerView;
 use crate::live::{CulpritRow, LiveModel};
 use crate::model::{Decision, Nanos, Spike};
 use crate::report::build::{consumer_key, kernel_window_spike, spike_entry};
+use crate::report::culprit;
 use crate::report::text;
 use crate::summary::Summary;
 
@@ -185,9 +186,9 @@ pub(super) fn kernel_rows(
     k.culprits
         .iter()
         .map(|c| CulpritRow {
-            class: c.class,
-            name: c.name.to_string(),
-            detail: c.detail.to_string(),
+            class: c.culprit.class,
+            name: culprit::name(&c.culprit.who),
+            detail: culprit::detail(&c.culprit.who),
             count: c.episodes,
             total_ns: c.ns,
             max_ns: c.longest_ns,

@@ -1,0 +1,297 @@
+//! A culprit in words: the name, detail and `via` that the report, the run file and the live
+//! view show for a typed culprit (`model::Culprit`). The only place culprits become English;
+//! nothing reads these words back to tell culprits apart.
+
+use std::fmt::Write;
+
+use crate::attribution::theft::Label;
+pub use crate::model::{softirq_name, vector_name};
+use crate::model::{
+    vector, CauseKind, Cpu, Culprit, FaultKind, OwnIpiWhy, TimerCallback, Via, Who, WorkItem,
+    ANY_PID,
+};
+use crate::units::fmt_ns;
+
+/// A kworker's detail when its work function could not be read, saying why (the only case
+/// in which a worker goes unnamed).
+pub const WORK_UNREADABLE: &str =
+    "(no work item seen: the worker's current work function could not be read on this kernel)";
+/// A kworker's detail when it ran and started no work item (woke, found nothing, slept).
+pub const RAN_NO_WORK: &str = "(ran no work item)";
+
+/// The hypervisor culprit's name (the KVM steal clock's growth).
+pub const HYPERVISOR_NAME: &str = "host preemption";
+pub const UNEXPLAINED_NAME: &str = "no kernel event";
+pub const UNEXPLAINED_DETAIL: &str =
+    "no kernel event and no steal: host interrupt handling, VM exits, SMI or hardware";
+/// Said instead where the machine has no steal clock to tell host preemption apart.
+pub const UNEXPLAINED_DETAIL_NO_STEAL: &str =
+    "no kernel event (no steal clock here): hypervisor preemption, SMI or hardware";
+pub const LOST_NAME: &str = "kernel records lost";
+pub const LOST_DETAIL: &str = "a BPF record ring was full; cause unknown";
+/// The row of a class's culprits past those a bounded list tells apart.
+pub const OTHERS_NAME: &str = "others (past the culprits told apart)";
+
+/// The hypervisor culprit's detail for `cpu`.
+pub fn hypervisor_detail(cpu: Cpu) -> String {
+    format!("the host kept vCPU {cpu} off its physical CPU (KVM steal clock)")
+}
+
+/// A scheduling policy's name (`SCHED_*` of `sched.h`).
+pub fn policy_name(p: u32) -> &'static str {
+    match p {
+        0 => "SCHED_OTHER",
+        1 => "SCHED_FIFO",
+        2 => "SCHED_RR",
+        3 => "SCHED_BATCH",
+        5 => "SCHED_IDLE",
+        6 => "SCHED_DEADLINE",
+        _ => "SCHED_?",
+    }
+}
+
+/// A pid as shown: `*` for any (`model::ANY_PID`, a ranking's folded tasks).
+fn shown_pid(pid: u32) -> String {
+    if pid == ANY_PID {
+        "*".to_string()
+    } else {
+        pid.to_string()
+    }
+}
+
+/// How a culprit is named: `kworker/3:1`, `36 virtio1-req.0`, `NET_RX`, `local timer`,
+/// `java[4121]`, `cpu 3` …
+pub fn name(who: &Who) -> String {
+    match who {
+        Who::Task { comm, pid, .. } => format!("{comm}[{}]", shown_pid(*pid)),
+        Who::Kthread { comm } => comm.to_string(),
+        Who::Work { worker, .. } => worker.to_string(),
+        Who::Irq { number, action } => format!("{number} {action}"),
+        Who::Softirq { vector } => softirq_name(*vector),
+        Who::Vector { vector } => vector_name(*vector).to_string(),
+        Who::LocalTimer { .. } => vector_name(vector::LOCAL_TIMER).to_string(),
+        Who::Hrtimer { soft: true, .. } => "hrtimer (softirq)".to_string(),
+        Who::Hrtimer { soft: false, .. } => vector_name(vector::LOCAL_TIMER).to_string(),
+        Who::Nmi { .. } => "nmi".to_string(),
+        Who::Freq { cpu, .. } => format!("cpu {cpu}"),
+        Who::Fault { .. } => "page fault".to_string(),
+        Who::OwnIpi { vector, .. } => format!("{} IPI", vector_name(*vector)),
+        Who::Host { .. } | Who::AnyHost => HYPERVISOR_NAME.to_string(),
+        Who::Unexplained { .. } => UNEXPLAINED_NAME.to_string(),
+        Who::Lost => LOST_NAME.to_string(),
+        Who::Others => OTHERS_NAME.to_string(),
+    }
+}
+
+/// What a culprit did: the work function, the scheduling policy, `3000000→1200000 kHz` …;
+/// empty when there is nothing to add to its name.
+pub fn detail(who: &Who) -> String {
+    match who {
+        Who::Task { policy, .. } => policy_name(*policy).to_string(),
+        Who::Kthread { .. }
+        | Who::Irq { .. }
+        | Who::Softirq { .. }
+        | Who::Vector { .. }
+        | Who::Others => String::new(),
+        Who::Lost => LOST_DETAIL.to_string(),
+        Who::Work { item, .. } => match item {
+            WorkItem::Function(f) => f.to_string(),
+            WorkItem::Unreadable => WORK_UNREADABLE.to_string(),
+            WorkItem::NoItem => RAN_NO_WORK.to_string(),
+        },
+        Who::LocalTimer { callbacks: true } => "timer interrupt outside callbacks".to_string(),
+        Who::LocalTimer { callbacks: false } => {
+            "timer interrupt, no hrtimer callback seen".to_string()
+        }
+        Who::Hrtimer { callback, .. } => match callback {
+            TimerCallback::Tick => "scheduler tick".to_string(),
+            TimerCallback::Wakeup { comm, pid } => {
+                format!("hrtimer_wakeup of {comm}[{}]", shown_pid(*pid))
+            }
+            TimerCallback::OwnSleep { comm } => {
+                format!("hrtimer_wakeup of {comm} (jitterscope's own sleep)")
+            }
+            TimerCallback::Function(f) => f.to_string(),
+        },
+        Who::Nmi { handler } => handler.to_string(),
+        Who::Freq {
+            old_khz,
+            new_khz,
+            before_ns,
+            ..
+        } => {
+            let mut s = if *old_khz == 0 {
+                format!("?→{new_khz} kHz")
+            } else {
+                format!("{old_khz}→{new_khz} kHz")
+            };
+            if *before_ns > 0 {
+                let _ = write!(s, ", {} before the stall", fmt_ns(*before_ns));
+            }
+            s
+        }
+        Who::Fault { kind } => match kind {
+            FaultKind::Failed => "failed fault",
+            FaultKind::Major => "major fault (waited for I/O)",
+            FaultKind::Minor => "minor fault",
+        }
+        .to_string(),
+        Who::OwnIpi { why, .. } => match why {
+            OwnIpiWhy::TlbShootdown { sender } => format!("TLB shootdown from {sender}"),
+            OwnIpiWhy::WakeUp { sender } => format!("wake-up sent by {sender}"),
+            OwnIpiWhy::Callback { function, sender } => format!("{function} from {sender}"),
+        },
+        Who::Host { cpu } => hypervisor_detail(*cpu),
+        Who::AnyHost => "KVM steal clock".to_string(),
+        Who::Unexplained { steal_clock: true } => UNEXPLAINED_DETAIL.to_string(),
+        Who::Unexplained { steal_clock: false } => UNEXPLAINED_DETAIL_NO_STEAL.to_string(),
+    }
+}
+
+/// `name` and `detail` of a culprit.
+pub fn words(c: &Culprit) -> (String, String) {
+    words_of(&c.who)
+}
+
+/// `name` and `detail` of who a culprit is.
+pub fn words_of(who: &Who) -> (String, String) {
+    (name(who), detail(who))
+}
+
+/// How the sender reads: `queued by kswapd0[97] on CPU 2`, `sent by bash[4121] on CPU 0
+/// (flush_tlb_func)`, `; woke java[4121]` after it for a wake-up; empty when unknown.
+pub fn via(v: Option<&Via>) -> String {
+    let Some(v) = v else {
+        return String::new();
+    };
+    let mut s = String::new();
+    if let Some(k) = &v.sender {
+        let verb = match k.kind {
+            CauseKind::QueueWork => "queued",
+            CauseKind::Ipi => "sent",
+        };
+        let _ = write!(s, "{verb} by {}[{}] on CPU {}", k.comm, k.pid, k.cpu);
+        if k.kind == CauseKind::Ipi && !k.function.is_empty() {
+            let _ = write!(s, " ({})", k.function);
+        }
+    }
+    if let Some(w) = &v.woke {
+        if !s.is_empty() {
+            s.push_str("; ");
+        }
+        s.push_str("woke ");
+        s.push_str(&name(w));
+    }
+    s
+}
+
+/// A culprit as a metrics series names it (`attribution::theft::Label`).
+pub fn label(l: &Label) -> String {
+    match l {
+        Label::Comm(comm) => comm.to_string(),
+        Label::Work(WorkItem::Function(f)) => f.to_string(),
+        Label::Work(WorkItem::Unreadable) => WORK_UNREADABLE.to_string(),
+        Label::Work(WorkItem::NoItem) => RAN_NO_WORK.to_string(),
+        Label::Irq { number, action } => format!("{number} {action}"),
+        Label::Softirq(v) => softirq_name(*v),
+        Label::Vector(v) => vector_name(*v).to_string(),
+        Label::SoftHrtimer => "hrtimer (softirq)".to_string(),
+        Label::Nmi => "nmi".to_string(),
+        Label::Freq(cpu) => format!("cpu {cpu}"),
+        Label::Fault => "page fault".to_string(),
+        Label::OwnIpi(v) => format!("{} IPI", vector_name(*v)),
+        Label::Host => HYPERVISOR_NAME.to_string(),
+        Label::Unexplained => UNEXPLAINED_NAME.to_string(),
+        Label::Lost => LOST_NAME.to_string(),
+        Label::Others => OTHERS_NAME.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{CulpritClass, Sender};
+
+    fn text(s: &str) -> crate::model::Text {
+        s.into()
+    }
+
+    #[test]
+    fn culprits_read_as_they_always_have() {
+        let cases = [
+            (
+                Who::Task {
+                    comm: text("java"),
+                    pid: 4121,
+                    policy: 0,
+                },
+                "java[4121]",
+                "SCHED_OTHER",
+            ),
+            (
+                Who::Irq {
+                    number: 36,
+                    action: text("virtio1-req.0"),
+                },
+                "36 virtio1-req.0",
+                "",
+            ),
+            (
+                Who::Work {
+                    worker: text("kworker/3:1"),
+                    item: WorkItem::Function(text("vmstat_update")),
+                },
+                "kworker/3:1",
+                "vmstat_update",
+            ),
+            (Who::Softirq { vector: 3 }, "NET_RX", ""),
+            (
+                Who::Freq {
+                    cpu: 3,
+                    old_khz: 3_000_000,
+                    new_khz: 1_200_000,
+                    before_ns: 0,
+                },
+                "cpu 3",
+                "3000000→1200000 kHz",
+            ),
+            (Who::Lost, LOST_NAME, LOST_DETAIL),
+        ];
+        for (who, n, d) in cases {
+            assert_eq!((name(&who).as_str(), detail(&who).as_str()), (n, d));
+        }
+    }
+
+    #[test]
+    fn a_comm_with_brackets_is_shown_as_it_is() {
+        let c = Culprit {
+            class: CulpritClass::Task,
+            who: Who::Task {
+                comm: text("foo[12]"),
+                pid: 7,
+                policy: 1,
+            },
+        };
+        assert_eq!(words(&c), ("foo[12][7]".into(), "SCHED_FIFO".into()));
+    }
+
+    #[test]
+    fn via_names_the_sender_and_the_woken_task() {
+        let v = Via {
+            sender: Some(Sender {
+                kind: CauseKind::Ipi,
+                cpu: 0,
+                comm: text("bash"),
+                pid: 4121,
+                function: text(""),
+            }),
+            woke: Some(Who::Task {
+                comm: text("java"),
+                pid: 9,
+                policy: 0,
+            }),
+        };
+        assert_eq!(via(Some(&v)), "sent by bash[4121] on CPU 0; woke java[9]");
+        assert_eq!(via(None), "");
+    }
+}
