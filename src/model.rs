@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 /// A logical CPU number as the kernel numbers it.
 pub type Cpu = u32;
 
-/// CLOCK_MONOTONIC nanoseconds; the one clock of the whole tool (see DESIGN.md "Clock").
+/// CLOCK_MONOTONIC nanoseconds; the one clock of the whole tool (see docs/design.md).
 pub type Nanos = u64;
 
 /// Which spinning thread of the workload a stall belongs to.

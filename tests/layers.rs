@@ -1,4 +1,4 @@
-//! The layers as DESIGN.md draws them, checked from the source: a module may use modules of
+//! The layers as docs/design.md draws them, checked from the source: a module may use modules of
 //! the layers below its own, never one above and never a sibling of its own layer.
 
 use std::collections::BTreeMap;

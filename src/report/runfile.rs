@@ -1,5 +1,5 @@
 //! The run file: the JSON written at the end of every run, read back by `jitterscope
-//! report`. A stable interface (DESIGN.md "The run file"): keys may be added, none renamed
+//! report`. A stable interface (docs/run-file.md): keys may be added, none renamed
 //! without bumping `SCHEMA`.
 
 use std::path::Path;

@@ -1,4 +1,4 @@
-//! The independent check of attribution (DESIGN.md "Attribution"): jitterscope's measured
+//! The independent check of attribution (docs/accuracy.md): jitterscope's measured
 //! stolen time per cause on a CPU against an independent recorder, `perf record -k mono` of
 //! the same CPUs, folded into net durations per cause over the run's recorded window.
 //! `perf` reads perf's events, `measured` the run file, `compare` joins and grades them.
