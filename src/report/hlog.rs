@@ -44,12 +44,11 @@ const V2_COMPRESSED_COOKIE: u32 = 0x1c84_9304 | 0x10;
 /// trackable values, integer-to-double ratio.
 const V2_HEADER_LEN: usize = 40;
 /// Making one interval's line in one go, with room for cold caches after a sleep (the crate's
-/// writer: base64 of the encoded histogram, into memory; 3.6 µs warm for a 14 KiB line of a
-/// stored histogram of 200,000 values here).
+/// writer: base64 of the encoded histogram, into memory; a few µs warm for a 14 KiB line).
 const LINE_NS: u64 = 20_000;
 /// The line goes to the file this many bytes at a time, a look at the pacer between: made and
-/// written in one piece (the file's write when the buffer filled among it), a line took 50–58
-/// µs here, and 85 µs of CPU under an hrtimer storm.
+/// written in one piece (the file's write when the buffer filled among it), a line is a
+/// slice longer than the pacer's.
 const LINE_STEP: usize = 2048;
 
 /// Where a value's bucket is in a histogram's counts array (HdrHistogram's layout: buckets

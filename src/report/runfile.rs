@@ -164,8 +164,7 @@ pub struct Overhead {
     pub after_cpu_ns: u64,
     /// CPU time to write the run's files that do not show this figure (.hgrm, .svg,
     /// .trace.json), after `after_cpu_ns`. Not in it: the Markdown report and this run file,
-    /// rendered once it is known, and the printed report (together about 2 ms for a 10 s
-    /// run's 0.7 MB run file here).
+    /// rendered once it is known, and the printed report.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub files_cpu_ns: u64,
     /// The culprits were decided after the workload stopped (`--attribution end`), the

@@ -43,8 +43,9 @@ pub(super) struct Prepared {
     pub end: Nanos,
 }
 
-/// What jitterscope's own threads may take of one CPU when they share the producer's: four
-/// times what a quiet run needs here, a fraction of what an interrupt storm would cost.
+/// What jitterscope's own threads may take of one CPU when they share the producer's: several
+/// times what a quiet run needs (`scripts/bench.sh`, "collector under the hrtimer storm"), a
+/// fraction of what an interrupt storm would cost.
 pub const COLLECTOR_BUDGET: f64 = 0.02;
 
 pub(super) fn prepare(plan: &RunPlan, out: &mut Console) -> Result<Prepared> {

@@ -16,8 +16,8 @@ use crate::report::text;
 use crate::summary::Summary;
 
 /// Deciding at the end, spikes the live view lists each turn by the kernel time in their
-/// window: the latest, as many as its feed shows (each costs the collector 20–30 µs, cold,
-/// on a CPU it shares with the workload).
+/// window: the latest, as many as its feed shows (each is tens of µs of the collector's,
+/// cold, on a CPU it shares with the workload).
 pub(super) const WINDOWS_SHOWN: usize = crate::live::view::FEED_ROWS as usize;
 /// Spikes peeked at and waiting for a glance past their receipt, at most (the oldest go
 /// first): those received between the glance's start and the collector's turn after it.
@@ -121,7 +121,7 @@ impl Recorder {
         if !self.needs.feed {
             return;
         }
-        // Each look is a piece of its own (cold, some 20 µs here): not in one with what came
+        // Each look is a piece of its own (cold, tens of µs): not in one with what came
         // before it.
         self.pacer.between();
         // The recent episodes' lock is taken for each look alone, never across a pause (the

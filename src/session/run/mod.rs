@@ -300,9 +300,8 @@ struct Recorder {
 /// How often the collector takes its turn, and the probes' drain thread empties the rings:
 /// the collector's turn follows each drain at once (`ProbeSession::wait_drained`), or comes
 /// every turn without probes. When they share a measured CPU (every CPU measured), each
-/// wake-up costs a switch and a cold cache there, so they come twice a second (four times
-/// before, each thread on its own: 25–30 % more of the collector's CPU); otherwise four
-/// times, for a livelier view. What the live view shows is then at most a turn plus
+/// wake-up costs a switch and a cold cache there, so they come twice a second, together;
+/// otherwise four times, for a livelier view. What the live view shows is then at most a turn plus
 /// `DECISION_LAG_NS` old. Deciding at the end (`--attribution end`), a turn only takes the
 /// second's histograms and looks at the stall queues and the rings: once a second.
 pub(super) fn turn(every_cpu_measured: bool, decision: Decision) -> Duration {

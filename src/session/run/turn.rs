@@ -264,8 +264,9 @@ pub(super) const MERGED_RUNS: usize = 8;
 
 /// Shows `stalls` to `each` in end order, equal ends in the order given (as a stable sort
 /// would), by walking the sorted runs they come in — each thread's stalls, in end order —
-/// side by side: no sort of the whole batch in one go, which for 4,096 stalls under an
-/// hrtimer storm was a piece of 60–100 µs that no look at the pacer could cut.
+/// side by side: no sort of the whole batch in one go, which for the thousands of stalls of
+/// an hrtimer storm's turn would be one piece longer than a slice, that no look at the pacer
+/// could cut.
 pub(super) fn in_end_order(stalls: &[Stall], each: &mut dyn FnMut(Stall)) {
     // Where each run ends (exclusive).
     let mut ends = [0usize; MERGED_RUNS];
