@@ -3,7 +3,7 @@
 //! passes them; records older than the retention window are dropped, so memory stays
 //! constant however long the run.
 //!
-//! Rules (README "Attribution rules" says the same for users):
+//! Rules (docs/reading-a-report.md, "Attribution", says the same for users):
 //! - A stall `[s, e]` on CPU c is explained by the records on c that overlap it.
 //! - **Measured** time: nested time is counted once, to the innermost cause (osnoise's net
 //!   durations): at each instant the covering record of the deepest level wins — NMI over

@@ -37,7 +37,7 @@ const BATCH_ROOM: usize = BATCH_RECORDS + CONSUME_STEP;
 /// Batches made before the drain begins, each with its room (about 100 KiB): half a second
 /// of the hrtimer storm's records (some 90,000 a second) on their way to the collector and
 /// back. A batch made while recording, room and all, grows the thread's heap in one piece —
-/// 24 pages populated under `mlockall`, a 100–130 µs slice — and is made only when all of
+/// some two dozen pages populated under `mlockall`, longer than a slice — and is made only when all of
 /// these are out (a storm while the collector holds back its intake).
 const BATCHES_MADE: usize = 48;
 
@@ -248,8 +248,8 @@ impl Drainer {
                 break false;
             }
         };
-        // The view's copy is a piece of its own (cold once a second, 35–230 µs here after
-        // the last step of the glance).
+        // The view's copy is a piece of its own (cold once a second: it cannot share a slice
+        // with the last step of the glance).
         self.pacer.between();
         glanced(&self.recent, read_all.then_some(began));
         self.live.set_kernel_time(self.tally.top(tally::LISTED));
@@ -436,8 +436,7 @@ fn serve(
         }
         // The slice begins as the thread wakes: what the drain looks at before it reads the
         // rings (the budget, how full they are, its CPU clock: a system call) is part of the
-        // stretch the measured thread waits through (begun at the first read, a drain's
-        // stretches came to 91–100 µs here, of which 5–7 µs came before it).
+        // stretch the measured thread waits through, so it is counted from the first read.
         drainer.pacer.begin();
         drainer.turn(false);
         // Full when nobody waits (a watch, or a collector still at its last turn): dropped.
