@@ -37,8 +37,8 @@ const BATCH_ROOM: usize = BATCH_RECORDS + CONSUME_STEP;
 /// Batches made before the drain begins, each with its room (about 100 KiB): half a second
 /// of the hrtimer storm's records (some 90,000 a second) on their way to the collector and
 /// back. A batch made while recording, room and all, grows the thread's heap in one piece —
-/// some two dozen pages populated under `mlockall`, longer than a slice — and is made only when all of
-/// these are out (a storm while the collector holds back its intake).
+/// some two dozen pages populated under `mlockall`, longer than a slice — and is made only
+/// when all of these are out (a storm while the collector holds back its intake).
 const BATCHES_MADE: usize = 48;
 
 /// `--attribution end`: the share of a ring in use that it may reach by the next look (a

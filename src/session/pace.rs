@@ -13,7 +13,8 @@ use crate::probe::Gate;
 /// What the collector threads may spend of one CPU, shared between them: over each second,
 /// at most `share` of it. Some work is always done (the workload's stalls are taken in, the
 /// live view is shown): it is spent as `spend_always`, and the work that can wait keeps room
-/// for as much of it as the last second had. When a storm brings more records than that buys, they hold back —
+/// for as much of it as the last second had. When a storm brings more records than that
+/// buys, they hold back —
 /// the drain thread leaves the records in the probes' per-CPU rings (which hold them, or drop
 /// and count them per CPU: the stalls there are marked incomplete), and the collector decides
 /// nothing newer than what was drained — rather than take the measured thread's CPU.
