@@ -31,6 +31,11 @@ pub struct Tolerances {
     pub coverage_slack_ns: Nanos,
     /// A watched thread's total wake-up delay (`--wakeups`), relative to perf's.
     pub wakeup_total: f64,
+    /// How far the two recorders' figures for one wake-up delay may differ: each stamps the
+    /// wake-up and the switch-in in its own handler of the same tracepoint, so each stamp
+    /// lies one handler's run (under a microsecond on the test VM, `tests/watch_bpf.rs`)
+    /// from the other recorder's.
+    pub wakeup_stamp_ns: Nanos,
 }
 
 impl Default for Tolerances {
@@ -42,6 +47,7 @@ impl Default for Tolerances {
             agreement: 0.90,
             coverage_slack_ns: 20_000_000,
             wakeup_total: 0.05,
+            wakeup_stamp_ns: 1_000,
         }
     }
 }

@@ -65,6 +65,8 @@ pub struct WakeupComparison {
     pub tolerance: f64,
     /// How far perf's first and last events may lie inside the window.
     pub coverage_slack_ns: Nanos,
+    /// How far one delay's figures by the two recorders may differ.
+    pub stamp_ns: Nanos,
 }
 
 /// Joins the thread's figures and perf's.
@@ -78,6 +80,7 @@ pub fn compare_wakeups(
         perf: perf.clone(),
         tolerance: tol.wakeup_total,
         coverage_slack_ns: tol.coverage_slack_ns,
+        stamp_ns: tol.wakeup_stamp_ns,
     }
 }
 
@@ -113,13 +116,16 @@ impl WakeupComparison {
     }
 
     /// The range jitterscope's total may lie in: perf's delays inside the window less the
-    /// tolerance, to those and the delays across its ends plus the tolerance.
+    /// tolerance, to those and the delays across its ends plus the tolerance, each bound
+    /// widened by the stamp allowance once per delay it holds.
     pub fn total_range(&self) -> (f64, f64) {
-        let inner = self.perf.totals.total_ns as f64;
-        let outer = inner + self.perf.edges.total_ns as f64;
+        let (inner, edges) = (&self.perf.totals, &self.perf.edges);
+        let stamp = self.stamp_ns as f64;
+        let outer = (inner.total_ns + edges.total_ns) as f64;
+        let outer_count = (inner.count + edges.count) as f64;
         (
-            inner * (1.0 - self.tolerance),
-            outer * (1.0 + self.tolerance),
+            inner.total_ns as f64 * (1.0 - self.tolerance) - inner.count as f64 * stamp,
+            outer * (1.0 + self.tolerance) + outer_count * stamp,
         )
     }
 
@@ -127,6 +133,23 @@ impl WakeupComparison {
     pub fn total_within(&self) -> bool {
         let (low, high) = self.total_range();
         (low..=high).contains(&(self.thread.wakeups.total_ns as f64))
+    }
+
+    /// The range jitterscope's count may lie in: perf's delays inside the window less the
+    /// tolerance, to those and the delays across its ends plus the tolerance.
+    pub fn count_range(&self) -> (u64, u64) {
+        let inner = self.perf.totals.count as f64;
+        let outer = inner + self.perf.edges.count as f64;
+        (
+            (inner * (1.0 - self.tolerance)).floor() as u64,
+            (outer * (1.0 + self.tolerance)).ceil() as u64,
+        )
+    }
+
+    /// The counts agree within the tolerance.
+    pub fn count_within(&self) -> bool {
+        let (low, high) = self.count_range();
+        (low..=high).contains(&self.thread.wakeups.count)
     }
 
     /// Why the check fails; empty when it passes.
@@ -141,17 +164,28 @@ impl WakeupComparison {
                 self.to_ns()
             ));
         }
+        if !self.count_within() {
+            let (low, high) = self.count_range();
+            f.push(format!(
+                "wake-up delays counted: jitterscope {}, perf {}, outside {low}–{high} (±{:.0}%{}): a recorder lost or invented delays",
+                self.thread.wakeups.count,
+                self.perf.totals.count,
+                self.tolerance * 100.0,
+                self.edges_text()
+            ));
+        }
         if !self.total_within() {
             let (js, perf) = (self.thread.wakeups.total_ns, self.perf.totals.total_ns);
             let (low, high) = self.total_range();
             let mut why = format!(
-                "total wake-up delay: jitterscope {} ms, perf {} ms ({}), outside {}–{} ms (±{:.0}%{})",
+                "total wake-up delay: jitterscope {} ms, perf {} ms ({}), outside {}–{} ms (±{:.0}%, ±{} a delay{})",
                 ms(js),
                 ms(perf),
                 ratio(js, perf).map_or("perf saw none".to_string(), |q| format!("{q:.2}×")),
-                ms(low as Nanos),
+                ms(low.max(0.0) as Nanos),
                 ms(high as Nanos),
                 self.tolerance * 100.0,
+                fmt_ns(self.stamp_ns),
                 self.edges_text()
             );
             if !self.perf.saw_thread {
@@ -208,12 +242,14 @@ impl WakeupComparison {
         );
         s.push_str("| wake-up delays | jitterscope | perf | ratio | tolerance | within |\n");
         s.push_str("|---|---:|---:|---:|---:|---|\n");
+        let (low, high) = self.count_range();
         let _ = writeln!(
             s,
-            "| count | {} | {} | {} | | not graded |",
+            "| count | {} | {} | {} | {low}–{high} | {} |",
             js.count,
             perf.count,
-            ratio_text(js.count, perf.count)
+            ratio_text(js.count, perf.count),
+            if self.count_within() { "✓" } else { "✗" }
         );
         let (low, high) = self.total_range();
         let _ = writeln!(
@@ -222,7 +258,7 @@ impl WakeupComparison {
             ms(js.total_ns),
             ms(perf.total_ns),
             ratio_text(js.total_ns, perf.total_ns),
-            ms(low as Nanos),
+            ms(low.max(0.0) as Nanos),
             ms(high as Nanos),
             if self.total_within() { "✓" } else { "✗" }
         );
@@ -242,8 +278,9 @@ impl WakeupComparison {
         s.push_str("\n- perf's delay: a `sched_wakeup` of the thread to the `sched_switch` that put it on a CPU (any CPU), counted when both lie in the recorded window; a wake-up while the thread was on a CPU is none\n");
         let _ = writeln!(
             s,
-            "- a delay across the window's start or end may be counted by either recorder: the total passes from perf's total less {tol:.0}% to perf's total and the delays across the ends plus {tol:.0}%",
-            tol = self.tolerance * 100.0
+            "- a delay across the window's start or end may be counted by either recorder: the count and total pass from perf's less {tol:.0}% to perf's with the delays across the ends plus {tol:.0}%; the total's bounds also allow {stamp} a delay, as each recorder stamps a delay's two ends in its own handler of the same tracepoint",
+            tol = self.tolerance * 100.0,
+            stamp = fmt_ns(self.stamp_ns)
         );
         self.write_verdict(&mut s);
         s
@@ -254,9 +291,10 @@ impl WakeupComparison {
         if failures.is_empty() {
             let _ = writeln!(
                 s,
-                "\n**verdict: PASS** — the total wake-up delay of thread {} within ±{:.0}%",
+                "\n**verdict: PASS** — the wake-up delays of thread {}, counted and summed, within ±{:.0}% (±{} a delay on the sum)",
                 self.thread_name(),
-                self.tolerance * 100.0
+                self.tolerance * 100.0,
+                fmt_ns(self.stamp_ns)
             );
         } else {
             let _ = writeln!(s, "\n**verdict: FAIL** — {}", failures.join("; "));
