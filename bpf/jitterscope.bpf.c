@@ -37,6 +37,12 @@ const volatile __u64 hrtimer_wakeup_fn = 0;
  * bytes away on every CPU (per-CPU section offsets from the kernel's BTF). */
 const volatile bool steal_clock = false;
 const volatile __s64 steal_time_from_rq = 0;
+/* The per-CPU preempt count (`__preempt_count`, x86), reached from the runqueue the same way
+ * as the steal clock; false when the kernel's BTF does not give its offset. Its hard IRQ, NMI
+ * and serving-softirq bits tell whether a cause was sent by the current task or by an
+ * interrupt that only happened to interrupt it. */
+const volatile bool preempt_count_known = false;
+const volatile __s64 preempt_count_from_rq = 0;
 
 /* Watch mode (`jitterscope watch`): the interruptions of the threads in `watched`, not of a
  * workload. Set before load; false leaves every watch path out of the programs. */
@@ -505,23 +511,33 @@ static __always_inline void submit(struct js_record *r)
 	ring_commit(r);
 }
 
-/* This CPU's steal_time, found once from its runqueue (the running task's CFS runqueue
- * points to it; without group scheduling the CFS runqueue is inside it). */
-static __noinline bool find_steal_time(__u32 cpu, struct cpu_state *st)
+/* This CPU's runqueue (the running task's CFS runqueue points to it; without group
+ * scheduling the CFS runqueue is inside it), or 0 when it cannot be told. */
+static __always_inline __u64 this_rq(__u32 cpu)
 {
 	struct task_struct *t = bpf_get_current_task_btf();
 	struct cfs_rq *cfs = t->se.cfs_rq;
 	struct rq *rq;
 
 	if (!cfs)
-		return false;
+		return 0;
 	if (bpf_core_field_exists(cfs->rq))
 		rq = cfs->rq;
 	else
 		rq = container_of(cfs, struct rq, cfs);
 	if (!rq || rq->cpu != cpu)
+		return 0;
+	return (__u64)rq;
+}
+
+/* This CPU's steal_time, found once from its runqueue. */
+static __noinline bool find_steal_time(__u32 cpu, struct cpu_state *st)
+{
+	__u64 rq = this_rq(cpu);
+
+	if (!rq)
 		return false;
-	st->steal_addr = (__u64)rq + steal_time_from_rq;
+	st->steal_addr = rq + steal_time_from_rq;
 	return true;
 }
 
@@ -1216,25 +1232,71 @@ int BPF_PROG(js_nmi_handler, void *handler, s64 delta_ns, int handled)
 
 /* ---- causes: who queued work or sent an IPI to a measured CPU ---------------------------- */
 
-/* Whether the send being traced is one of jitterscope's threads' own doing: one of them is
- * current, and — where this CPU's nesting is known (a measured CPU) — not because an
- * interrupt that hit it is sending (a tick queueing unbound work is the kernel's). */
-static __always_inline bool sent_by_self(void)
-{
-	__u32 cpu = bpf_get_smp_processor_id();
-	struct cpu_state *st;
+/* The preempt count's bits (include/linux/preempt.h): NMI and hard IRQ nesting, and the bit
+ * that is set while softirqs are served (not while they are only disabled). */
+#define JS_PC_SOFTIRQ_OFFSET 0x100
+#define JS_PC_HARDIRQ_MASK 0xf0000
+#define JS_PC_NMI_MASK 0xf00000
 
-	if (!is_self_tgid(bpf_get_current_pid_tgid() >> 32))
-		return false;
-	if (!is_target(cpu))
-		return true;
-	st = my_state();
-	return !st || !(st->irq_start || st->softirq_start || st->vec_start || st->hrt[0].start ||
-			st->hrt[1].start);
+/* The context the code running now on this CPU is in, as JS_F_FROM_* (0: a task's own): from
+ * the preempt count where it can be read, else from what the probes have open here when this
+ * CPU is measured (`st`), else a task's. */
+static __always_inline __u32 context_now(__u32 cpu, struct cpu_state *st)
+{
+	__u64 rq = preempt_count_known ? this_rq(cpu) : 0;
+	int pc = 0;
+
+	if (rq && !bpf_probe_read_kernel(&pc, sizeof(pc), (void *)(rq + preempt_count_from_rq))) {
+		if (pc & JS_PC_NMI_MASK)
+			return JS_F_FROM_NMI;
+		if (pc & JS_PC_HARDIRQ_MASK)
+			return JS_F_FROM_HARDIRQ;
+		return pc & JS_PC_SOFTIRQ_OFFSET ? JS_F_FROM_SOFTIRQ : 0;
+	}
+	if (!st)
+		return 0;
+	if (st->vec_start || st->irq_start || st->hrt[0].start)
+		return JS_F_FROM_HARDIRQ;
+	return st->softirq_start || st->hrt[1].start ? JS_F_FROM_SOFTIRQ : 0;
+}
+
+/* Marks a cause with the context it was sent from (`from`) and, when the sender's CPU is
+ * measured, the innermost episode of that level open there: its class in `parent`, its number
+ * + 1 in the flags' upper half. */
+static __always_inline void note_context(struct js_record *r, __u32 from, struct cpu_state *st)
+{
+	__u16 class_ = JS_CLASS_NONE;
+	__u32 nr = 0;
+
+	r->flags |= from;
+	if (st && from == JS_F_FROM_HARDIRQ) {
+		if (st->hrt[0].start) {
+			class_ = JS_CLASS_HRTIMER;
+		} else if (st->vec_start) {
+			class_ = st->vec_kind == JS_VEC_LOCAL_TIMER ? JS_CLASS_TIMER_TICK : JS_CLASS_IPI;
+			nr = st->vec_kind + 1;
+		} else if (st->irq_start) {
+			class_ = JS_CLASS_IRQ;
+			nr = st->irq_nr + 1;
+		}
+	} else if (st && from == JS_F_FROM_SOFTIRQ) {
+		if (st->hrt[1].start) {
+			class_ = JS_CLASS_HRTIMER;
+		} else if (st->softirq_start) {
+			class_ = JS_CLASS_SOFTIRQ;
+			nr = st->softirq_vec + 1;
+		}
+	}
+	r->parent = class_;
+	if (nr < 0x10000)
+		r->flags |= nr << 16;
 }
 
 static __always_inline void emit_cause(__u32 target, __u16 cause, __u64 what, __u64 callsite)
 {
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct cpu_state *st = is_target(cpu) ? my_state() : NULL;
+	__u32 from = context_now(cpu, st);
 	struct js_record *r;
 	__u64 now = bpf_ktime_get_ns();
 
@@ -1249,10 +1311,13 @@ static __always_inline void emit_cause(__u32 target, __u16 cause, __u64 what, __
 	r->detail = callsite;
 	r->class_ = cause;
 	r->pid = (__u32)bpf_get_current_pid_tgid();
-	r->aux = bpf_get_smp_processor_id();
-	/* jitterscope's own sends (a TLB shootdown from freeing memory) are its own noise. */
-	if (sent_by_self())
+	r->aux = cpu;
+	/* jitterscope's own sends (a TLB shootdown from freeing memory) are its own noise; an
+	 * interrupt that sends while one of its threads is current is the kernel's (a tick
+	 * queueing unbound work). */
+	if (!from && is_self_tgid(bpf_get_current_pid_tgid() >> 32))
 		r->flags = JS_F_SENDER_SELF;
+	note_context(r, from, st);
 	bpf_get_current_comm(r->name, JS_COMM_LEN);
 	submit(r);
 }

@@ -116,6 +116,13 @@ enum js_whoami {
 #define JS_F_SENDER_SELF 8        /* cause: sent by one of jitterscope's own threads */
 #define JS_F_END_UNSEEN 16        /* task episode: the switch that ended it was not seen (the
 				   * next switch's `prev` was another task): it ended by end_ns */
+/* Flags of a cause: the context it was sent from on the sender's CPU (its preempt count), none
+ * of them for a task's own doing. What was open there, when that CPU is measured, is in the
+ * cause's `parent` (its class) and `flags >> 16` (its number + 1: softirq vector, IRQ number,
+ * enum js_vector; 0 when not known). */
+#define JS_F_FROM_SOFTIRQ 32      /* cause: sent while serving a softirq (delayed work's timer) */
+#define JS_F_FROM_HARDIRQ 64      /* cause: sent from a hard interrupt handler */
+#define JS_F_FROM_NMI 128         /* cause: sent from an NMI */
 
 /* Flags of a JS_CLASS_FAULT record. */
 #define JS_FAULT_MAJOR 1 /* the fault needed I/O (VM_FAULT_MAJOR) */

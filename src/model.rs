@@ -463,6 +463,8 @@ pub struct Sender {
     pub pid: u32,
     /// The IPI's callback, symbolised; empty when none (a reschedule IPI).
     pub function: Text,
+    /// Where `comm[pid]` is only the task an interrupt interrupted, the interrupt.
+    pub from: SentFrom,
 }
 
 /// How a culprit came to the CPU: its sender, and the task a wake-up IPI woke.
@@ -529,6 +531,10 @@ pub struct Cause {
     /// Sent by one of jitterscope's own threads.
     #[serde(default)]
     pub sender_is_self: bool,
+    /// The context it was sent from on the sender's CPU: the task named above, or an
+    /// interrupt that only interrupted that task.
+    #[serde(default, skip_serializing_if = "SentFrom::is_task")]
+    pub sent_from: SentFrom,
     /// The work function or IPI callback, symbolised (`vmstat_update`), and the IPI's
     /// callsite where known.
     pub what: String,
@@ -540,6 +546,44 @@ pub struct Cause {
 pub enum CauseKind {
     QueueWork,
     Ipi,
+}
+
+/// The context work was queued or an IPI sent from, on the sender's CPU (its preempt count).
+/// Outside `Task` the current task there had nothing to do with it: it was only interrupted.
+/// What was open is known when the sender's CPU is measured; elsewhere only the level.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum SentFrom {
+    /// The current task's own doing (a system call, a kernel thread's work).
+    #[default]
+    Task,
+    /// A softirq being served: its vector when known (TIMER: a timer expired, e.g. delayed
+    /// work's).
+    Softirq {
+        vector: Option<u64>,
+    },
+    /// An hrtimer callback run from the HRTIMER softirq.
+    SoftHrtimer,
+    /// A hard interrupt: which, when known.
+    HardIrq,
+    Irq {
+        number: u32,
+    },
+    /// A system vector (the local timer, an IPI; `vector::*`).
+    Vector {
+        vector: u64,
+    },
+    /// An hrtimer callback run from the timer interrupt.
+    Hrtimer,
+    Nmi,
+}
+
+impl SentFrom {
+    pub fn is_task(&self) -> bool {
+        *self == SentFrom::Task
+    }
 }
 
 /// Growth of a CPU's KVM steal clock seen by the probes: between `from_ns` (the previous

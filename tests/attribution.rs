@@ -4,8 +4,8 @@ use jitterscope::attribution::advice::{advice, Machine, Tracer};
 use jitterscope::attribution::Share;
 use jitterscope::attribution::{CpuTheft, Engine, EngineConfig, Ranking, Verdict};
 use jitterscope::model::{
-    vector, Cause, CauseKind, Culprit, CulpritClass as C, FaultKind, Interruption, Spike, Stall,
-    StealSample, ThreadRole, Who, WorkItem,
+    vector, Cause, CauseKind, Culprit, CulpritClass as C, FaultKind, Interruption, SentFrom, Spike,
+    Stall, StealSample, ThreadRole, Who, WorkItem,
 };
 use jitterscope::report::culprit;
 
@@ -596,6 +596,7 @@ fn an_ipi_jitterscope_sent_itself_is_its_own_noise() {
         sender_comm: "js-collector".into(),
         sender_pid: 42,
         sender_is_self: true,
+        sent_from: SentFrom::Task,
         what: "flush_tlb_func".into(),
         callsite: String::new(),
     });
@@ -629,6 +630,7 @@ fn an_ipi_names_its_sender_only_for_a_send_of_its_vector() {
         sender_comm: "js-collector".into(),
         sender_pid: 42,
         sender_is_self: false,
+        sent_from: SentFrom::Task,
         what: what.into(),
         callsite: String::new(),
     };
@@ -762,6 +764,7 @@ fn a_kworker_says_who_queued_its_work() {
         sender_comm: "bash".into(),
         sender_pid: 77,
         sender_is_self: false,
+        sent_from: SentFrom::Task,
         what: "refresh_vm_stats".into(),
         callsite: String::new(),
     });
@@ -775,6 +778,30 @@ fn a_kworker_says_who_queued_its_work() {
     ));
     let v = one(&mut e, stall(1, 1_000, 2_000));
     assert_eq!(via(&v.culprits[0]), "queued by bash[77] on CPU 0");
+}
+
+#[test]
+fn delayed_work_queued_from_the_timer_softirq_is_not_credited_to_the_task_it_interrupted() {
+    let mut e = exact();
+    // gc_worker's timer expired in the TIMER softirq on CPU 1 while the consumer was current.
+    e.push_cause(Cause {
+        target_cpu: 1,
+        at_ns: 900,
+        kind: CauseKind::QueueWork,
+        sender_cpu: 1,
+        sender_comm: "js-consumer-1".into(),
+        sender_pid: 7169,
+        sender_is_self: false,
+        sent_from: SentFrom::Softirq { vector: Some(1) },
+        what: "gc_worker".into(),
+        callsite: String::new(),
+    });
+    e.push_interruption(rec(1, C::Kworker, 1_000, 5_000, "kworker/1:1", "gc_worker"));
+    let v = one(&mut e, stall(1, 1_000, 5_000));
+    assert_eq!(
+        via(&v.culprits[0]),
+        "queued from the TIMER softirq on CPU 1 (a timer expired: delayed work)"
+    );
 }
 
 #[test]
@@ -1118,6 +1145,7 @@ fn a_send_that_arrived_after_later_ones_is_still_found() {
         sender_comm: format!("q{at}"),
         sender_pid: at as u32,
         sender_is_self: false,
+        sent_from: SentFrom::Task,
         what: what.into(),
         callsite: String::new(),
     };

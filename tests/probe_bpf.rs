@@ -9,7 +9,7 @@ use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use common::*;
-use jitterscope::model::{CauseKind, CulpritClass, Interruption};
+use jitterscope::model::{CauseKind, CulpritClass, Interruption, SentFrom};
 use jitterscope::probe::decode::{self, Record};
 use jitterscope::probe::kallsyms::Kallsyms;
 use jitterscope::probe::rings::{self, RingLayout};
@@ -964,5 +964,71 @@ fn records_dropped_where_no_state_is_kept_still_open_a_lost_window() {
             .iter()
             .any(|r| matches!(r, Record::Interruption(i) if &*i.name() == "NET_RX")),
         "{after:#?}"
+    );
+}
+
+#[test]
+fn delayed_work_queued_from_the_timer_softirq_names_the_softirq_not_the_task_it_interrupted() {
+    if skip_bpf(
+        "delayed_work_queued_from_the_timer_softirq_names_the_softirq_not_the_task_it_interrupted",
+    ) || nproc() < 2
+    {
+        return;
+    }
+    let _cpus = exclusive();
+    let (session, rx) = start(config());
+    let spinner = Spinner::start(CPU as usize);
+    session.set_workload_tids(&[spinner.tid()]).unwrap();
+    // A thread on the measured CPU that changes its VM statistics (page allocations and
+    // frees): vmstat_update then re-arms its deferrable timer there every vm.stat_interval,
+    // and the timer queues the work from the TIMER softirq while this thread or the spinner
+    // is current.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let churn = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            pin(0, CPU as usize);
+            // SAFETY: plain syscall.
+            let tid = unsafe { libc::gettid() } as u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let mut v = vec![1u8; 4 << 20];
+                v[4096] = 2;
+                std::hint::black_box(&v);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            tid
+        })
+    };
+    let records = collect(&rx, Instant::now() + Duration::from_millis(3_500));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let churner = churn.join().unwrap();
+    let spinner_tid = spinner.tid();
+    drop(spinner);
+    session.stop().unwrap();
+    let queued: Vec<_> = records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Cause(c) if c.kind == CauseKind::QueueWork && c.target_cpu == CPU => Some(c),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        queued
+            .iter()
+            .any(|c| c.sender_cpu == CPU && c.sent_from == SentFrom::Softirq { vector: Some(1) }),
+        "no work queued for CPU {CPU} from its TIMER softirq: {queued:#?}"
+    );
+    // Neither thread queues work itself: whatever was queued while one was current came from
+    // an interrupt, and says so.
+    let credited: Vec<_> = queued
+        .iter()
+        .filter(|c| {
+            c.sent_from == SentFrom::Task
+                && (c.sender_pid == churner || c.sender_pid == spinner_tid)
+        })
+        .collect();
+    assert!(
+        credited.is_empty(),
+        "work credited to a thread that only spun or allocated: {credited:#?}"
     );
 }

@@ -1250,6 +1250,7 @@ fn sender_of(k: &Cause) -> Sender {
         comm: k.sender_comm.as_str().into(),
         pid: k.sender_pid,
         function: k.what.as_str().into(),
+        from: k.sent_from,
     }
 }
 

@@ -159,6 +159,12 @@ pub const F_SENDER_SELF: u32 = 8;
 /// Task episode: the switch that ended it was not seen (the next one took another task off
 /// the CPU); it ended by its end time, its length is not known.
 pub const F_END_UNSEEN: u32 = 16;
+/// A cause sent while serving a softirq.
+pub const F_FROM_SOFTIRQ: u32 = 32;
+/// A cause sent from a hard interrupt handler.
+pub const F_FROM_HARDIRQ: u32 = 64;
+/// A cause sent from an NMI.
+pub const F_FROM_NMI: u32 = 128;
 
 /// Hrtimer record: ran from the HRTIMER softirq, not from the timer interrupt (`JS_HRT_*`).
 pub const HRT_SOFT: u32 = 1;
@@ -256,6 +262,9 @@ mod tests {
             ("JS_F_WORK_UNREAD", F_WORK_UNREAD.into()),
             ("JS_F_SENDER_SELF", F_SENDER_SELF.into()),
             ("JS_F_END_UNSEEN", F_END_UNSEEN.into()),
+            ("JS_F_FROM_SOFTIRQ", F_FROM_SOFTIRQ.into()),
+            ("JS_F_FROM_HARDIRQ", F_FROM_HARDIRQ.into()),
+            ("JS_F_FROM_NMI", F_FROM_NMI.into()),
             ("JS_HRT_SOFT", HRT_SOFT.into()),
             ("JS_HRT_SLEEPER", HRT_SLEEPER.into()),
             ("JS_HRT_SELF", HRT_SELF.into()),

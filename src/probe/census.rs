@@ -15,7 +15,10 @@ use super::decode::Record;
 use super::{
     AttachState, AttachStatus, ProbeBatch, ProbeConfig, ProbeSession, ProbeSummary, Reference,
 };
-use crate::model::{CauseKind, Cpu, CulpritClass, Nanos, TimerCallback, Who, ANY_PID};
+use crate::model::{
+    softirq_name, vector_name, Cause, CauseKind, Cpu, CulpritClass, Nanos, SentFrom, TimerCallback,
+    Who, ANY_PID,
+};
 use crate::platform::affinity::set_current_thread_cpus;
 use crate::platform::clock::monotonic_ns;
 use crate::units::{fmt_ns, format_list};
@@ -234,7 +237,7 @@ pub fn log_line(r: &Record, base_ns: Nanos, words: Words) -> String {
             s
         }
         Record::Cause(c) => format!(
-            "+{:.6}s  CPU {:<3} {:<11} {:>9}  {} from CPU {} {}[{}]{}",
+            "+{:.6}s  CPU {:<3} {:<11} {:>9}  {} from CPU {} {}{}",
             at(c.at_ns),
             c.target_cpu,
             match c.kind {
@@ -244,8 +247,7 @@ pub fn log_line(r: &Record, base_ns: Nanos, words: Words) -> String {
             "",
             c.what,
             c.sender_cpu,
-            c.sender_comm,
-            c.sender_pid,
+            sender(c),
             if c.callsite.is_empty() {
                 String::new()
             } else {
@@ -337,10 +339,7 @@ pub fn summary(
                     .entry((
                         c.target_cpu,
                         c.what.clone(),
-                        format!(
-                            "{}[{}] on CPU {}",
-                            c.sender_comm, c.sender_pid, c.sender_cpu
-                        ),
+                        format!("{} on CPU {}", sender(c), c.sender_cpu),
                     ))
                     .or_default() += 1;
             }
@@ -543,4 +542,21 @@ pub fn summary_json(records: &[Record], duration_ns: Nanos, probes: &ProbeSummar
         "events": probes.events.iter().map(|(c, d)| serde_json::json!({"cpu": c, "count": d})).collect::<Vec<_>>(),
     })
     .to_string()
+}
+
+/// Who sent a cause as the census lists it: `comm[pid]`, or the interrupt it was sent from
+/// (`softirq 1`, `irq 11`, …) with the task it interrupted.
+fn sender(c: &Cause) -> String {
+    let from = match c.sent_from {
+        SentFrom::Task => return format!("{}[{}]", c.sender_comm, c.sender_pid),
+        SentFrom::Softirq { vector: Some(v) } => format!("{} softirq", softirq_name(v)),
+        SentFrom::Softirq { vector: None } => "softirq".to_string(),
+        SentFrom::SoftHrtimer => "softirq hrtimer".to_string(),
+        SentFrom::HardIrq => "hardirq".to_string(),
+        SentFrom::Irq { number } => format!("irq {number}"),
+        SentFrom::Vector { vector } => vector_name(vector).to_string(),
+        SentFrom::Hrtimer => "hrtimer".to_string(),
+        SentFrom::Nmi => "nmi".to_string(),
+    };
+    format!("{from} (interrupting {}[{}])", c.sender_comm, c.sender_pid)
 }

@@ -7,8 +7,8 @@ use super::skel::types::js_record;
 use std::collections::HashSet;
 
 use crate::model::{
-    vector, Cause, CauseKind, Culprit, CulpritClass, FaultKind, Interruption, StealSample, Text,
-    ThreadEvent, TimerCallback, Wait, WaitKind, Who, WorkItem,
+    vector, Cause, CauseKind, Culprit, CulpritClass, FaultKind, Interruption, SentFrom,
+    StealSample, Text, ThreadEvent, TimerCallback, Wait, WaitKind, Who, WorkItem,
 };
 use crate::platform::fast_hash::FastMap;
 
@@ -214,6 +214,7 @@ pub fn decode_with(r: &js_record, syms: &mut Kallsyms, names: &mut Names) -> Opt
             sender_comm: c_string(&r.name),
             sender_pid: r.pid,
             sender_is_self: r.flags & abi::F_SENDER_SELF != 0,
+            sent_from: sent_from(r.flags, r.parent),
             what: syms.name(r.id),
             callsite: syms.name(r.detail),
         })),
@@ -240,6 +241,35 @@ pub fn decode_with(r: &js_record, syms: &mut Kallsyms, names: &mut Names) -> Opt
             created_by: (Kind::from_code(r.kind) == Some(Kind::ThreadNew))
                 .then_some(r.detail as u32),
         })),
+    }
+}
+
+/// The context a cause was sent from (its `JS_F_FROM_*` flags) and what was open there: the
+/// class in `parent`, the number + 1 in the flags' upper half (0: not known).
+fn sent_from(flags: u32, parent: u16) -> SentFrom {
+    let nr = (flags >> 16).checked_sub(1);
+    let open = abi::Class::from_code(parent);
+    if flags & abi::F_FROM_NMI != 0 {
+        SentFrom::Nmi
+    } else if flags & abi::F_FROM_HARDIRQ != 0 {
+        match (open, nr) {
+            (Some(abi::Class::Hrtimer), _) => SentFrom::Hrtimer,
+            (Some(abi::Class::Irq), Some(n)) => SentFrom::Irq { number: n },
+            (Some(abi::Class::TimerTick | abi::Class::Ipi), Some(v)) => {
+                SentFrom::Vector { vector: v.into() }
+            }
+            _ => SentFrom::HardIrq,
+        }
+    } else if flags & abi::F_FROM_SOFTIRQ != 0 {
+        match (open, nr) {
+            (Some(abi::Class::Hrtimer), _) => SentFrom::SoftHrtimer,
+            (Some(abi::Class::Softirq), Some(v)) => SentFrom::Softirq {
+                vector: Some(v.into()),
+            },
+            _ => SentFrom::Softirq { vector: None },
+        }
+    } else {
+        SentFrom::Task
     }
 }
 

@@ -190,6 +190,9 @@ fn set_rodata(
     let steal = steal::status(steal::percpu_offsets(btf), steal::host());
     rodata.steal_clock = steal.is_ok();
     rodata.steal_time_from_rq = *steal.as_ref().unwrap_or(&0);
+    let preempt = steal::preempt_count_from_rq(btf);
+    rodata.preempt_count_known = preempt.is_some();
+    rodata.preempt_count_from_rq = preempt.unwrap_or(0);
     Ok(steal)
 }
 

@@ -27,22 +27,33 @@ pub enum Host {
 /// Offsets of the per-CPU variables `steal_time` and `runqueues` in the per-CPU section, as
 /// the kernel's BTF gives them (None when absent).
 pub fn percpu_offsets(btf: &Btf) -> (Option<u32>, Option<u32>) {
-    let Some(sec) = btf.type_by_name::<DataSec>(".data..percpu") else {
-        return (None, None);
-    };
-    let (mut steal, mut runqueues) = (None, None);
-    for v in sec.iter() {
-        let name = btf
-            .type_by_id::<Var>(v.ty)
-            .and_then(|var| var.name())
-            .map(|n| n.to_string_lossy().into_owned());
-        match name.as_deref() {
-            Some("steal_time") => steal = Some(v.offset),
-            Some("runqueues") => runqueues = Some(v.offset),
-            _ => {}
-        }
-    }
-    (steal, runqueues)
+    (
+        percpu_offset(btf, "steal_time"),
+        percpu_offset(btf, "runqueues"),
+    )
+}
+
+/// The offset of per-CPU variable `name` in the per-CPU section, as the kernel's BTF gives
+/// it (None when absent).
+pub fn percpu_offset(btf: &Btf, name: &str) -> Option<u32> {
+    let sec = btf.type_by_name::<DataSec>(".data..percpu")?;
+    let found = sec
+        .iter()
+        .find(|v| {
+            btf.type_by_id::<Var>(v.ty)
+                .and_then(|var| var.name())
+                .is_some_and(|n| n == name)
+        })
+        .map(|v| v.offset);
+    found
+}
+
+/// `&__preempt_count - &runqueues`, what the probes add to a runqueue's address to read the
+/// CPU's preempt count (x86 keeps it in a per-CPU variable); None when the BTF lacks either.
+pub fn preempt_count_from_rq(btf: &Btf) -> Option<i64> {
+    let count = percpu_offset(btf, "__preempt_count")?;
+    let runqueues = percpu_offset(btf, "runqueues")?;
+    Some(count as i64 - runqueues as i64)
 }
 
 /// `&steal_time - &runqueues` (what the probes add to a runqueue's address) when the steal

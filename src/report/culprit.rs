@@ -7,8 +7,8 @@ use std::fmt::Write;
 use crate::attribution::theft::Label;
 pub use crate::model::{softirq_name, vector_name};
 use crate::model::{
-    vector, CauseKind, Cpu, Culprit, FaultKind, OwnIpiWhy, TimerCallback, Via, Who, WorkItem,
-    ANY_PID,
+    vector, CauseKind, Cpu, Culprit, FaultKind, OwnIpiWhy, Sender, SentFrom, TimerCallback, Via,
+    Who, WorkItem, ANY_PID,
 };
 use crate::units::fmt_ns;
 
@@ -159,21 +159,15 @@ pub fn words_of(who: &Who) -> (String, String) {
 }
 
 /// How the sender reads: `queued by kswapd0[97] on CPU 2`, `sent by bash[4121] on CPU 0
-/// (flush_tlb_func)`, `; woke java[4121]` after it for a wake-up; empty when unknown.
+/// (flush_tlb_func)`, `queued from the TIMER softirq on CPU 1 (a timer expired: delayed
+/// work)`, `; woke java[4121]` after it for a wake-up; empty when unknown.
 pub fn via(v: Option<&Via>) -> String {
     let Some(v) = v else {
         return String::new();
     };
     let mut s = String::new();
     if let Some(k) = &v.sender {
-        let verb = match k.kind {
-            CauseKind::QueueWork => "queued",
-            CauseKind::Ipi => "sent",
-        };
-        let _ = write!(s, "{verb} by {}[{}] on CPU {}", k.comm, k.pid, k.cpu);
-        if k.kind == CauseKind::Ipi && !k.function.is_empty() {
-            let _ = write!(s, " ({})", k.function);
-        }
+        sender(&mut s, k);
     }
     if let Some(w) = &v.woke {
         if !s.is_empty() {
@@ -183,6 +177,52 @@ pub fn via(v: Option<&Via>) -> String {
         s.push_str(&name(w));
     }
     s
+}
+
+/// `queued by comm[pid] on CPU n`, or `queued from <the interrupt> on CPU n`: the task current
+/// under an interrupt is never named as the sender.
+fn sender(s: &mut String, k: &Sender) {
+    let verb = match k.kind {
+        CauseKind::QueueWork => "queued",
+        CauseKind::Ipi => "sent",
+    };
+    match sent_from(k.from) {
+        None => {
+            let _ = write!(s, "{verb} by {}[{}] on CPU {}", k.comm, k.pid, k.cpu);
+        }
+        Some(from) => {
+            let _ = write!(s, "{verb} from {from} on CPU {}", k.cpu);
+        }
+    }
+    if k.kind == CauseKind::Ipi && !k.function.is_empty() {
+        let _ = write!(s, " ({})", k.function);
+    }
+    if k.kind == CauseKind::QueueWork
+        && k.from
+            == (SentFrom::Softirq {
+                vector: Some(TIMER_SOFTIRQ),
+            })
+    {
+        s.push_str(" (a timer expired: delayed work)");
+    }
+}
+
+/// The TIMER softirq's vector: timer_list callbacks, delayed work's among them.
+const TIMER_SOFTIRQ: u64 = 1;
+
+/// The interrupt a cause was sent from, `None` for a task's own doing.
+fn sent_from(from: SentFrom) -> Option<String> {
+    Some(match from {
+        SentFrom::Task => return None,
+        SentFrom::Softirq { vector: Some(v) } => format!("the {} softirq", softirq_name(v)),
+        SentFrom::Softirq { vector: None } => "a softirq".to_string(),
+        SentFrom::SoftHrtimer => "an hrtimer callback (HRTIMER softirq)".to_string(),
+        SentFrom::HardIrq => "a hard interrupt".to_string(),
+        SentFrom::Irq { number } => format!("IRQ {number}"),
+        SentFrom::Vector { vector: v } => format!("the {} interrupt", vector_name(v)),
+        SentFrom::Hrtimer => "an hrtimer callback (timer interrupt)".to_string(),
+        SentFrom::Nmi => "an NMI".to_string(),
+    })
 }
 
 /// A culprit as a metrics series names it (`attribution::theft::Label`).
@@ -210,7 +250,7 @@ pub fn label(l: &Label) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{CulpritClass, Sender};
+    use crate::model::CulpritClass;
 
     fn text(s: &str) -> crate::model::Text {
         s.into()
@@ -284,6 +324,7 @@ mod tests {
                 comm: text("bash"),
                 pid: 4121,
                 function: text(""),
+                from: SentFrom::Task,
             }),
             woke: Some(Who::Task {
                 comm: text("java"),
@@ -293,5 +334,45 @@ mod tests {
         };
         assert_eq!(via(Some(&v)), "sent by bash[4121] on CPU 0; woke java[9]");
         assert_eq!(via(None), "");
+    }
+
+    #[test]
+    fn work_queued_from_an_interrupt_names_the_interrupt_not_the_task_it_interrupted() {
+        let from = |from| {
+            via(Some(&Via {
+                sender: Some(Sender {
+                    kind: CauseKind::QueueWork,
+                    cpu: 1,
+                    comm: text("js-consumer-1"),
+                    pid: 7169,
+                    function: text("gc_worker"),
+                    from,
+                }),
+                woke: None,
+            }))
+        };
+        assert_eq!(
+            from(SentFrom::Softirq { vector: Some(1) }),
+            "queued from the TIMER softirq on CPU 1 (a timer expired: delayed work)"
+        );
+        assert_eq!(
+            from(SentFrom::Softirq { vector: None }),
+            "queued from a softirq on CPU 1"
+        );
+        assert_eq!(
+            from(SentFrom::Irq { number: 11 }),
+            "queued from IRQ 11 on CPU 1"
+        );
+        assert_eq!(
+            from(SentFrom::Vector {
+                vector: vector::LOCAL_TIMER
+            }),
+            "queued from the local timer interrupt on CPU 1"
+        );
+        assert_eq!(from(SentFrom::Nmi), "queued from an NMI on CPU 1");
+        assert_eq!(
+            from(SentFrom::Task),
+            "queued by js-consumer-1[7169] on CPU 1"
+        );
     }
 }
