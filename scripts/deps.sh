@@ -17,6 +17,9 @@ packages+=(linux-perf)
 # node_exporter and promtool (Debian's prometheus package): the metrics file served by the
 # textfile collector and checked (tests/metrics.rs, scripts/soak.sh --metrics).
 packages+=(prometheus-node-exporter prometheus)
+# oslat and cyclictest (rt-tests): latency-critical programs jitterscope did not write, watched
+# and checked against their own measurement (tests/watch_bpf.rs).
+packages+=(rt-tests)
 
 missing=()
 for p in "${packages[@]}"; do
