@@ -137,6 +137,10 @@ pub struct ClassInfo {
     pub per_pid: bool,
     /// A cause was named (false for `unexplained` and `lost`).
     pub named: bool,
+    /// How its time is known, as the reports' `how` column says it: `measured` inside kernel
+    /// records, `steal` from the KVM steal clock, `residual` for what no record covers (a
+    /// culprit's inferred row says `inferred` instead).
+    pub how: &'static str,
 }
 
 /// How strongly a class is shown.
@@ -167,12 +171,28 @@ impl CulpritClass {
             C::Unexplained => (0, "2", Tone::Faint, false, false),
             C::Lost => (0, "1;31", Tone::Alarm, false, false),
         };
+        let how = match self {
+            C::Hypervisor => "steal",
+            C::Unexplained | C::Lost => "residual",
+            C::Kworker
+            | C::Kthread
+            | C::Task
+            | C::SelfNoise
+            | C::Irq
+            | C::Ipi
+            | C::TimerTick
+            | C::Softirq
+            | C::Nmi
+            | C::FreqChange
+            | C::Fault => "measured",
+        };
         ClassInfo {
             level,
             ansi,
             tone,
             per_pid,
             named,
+            how,
         }
     }
 

@@ -53,6 +53,7 @@ fn model() -> LiveModel {
         culprits: vec![
             CulpritRow {
                 class: CulpritClass::Kworker,
+                inferred: false,
                 name: "kworker/3:1".into(),
                 detail: "refresh_vm_stats".into(),
                 count: 40,
@@ -63,6 +64,7 @@ fn model() -> LiveModel {
             },
             CulpritRow {
                 class: CulpritClass::TimerTick,
+                inferred: false,
                 name: "local timer".into(),
                 detail: String::new(),
                 count: 3000,
@@ -70,6 +72,17 @@ fn model() -> LiveModel {
                 max_ns: 20_000,
                 last_seen_ns: 11_990_000_000,
                 share: 0.27,
+            },
+            CulpritRow {
+                class: CulpritClass::TimerTick,
+                inferred: true,
+                name: "local timer — entry/exit".into(),
+                detail: String::new(),
+                count: 3000,
+                total_ns: 1_200_000,
+                max_ns: 20_000,
+                last_seen_ns: 11_990_000_000,
+                share: 0.11,
             },
         ],
         feed: ["+11.500000s  accumulator message 191.0µs in transit: consumer CPU 3 stalled 182.4µs: kworker/3:1 refresh_vm_stats 171.0µs (90%)".to_string()]
@@ -109,8 +122,32 @@ fn the_main_layout_matches_its_golden_screen() {
 fn a_narrow_terminal_gets_the_minimal_layout() {
     let b = text(&render(&model(), 50, 12));
     golden("live_narrow.txt", &b);
-    assert!(b.contains("kworker kworker/3:1"));
+    assert!(b.contains("kworker measured 6.80ms kworker/3:1"), "{b}");
     assert!(b.contains("q quit"));
+}
+
+#[test]
+fn an_inferred_row_says_so_before_the_name_a_narrow_terminal_cuts() {
+    let b = text(&render(&model(), 50, 12));
+    let rows: Vec<&str> = b.lines().filter(|l| l.starts_with("timer_tick")).collect();
+    assert_eq!(rows.len(), 2, "{b}");
+    assert!(
+        rows[0].starts_with("timer_tick measured 3.00ms local timer"),
+        "{b}"
+    );
+    assert!(
+        rows[1].starts_with("timer_tick inferred 1.20ms local timer"),
+        "{b}"
+    );
+    assert!(
+        !b.contains("entry/exit"),
+        "the name is cut, the marker is not: {b}"
+    );
+    // The full layout: a column of its own.
+    let t = text(&render(&model(), 120, 36));
+    let row = t.lines().find(|l| l.contains("local timer — entry/exit"));
+    let words: Vec<&str> = row.expect("the inferred row").split_whitespace().collect();
+    assert_eq!(words[..3], ["│timer_tick", "inferred", "local"], "{t}");
 }
 
 #[test]

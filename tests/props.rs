@@ -16,8 +16,8 @@ use jitterscope::model::{CulpritClass, Ended};
 use jitterscope::report::runfile::TimelineRecord;
 use jitterscope::report::runfile::{
     ConsumerHistograms, CpuCount, CpuStalls, CpuSteal, CpuTheftEntry, CulpritEntry, Floor, Lost,
-    Overhead, ProbeInfo, ProgramCostEntry, RunFile, RunInfo, Settings, SpikeEntry, StallCulprit,
-    StallEntry, StallSummary, SCHEMA,
+    Overhead, ProbeInfo, ProcessEntry, ProcessesEntry, ProgramCostEntry, RunFile, RunInfo,
+    Settings, SpikeEntry, StallCulprit, StallEntry, StallSummary, SCHEMA,
 };
 use jitterscope::report::seed::{Summary, PERCENTILES};
 use jitterscope::report::{compare, export};
@@ -523,13 +523,33 @@ prop_compose! {
         class in class_name(), name in text(), detail in text(), episodes in ns(),
         measured_ns in ns(), inferred_ns in ns(), host_ns in ns(), longest_ns in ns(),
         share in float(), advice in text(), cpus in small_vec(cpu_theft()),
-        vector in prop::option::of(text()),
+        vector in prop::option::of(text()), processes in prop::option::of(processes()),
     ) -> CulpritEntry {
         CulpritEntry {
             class, name, detail, episodes, measured_ns, inferred_ns, host_ns, longest_ns, share,
-            advice, cpus, vector,
+            advice, cpus, vector, processes,
         }
     }
+}
+
+fn processes() -> impl Strategy<Value = ProcessesEntry> {
+    let each = (any::<u32>(), ns(), ns(), ns(), ns()).prop_map(
+        |(pid, episodes, measured_ns, inferred_ns, longest_ns)| ProcessEntry {
+            pid,
+            episodes,
+            measured_ns,
+            inferred_ns,
+            longest_ns,
+        },
+    );
+    (ns(), any::<bool>(), small_vec(each), ns()).prop_map(|(count, more, listed, not_listed)| {
+        ProcessesEntry {
+            count,
+            more,
+            listed,
+            not_listed,
+        }
+    })
 }
 
 prop_compose! {
@@ -750,6 +770,7 @@ fn sample_json() -> String {
                 host_ns: 0,
             }],
             vector: None,
+            processes: None,
         }],
         spike_count: 1,
         spikes: vec![SpikeEntry {

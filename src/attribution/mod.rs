@@ -13,4 +13,4 @@ pub mod throughput;
 pub mod watch;
 
 pub use engine::{Engine, EngineConfig, Share, SpikeVerdict, Verdict};
-pub use ranking::{CpuTheft, RankedCulprit, Ranking};
+pub use ranking::{CpuTheft, ProcessTheft, Processes, RankedCulprit, Ranking};

@@ -26,7 +26,43 @@ pub struct RankedCulprit {
     pub advice: String,
     /// End of the latest stall it took part in (CLOCK_MONOTONIC).
     pub last_ns: Nanos,
+    /// A command name's processes grouped in one row (`culprit` then names no pid,
+    /// `model::ANY_PID`); None for one process alone and for culprits that are no task.
+    pub processes: Option<Processes>,
 }
+
+/// The processes of one command name that a ranking row groups.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Processes {
+    /// Processes (pids) told apart.
+    pub count: u64,
+    /// More processes took part than `count`: past the ranking's bound on processes told
+    /// apart, their time is the row's but their pids are not told apart.
+    pub more: bool,
+    /// Each process told apart, the most stolen time first: at most `PROCESSES_LISTED`, and
+    /// only from `Ranking::ranked` (the live view's look does not need them).
+    pub each: Vec<ProcessTheft>,
+}
+
+/// One process's part of a grouped row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ProcessTheft {
+    pub pid: u32,
+    pub episodes: u64,
+    pub measured_ns: Nanos,
+    pub inferred_ns: Nanos,
+    pub longest_ns: Nanos,
+}
+
+impl ProcessTheft {
+    pub fn total_ns(&self) -> Nanos {
+        self.measured_ns.saturating_add(self.inferred_ns)
+    }
+}
+
+/// Processes of a grouped row listed one by one in the run file (`Processes::each`); the
+/// rest are counted, not listed.
+pub const PROCESSES_LISTED: usize = 20;
 
 /// A culprit's theft on one CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
@@ -57,6 +93,10 @@ struct Tally {
     last: Nanos,
     /// (measured, inferred, host) per CPU.
     per_cpu: FastMap<Cpu, (Nanos, Nanos, Nanos)>,
+    /// A task row (keyed by command name): its processes told apart, by pid.
+    processes: FastMap<u32, ProcessTheft>,
+    /// A task row: processes past the ranking's bound took part.
+    more_processes: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -65,8 +105,11 @@ pub struct Ranking {
     stall_ns: Nanos,
     stalls: u64,
     incomplete: u64,
-    /// Distinct culprits kept before pids are folded (`MAX_CULPRITS` by default).
+    /// Processes told apart in all task rows, and other culprits naming a pid, before pids
+    /// are no longer told apart (`MAX_CULPRITS` by default).
     cap: usize,
+    /// Processes told apart so far, in all task rows.
+    processes: usize,
 }
 
 impl Default for Ranking {
@@ -75,20 +118,37 @@ impl Default for Ranking {
     }
 }
 
-/// Distinct culprits kept before short-lived tasks are folded by command name, so a long run
-/// full of fork/exec (a shell loop, a build) keeps constant memory — reached within a minute
-/// on a busy machine, after which memory stays flat — and the run file stays small.
+/// Processes told apart (and distinct culprits kept before a sleeper woken by its hrtimer is
+/// folded by command name), so a long run full of fork/exec (a shell loop, a build) keeps
+/// constant memory — reached within a minute on a busy machine, after which memory stays
+/// flat — and the run file stays small.
 pub const MAX_CULPRITS: usize = 1024;
 
-/// The same culprit with any pid it names folded (`model::ANY_PID`): a task, or a sleeper
-/// woken by its hrtimer; None when it names no pid.
+/// A task culprit as its ranking row: its command name's row (any pid, `model::ANY_PID`) and
+/// its pid. Tasks of one command name and class share a row — a shell loop's short-lived
+/// processes, a cron job's runs — with each process told apart inside it. None for culprits
+/// that are no task.
+fn task_row(c: &Culprit) -> Option<(Culprit, u32)> {
+    match &c.who {
+        Who::Task { comm, pid, policy } => Some((
+            Culprit {
+                class: c.class,
+                who: Who::Task {
+                    comm: comm.clone(),
+                    pid: ANY_PID,
+                    policy: *policy,
+                },
+            },
+            *pid,
+        )),
+        _ => None,
+    }
+}
+
+/// A sleeper woken by its hrtimer with its pid folded (`model::ANY_PID`); None for any other
+/// culprit.
 fn fold_pid(c: &Culprit) -> Option<Culprit> {
     let who = match &c.who {
-        Who::Task { comm, policy, .. } => Who::Task {
-            comm: comm.clone(),
-            pid: ANY_PID,
-            policy: *policy,
-        },
         Who::Hrtimer {
             soft,
             callback: TimerCallback::Wakeup { comm, .. },
@@ -132,8 +192,8 @@ fn rank_key(c: &Culprit) -> Culprit {
 }
 
 impl Ranking {
-    /// A ranking that folds pids once it holds `cap` culprits (a watched thread's own ranking
-    /// keeps fewer than the run's: many threads may be watched at once).
+    /// A ranking that tells apart `cap` processes (a watched thread's own ranking keeps fewer
+    /// than the run's: many threads may be watched at once).
     pub fn with_cap(cap: usize) -> Self {
         Ranking {
             by: FastMap::default(),
@@ -141,6 +201,7 @@ impl Ranking {
             stalls: 0,
             incomplete: 0,
             cap,
+            processes: 0,
         }
     }
 
@@ -151,12 +212,18 @@ impl Ranking {
             self.incomplete += 1;
         }
         for c in &v.culprits {
-            let mut key = rank_key(&c.culprit);
-            if self.by.len() >= self.cap && !self.by.contains_key(&key) {
-                if let Some(folded) = fold_pid(&key) {
-                    key = folded;
+            let (key, pid) = match task_row(&c.culprit) {
+                Some((row, pid)) => (row, Some(pid)),
+                None => {
+                    let mut key = rank_key(&c.culprit);
+                    if self.by.len() >= self.cap && !self.by.contains_key(&key) {
+                        if let Some(folded) = fold_pid(&key) {
+                            key = folded;
+                        }
+                    }
+                    (key, None)
                 }
-            }
+            };
             let t = self.by.entry(key).or_default();
             t.episodes += u64::from(c.episodes);
             t.measured += c.measured_ns;
@@ -168,6 +235,25 @@ impl Ranking {
             cpu.0 += c.measured_ns;
             cpu.1 += c.inferred_ns;
             cpu.2 += c.host_ns;
+            if let Some(pid) = pid {
+                let told_apart =
+                    pid != ANY_PID && (t.processes.contains_key(&pid) || self.processes < self.cap);
+                if !told_apart {
+                    t.more_processes = true;
+                    continue;
+                }
+                let p = t.processes.entry(pid).or_insert_with(|| {
+                    self.processes += 1;
+                    ProcessTheft {
+                        pid,
+                        ..ProcessTheft::default()
+                    }
+                });
+                p.episodes += u64::from(c.episodes);
+                p.measured_ns += c.measured_ns;
+                p.inferred_ns += c.inferred_ns;
+                p.longest_ns = p.longest_ns.max(c.longest_ns);
+            }
         }
     }
 
@@ -175,12 +261,16 @@ impl Ranking {
         self.incomplete
     }
 
-    /// Culprits by stolen time, with advice for `machine`.
+    /// Culprits by stolen time, with advice for `machine`, and each grouped row's processes
+    /// listed (at most `PROCESSES_LISTED`).
     pub fn ranked(&self, machine: &Machine) -> Vec<RankedCulprit> {
         let mut v = self.brief();
         for c in &mut v {
             let on: Vec<Cpu> = c.cpus.iter().map(|t| t.cpu).collect();
             c.advice = advice(&c.culprit, &on, machine);
+            if let Some(p) = &mut c.processes {
+                p.each = self.by.get(&c.culprit).map_or_else(Vec::new, listed);
+            }
         }
         v
     }
@@ -206,37 +296,71 @@ impl Ranking {
         }
         all.sort_unstable_by(order);
         all.into_iter()
-            .map(|(culprit, t)| {
-                let mut cpus: Vec<CpuTheft> = t
-                    .per_cpu
-                    .iter()
-                    .map(|(&cpu, &(measured_ns, inferred_ns, host_ns))| CpuTheft {
-                        cpu,
-                        measured_ns,
-                        inferred_ns,
-                        host_ns,
-                    })
-                    .collect();
-                cpus.sort_unstable();
-                RankedCulprit {
-                    culprit: culprit.clone(),
-                    episodes: t.episodes,
-                    measured_ns: t.measured,
-                    inferred_ns: t.inferred,
-                    host_ns: t.host,
-                    longest_ns: t.longest,
-                    share: if self.stall_ns == 0 {
-                        0.0
-                    } else {
-                        (t.measured + t.inferred) as f64 / self.stall_ns as f64
-                    },
-                    advice: String::new(),
-                    cpus,
-                    last_ns: t.last,
-                }
-            })
+            .map(|(culprit, t)| self.row(culprit, t))
             .collect()
     }
+
+    /// One ranking row: a task row of one process alone names it, as any other culprit.
+    fn row(&self, key: &Culprit, t: &Tally) -> RankedCulprit {
+        let mut cpus: Vec<CpuTheft> = t
+            .per_cpu
+            .iter()
+            .map(|(&cpu, &(measured_ns, inferred_ns, host_ns))| CpuTheft {
+                cpu,
+                measured_ns,
+                inferred_ns,
+                host_ns,
+            })
+            .collect();
+        cpus.sort_unstable();
+        let (culprit, processes) = match (t.processes.values().next(), t.processes.len()) {
+            (Some(only), 1) if !t.more_processes => (with_pid(key, only.pid), None),
+            (_, 0) => (key.clone(), None),
+            (_, count) => (
+                key.clone(),
+                Some(Processes {
+                    count: count as u64,
+                    more: t.more_processes,
+                    each: Vec::new(),
+                }),
+            ),
+        };
+        RankedCulprit {
+            culprit,
+            episodes: t.episodes,
+            measured_ns: t.measured,
+            inferred_ns: t.inferred,
+            host_ns: t.host,
+            longest_ns: t.longest,
+            share: if self.stall_ns == 0 {
+                0.0
+            } else {
+                (t.measured + t.inferred) as f64 / self.stall_ns as f64
+            },
+            advice: String::new(),
+            cpus,
+            last_ns: t.last,
+            processes,
+        }
+    }
+}
+
+/// A task row's culprit naming one process.
+fn with_pid(row: &Culprit, pid: u32) -> Culprit {
+    let mut c = row.clone();
+    if let Who::Task { pid: p, .. } = &mut c.who {
+        *p = pid;
+    }
+    c
+}
+
+/// The processes of a task row that stole the most, at most `PROCESSES_LISTED`, the most
+/// first (ties by pid).
+fn listed(t: &Tally) -> Vec<ProcessTheft> {
+    let mut each: Vec<ProcessTheft> = t.processes.values().copied().collect();
+    each.sort_unstable_by(|a, b| b.total_ns().cmp(&a.total_ns()).then(a.pid.cmp(&b.pid)));
+    each.truncate(PROCESSES_LISTED);
+    each
 }
 
 #[cfg(test)]
@@ -330,40 +454,134 @@ mod tests {
         assert_eq!(per_cpu, [(0, 50), (1, 300)]);
     }
 
-    #[test]
-    fn short_lived_tasks_fold_once_the_ranking_is_full() {
-        let mut r = Ranking::default();
-        for pid in 0..(MAX_CULPRITS as u32 + 100) {
-            r.add(&Verdict {
-                stall: Stall {
-                    cpu: 1,
-                    thread: ThreadRole::Producer,
-                    start_ns: 0,
-                    end_ns: 10,
-                },
-                culprits: vec![Share {
-                    culprit: task("sleep", pid + 1),
-                    via: None,
-                    measured_ns: 10,
-                    inferred_ns: 0,
-                    host_ns: 0,
-                    episodes: 1,
-                    longest_ns: 10,
-                    share: 1.0,
-                }],
-                explained_share: 1.0,
-                incomplete: false,
-                timeline: vec![],
-                hypervisor: vec![],
-            });
+    /// A verdict of one stall on CPU 1 with one task culprit.
+    fn stolen_by(c: Culprit, ns: Nanos) -> Verdict {
+        Verdict {
+            stall: Stall {
+                cpu: 1,
+                thread: ThreadRole::Producer,
+                start_ns: 0,
+                end_ns: ns,
+            },
+            culprits: vec![Share {
+                culprit: c,
+                via: None,
+                measured_ns: ns,
+                inferred_ns: 0,
+                host_ns: 0,
+                episodes: 1,
+                longest_ns: ns,
+                share: 1.0,
+            }],
+            explained_share: 1.0,
+            incomplete: false,
+            timeline: vec![],
+            hypervisor: vec![],
         }
-        assert_eq!(r.by.len(), MAX_CULPRITS + 1);
-        let folded = &r.by[&task("sleep", ANY_PID)];
-        assert_eq!(folded.episodes, 100);
     }
 
     #[test]
-    fn a_sleeper_named_by_its_timer_folds_too_and_a_comm_with_brackets_stays_whole() {
+    fn short_lived_processes_of_one_command_name_are_one_row() {
+        let mut r = Ranking::default();
+        // A shell loop: 30 `taskset` processes of about 1 ms each, one of 1.01 ms.
+        for pid in 0..30u32 {
+            let ns = if pid == 7 { 1_010_000 } else { 1_000_000 };
+            r.add(&stolen_by(task("taskset", 5000 + pid), ns));
+        }
+        // One long-lived shell.
+        r.add(&stolen_by(task("bash", 4121), 40_000_000));
+        r.add(&stolen_by(task("bash", 4121), 2_000_000));
+        let machine = Machine {
+            online: vec![0, 1],
+            measured: vec![1],
+            virtual_machine: false,
+            tracer: super::super::advice::Tracer::Watch,
+        };
+        let all = r.ranked(&machine);
+        assert_eq!(all.len(), 2, "{all:?}");
+        assert_eq!(
+            all[0].culprit,
+            task("bash", 4121),
+            "one process stays itself"
+        );
+        assert_eq!(all[0].processes, None);
+        let t = &all[1];
+        assert_eq!(t.culprit, task("taskset", ANY_PID));
+        assert_eq!(
+            (t.episodes, t.measured_ns, t.longest_ns),
+            (30, 30_010_000, 1_010_000)
+        );
+        let p = t.processes.as_ref().expect("grouped");
+        assert_eq!((p.count, p.more), (30, false));
+        assert_eq!(
+            p.each.len(),
+            PROCESSES_LISTED,
+            "the run file's list is bounded"
+        );
+        assert_eq!((p.each[0].pid, p.each[0].measured_ns), (5007, 1_010_000));
+        // The live view's look counts them without listing them.
+        assert_eq!(
+            r.top(2)[1].processes.as_ref().map(|p| p.each.len()),
+            Some(0)
+        );
+    }
+
+    #[test]
+    fn processes_past_the_bound_count_in_the_row_and_say_so() {
+        let mut r = Ranking::with_cap(10);
+        for pid in 0..15u32 {
+            r.add(&stolen_by(task("sleep", pid + 1), 10));
+        }
+        let all = r.brief();
+        assert_eq!(all.len(), 1);
+        assert_eq!((all[0].episodes, all[0].measured_ns), (15, 150));
+        let p = all[0].processes.as_ref().expect("grouped");
+        assert_eq!((p.count, p.more), (10, true));
+        // One process told apart, then others past the bound: still a group.
+        let mut r = Ranking::with_cap(1);
+        r.add(&stolen_by(task("a", 1), 10));
+        r.add(&stolen_by(task("b", 2), 10));
+        let b = &r.brief()[1];
+        assert_eq!(b.culprit, task("b", ANY_PID));
+        assert_eq!(b.processes.as_ref().map(|p| (p.count, p.more)), None);
+    }
+
+    #[test]
+    fn tasks_group_by_class_and_policy_too() {
+        let mut r = Ranking::default();
+        let own = |pid| Culprit {
+            class: CulpritClass::SelfNoise,
+            who: task("x", pid).who,
+        };
+        let fifo = |pid| Culprit {
+            class: CulpritClass::Task,
+            who: Who::Task {
+                comm: "x".into(),
+                pid,
+                policy: 1,
+            },
+        };
+        for c in [task("x", 1), task("x", 2), own(3), fifo(4), fifo(5)] {
+            r.add(&stolen_by(c, 10));
+        }
+        let mut rows: Vec<(Culprit, Option<u64>)> = r
+            .brief()
+            .into_iter()
+            .map(|c| (c.culprit, c.processes.map(|p| p.count)))
+            .collect();
+        rows.sort();
+        assert_eq!(
+            rows,
+            [
+                (task("x", ANY_PID), Some(2)),
+                (fifo(ANY_PID), Some(2)),
+                (own(3), None)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_sleeper_named_by_its_timer_folds_once_the_ranking_is_full() {
         let wakeup = |pid| Culprit {
             class: CulpritClass::TimerTick,
             who: Who::Hrtimer {
@@ -375,10 +593,17 @@ mod tests {
             },
         };
         assert_eq!(fold_pid(&wakeup(4121)), Some(wakeup(ANY_PID)));
-        // Brackets in a comm are the comm's own: only the pid is folded.
+        assert_eq!(fold_pid(&task("sleep", 7)), None);
+        let mut r = Ranking::with_cap(4);
+        for pid in 1..=10 {
+            r.add(&stolen_by(wakeup(pid), 10));
+        }
+        assert_eq!(r.by.len(), 5);
+        assert_eq!(r.by[&wakeup(ANY_PID)].episodes, 6);
+        // Brackets in a comm are the comm's own: only the pid is set aside.
         assert_eq!(
-            fold_pid(&task("foo[12]", 7)),
-            Some(task("foo[12]", ANY_PID))
+            task_row(&task("foo[12]", 7)),
+            Some((task("foo[12]", ANY_PID), 7))
         );
         let kthread = Culprit {
             class: CulpritClass::Kthread,
@@ -386,7 +611,7 @@ mod tests {
                 comm: "x[3]".into(),
             },
         };
-        assert_eq!(fold_pid(&kthread), None);
+        assert_eq!((task_row(&kthread), fold_pid(&kthread)), (None, None));
     }
 
     #[test]

@@ -43,6 +43,9 @@ impl SortKey {
 #[derive(Debug, Clone, PartialEq)]
 pub struct CulpritRow {
     pub class: CulpritClass,
+    /// Its time was inferred by the entry/exit rule next to kernel records, not measured
+    /// inside them (shown in a column of its own, never cut).
+    pub inferred: bool,
     pub name: String,
     pub detail: String,
     pub count: u64,
@@ -51,6 +54,28 @@ pub struct CulpritRow {
     /// Run time (since recording started) of its latest stall.
     pub last_seen_ns: Nanos,
     pub share: f64,
+}
+
+impl CulpritRow {
+    /// The `how` column, as the reports say it: how its time is known (`ClassInfo::how`),
+    /// or `inferred` for a culprit's entry/exit row.
+    pub fn how(&self) -> &'static str {
+        if self.inferred {
+            "inferred"
+        } else {
+            self.class.info().how
+        }
+    }
+
+    /// ` (inferred)` after an inferred row's time in a one-line summary, nothing for a
+    /// measured one (the usual case, which a line printed every second need not repeat).
+    pub fn inferred_mark(&self) -> &'static str {
+        if self.inferred {
+            " (inferred)"
+        } else {
+            ""
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -146,10 +171,11 @@ impl LiveModel {
         }
         if let Some(top) = self.sorted_culprits().first() {
             line.push_str(&format!(
-                " | top culprit: {} {} {}",
+                " | top culprit: {} {} {}{}",
                 top.class,
                 top.name,
-                fmt_ns(top.total_ns)
+                fmt_ns(top.total_ns),
+                top.inferred_mark()
             ));
         }
         line
@@ -209,7 +235,7 @@ impl LiveModel {
         }
         if let Some(top) = self.sorted_culprits().first() {
             line.push_str(&format!(
-                " | {}: {} {}{}{} {}",
+                " | {}: {} {}{}{} {}{}",
                 match self.kernel_total_ns {
                     Some(_) => "top kernel time",
                     None => "top culprit",
@@ -218,7 +244,8 @@ impl LiveModel {
                 top.name,
                 if top.detail.is_empty() { "" } else { " " },
                 top.detail,
-                fmt_ns(top.total_ns)
+                fmt_ns(top.total_ns),
+                top.inferred_mark()
             ));
         }
         line

@@ -228,6 +228,7 @@ fn culprits(m: &LiveModel, rows: usize) -> Table<'static> {
             };
             Row::new(vec![
                 Cell::from(c.class.as_str()),
+                Cell::from(c.how()),
                 Cell::from(what),
                 Cell::from(c.count.to_string()),
                 Cell::from(fmt_ns(c.total_ns)),
@@ -257,6 +258,7 @@ fn culprits(m: &LiveModel, rows: usize) -> Table<'static> {
         body,
         [
             Constraint::Length(11),
+            Constraint::Length(8),
             Constraint::Min(24),
             Constraint::Length(7),
             Constraint::Length(9),
@@ -267,7 +269,7 @@ fn culprits(m: &LiveModel, rows: usize) -> Table<'static> {
     )
     .header(
         Row::new(vec![
-            "class", "culprit", "count", "total", "max", "last", "share",
+            "class", "how", "culprit", "count", "total", "max", "last", "share",
         ])
         .style(Style::default().add_modifier(Modifier::BOLD)),
     )
@@ -358,11 +360,13 @@ fn draw_minimal(f: &mut Frame, m: &LiveModel, area: Rect) {
         .into_iter()
         .take(area.height.saturating_sub(lines.len() as u16 + 1) as usize)
     {
+        // The name last: a narrow terminal cuts it, never the marker or the time.
         lines.push(Line::from(format!(
-            "{} {} {}",
+            "{} {} {} {}",
             c.class,
-            c.name,
-            fmt_ns(c.total_ns)
+            c.how(),
+            fmt_ns(c.total_ns),
+            c.name
         )));
     }
     lines.push(Line::from("q quit"));

@@ -3,8 +3,8 @@
 
 use super::culprit::words;
 use super::runfile::{
-    CpuCount, CpuSteal, CpuTheftEntry, CulpritEntry, ProbeInfo, ProgramCostEntry, SpikeEntry,
-    StallCulprit, StallEntry, TimelineRecord,
+    CpuCount, CpuSteal, CpuTheftEntry, CulpritEntry, ProbeInfo, ProcessEntry, ProcessesEntry,
+    ProgramCostEntry, SpikeEntry, StallCulprit, StallEntry, TimelineRecord,
 };
 use crate::attribution::run::RunAttribution;
 use crate::attribution::{RankedCulprit, Share, SpikeVerdict, Verdict};
@@ -143,6 +143,22 @@ pub fn culprit_entry(c: RankedCulprit) -> CulpritEntry {
         Who::OwnIpi { vector, .. } => Some(vector_name(vector).to_string()),
         _ => None,
     };
+    let processes = c.processes.map(|p| ProcessesEntry {
+        count: p.count,
+        more: p.more,
+        not_listed: p.count.saturating_sub(p.each.len() as u64),
+        listed: p
+            .each
+            .into_iter()
+            .map(|t| ProcessEntry {
+                pid: t.pid,
+                episodes: t.episodes,
+                measured_ns: t.measured_ns,
+                inferred_ns: t.inferred_ns,
+                longest_ns: t.longest_ns,
+            })
+            .collect(),
+    });
     CulpritEntry {
         class: c.culprit.class,
         name,
@@ -165,6 +181,7 @@ pub fn culprit_entry(c: RankedCulprit) -> CulpritEntry {
                 host_ns: t.host_ns,
             })
             .collect(),
+        processes,
     }
 }
 

@@ -50,7 +50,7 @@ pub fn policy_name(p: u32) -> &'static str {
     }
 }
 
-/// A pid as shown: `*` for any (`model::ANY_PID`, a ranking's folded tasks).
+/// A pid as shown: `*` for any (`model::ANY_PID`, a ranking's folded sleepers).
 fn shown_pid(pid: u32) -> String {
     if pid == ANY_PID {
         "*".to_string()
@@ -63,7 +63,9 @@ fn shown_pid(pid: u32) -> String {
 /// `java[4121]`, `cpu 3` …
 pub fn name(who: &Who) -> String {
     match who {
-        Who::Task { comm, pid, .. } => format!("{comm}[{}]", shown_pid(*pid)),
+        // A row of a command name's processes names no pid.
+        Who::Task { comm, pid, .. } if *pid == ANY_PID => comm.to_string(),
+        Who::Task { comm, pid, .. } => format!("{comm}[{pid}]"),
         Who::Kthread { comm } => comm.to_string(),
         Who::Work { worker, .. } => worker.to_string(),
         Who::Irq { number, action } => format!("{number} {action}"),
@@ -81,6 +83,13 @@ pub fn name(who: &Who) -> String {
         Who::Lost => LOST_NAME.to_string(),
         Who::Others => OTHERS_NAME.to_string(),
     }
+}
+
+/// A row of one command name's processes: `taskset — 31 processes`, `sleep — 1024+ processes`
+/// when more took part than were told apart.
+pub fn grouped_name(name: &str, count: u64, more: bool) -> String {
+    let plus = if more { "+" } else { "" };
+    format!("{name} — {count}{plus} processes")
 }
 
 /// What a culprit did: the work function, the scheduling policy, `3000000→1200000 kHz` …;

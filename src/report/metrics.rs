@@ -899,4 +899,86 @@ mod tests {
         assert_eq!(b.buckets.last().unwrap().1, 1);
         assert!((b.sum_s - 2.000002).abs() < 1e-3);
     }
+
+    #[test]
+    fn a_shell_loops_processes_are_one_series_named_by_command() {
+        use crate::attribution::engine::{Share, Verdict};
+        use crate::model::{Culprit, Stall, ThreadRole, Who};
+        let mut tally = TheftTally::default();
+        let mut add = |comm: &str, pid: u32, ns: Nanos| {
+            tally.add(&Verdict {
+                stall: Stall {
+                    cpu: 1,
+                    thread: ThreadRole::Watched(7),
+                    start_ns: 0,
+                    end_ns: ns,
+                },
+                culprits: vec![Share {
+                    culprit: Culprit {
+                        class: CulpritClass::Task,
+                        who: Who::Task {
+                            comm: comm.into(),
+                            pid,
+                            policy: 0,
+                        },
+                    },
+                    via: None,
+                    measured_ns: ns,
+                    inferred_ns: 0,
+                    host_ns: 0,
+                    episodes: 1,
+                    longest_ns: ns,
+                    share: 1.0,
+                }],
+                explained_share: 1.0,
+                incomplete: false,
+                timeline: vec![],
+                hypervisor: vec![],
+            })
+        };
+        for pid in 0..30u32 {
+            add(
+                "taskset",
+                5000 + pid,
+                if pid == 7 { 1_010_000 } else { 1_000_000 },
+            );
+        }
+        add("bash", 4121, 40_000_000);
+        let plan = MetricsPlan {
+            path: PathBuf::from("/nonexistent/x.prom"),
+            interval_ns: 1_000_000_000,
+        };
+        let (steal, lost) = (BTreeMap::new(), BTreeMap::new());
+        let text = MetricsFile::new(plan, Mode::Watch).render(&Exposure {
+            now_ns: 1,
+            elapsed_ns: 1,
+            cpus: &[1],
+            theft: &tally,
+            steal_ns: &steal,
+            lost: &lost,
+            own_cpu_ns: 1,
+            consumers: Vec::new(),
+            threads: Vec::new(),
+        });
+        let now = samples(&text);
+        let series = |name: &str| -> Vec<(&str, f64)> {
+            now.iter()
+                .filter(|(k, _)| k.starts_with(name) && k.contains("class=\"task\""))
+                .filter(|(k, _)| !k.contains("culprit=\"other\""))
+                .map(|(k, v)| (k.as_str(), *v))
+                .collect()
+        };
+        let stolen = series("jitterscope_stolen_seconds_total{");
+        assert_eq!(stolen.len(), 2, "{text}");
+        let taskset = stolen
+            .iter()
+            .find(|(k, _)| k.contains("culprit=\"taskset\""));
+        assert!((taskset.expect("one taskset series").1 - 0.03001).abs() < 1e-9);
+        let count = series("jitterscope_interruptions_total{");
+        let taskset = count
+            .iter()
+            .find(|(k, _)| k.contains("culprit=\"taskset\""));
+        assert_eq!(taskset.map(|t| t.1), Some(30.0), "{text}");
+        assert!(!text.contains("taskset["), "no pid in a label: {text}");
+    }
 }

@@ -485,6 +485,37 @@ pub struct CulpritEntry {
     /// (`reschedule`, `call-function`), as a recorder names the vector's own time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vector: Option<String>,
+    /// A row of one command name's processes (more than one: a shell loop's, a cron job's);
+    /// `name` is then the command name alone. Absent for one process and for other culprits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes: Option<ProcessesEntry>,
+}
+
+/// The processes a culprit row groups.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessesEntry {
+    /// Processes (pids) told apart.
+    pub count: u64,
+    /// More took part than `count`: past the bound on processes told apart in one run
+    /// (`attribution::ranking::MAX_CULPRITS`), their time is the row's but their pids are not
+    /// told apart.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub more: bool,
+    /// The processes that stole the most, at most `attribution::ranking::PROCESSES_LISTED`,
+    /// the most first.
+    pub listed: Vec<ProcessEntry>,
+    /// Processes told apart but not listed (`count` minus the listed).
+    pub not_listed: u64,
+}
+
+/// One process of a grouped row.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessEntry {
+    pub pid: u32,
+    pub episodes: u64,
+    pub measured_ns: Nanos,
+    pub inferred_ns: Nanos,
+    pub longest_ns: Nanos,
 }
 
 impl CulpritEntry {
@@ -657,6 +688,7 @@ pub(crate) mod tests {
             advice: String::new(),
             cpus: vec![],
             vector: None,
+            processes: None,
         }
     }
 

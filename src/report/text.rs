@@ -50,9 +50,20 @@ fn pct(x: f64) -> String {
 }
 
 /// The ranking row name of a culprit's inferred time (its own row, never added to the
-/// measured one).
+/// measured one; its `how` column says `inferred`).
 pub fn inferred_row_name(name: &str) -> String {
-    format!("{name} — entry/exit, inferred")
+    format!("{name} — entry/exit")
+}
+
+/// What the `how` column of a culprit row says: how its time is known (`ClassInfo::how`), or
+/// `inferred` for a culprit's entry/exit row. Never cut, so two rows whose names are cut
+/// alike are still told apart.
+pub fn how(class: CulpritClass, inferred: bool) -> &'static str {
+    if inferred {
+        "inferred"
+    } else {
+        class.info().how
+    }
 }
 
 /// One culprit of a stall or spike in words: its measured part, and its inferred part
@@ -306,15 +317,24 @@ fn culprit_rows(run: &RunFile) -> Vec<CulpritRow<'_>> {
     rows
 }
 
+/// A culprit's name, with the count of processes of a row that groups them.
+fn grouped_name(c: &CulpritEntry) -> String {
+    match &c.processes {
+        Some(p) => super::culprit::grouped_name(&c.name, p.count, p.more),
+        None => c.name.clone(),
+    }
+}
+
 fn culprit_name(c: &CulpritEntry) -> String {
+    let name = grouped_name(c);
     if c.class == CulpritClass::Unexplained {
-        format!("unexplained ({})", c.name)
+        format!("unexplained ({name})")
     } else if c.class == CulpritClass::Lost {
-        format!("unknown ({})", c.name)
+        format!("unknown ({name})")
     } else if c.detail.is_empty() {
-        c.name.clone()
+        name
     } else {
-        format!("{} {}", c.name, c.detail)
+        format!("{name} {}", c.detail)
     }
 }
 
@@ -395,9 +415,9 @@ fn threads_block(run: &RunFile, p: &Paint) -> String {
         }
         for c in t.culprits.iter().take(5) {
             let what = if c.detail.is_empty() {
-                c.name.clone()
+                grouped_name(c)
             } else {
-                format!("{} {}", c.name, c.detail)
+                format!("{} {}", grouped_name(c), c.detail)
             };
             let _ = writeln!(
                 s,
@@ -480,16 +500,17 @@ fn attribution_blocks(run: &RunFile, p: &Paint) -> String {
     } else {
         let _ = writeln!(
             s,
-            "{:<12} {:<40} {:>8} {:>10} {:>10} {:>6}",
-            "class", "culprit", "episodes", "time", "longest", "share"
+            "{:<12} {:<8} {:<38} {:>8} {:>10} {:>10} {:>6}",
+            "class", "how", "culprit", "episodes", "time", "longest", "share"
         );
         for r in culprit_rows(run).iter().take(15) {
             let class = format!("{:<12}", r.entry.class);
             let _ = writeln!(
                 s,
-                "{} {:<40} {:>8} {:>10} {:>10} {:>6}",
+                "{} {:<8} {:<38} {:>8} {:>10} {:>10} {:>6}",
                 p.class(r.entry.class, &class),
-                truncate(&r.name(), 40),
+                how(r.entry.class, r.inferred),
+                truncate(&r.name(), 38),
                 r.episodes(),
                 fmt_ns(r.ns),
                 r.longest(),
@@ -951,12 +972,13 @@ pub fn render_markdown(run: &RunFile) -> String {
         if let Some(line) = explained_line(run) {
             let _ = writeln!(s, "{line}.\n");
         }
-        s.push_str("| class | culprit | episodes | time | longest | share | what to do |\n|---|---|---:|---:|---:|---:|---|\n");
+        s.push_str("| class | how | culprit | episodes | time | longest | share | what to do |\n|---|---|---|---:|---:|---:|---:|---|\n");
         for r in culprit_rows(run) {
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} |",
                 r.entry.class,
+                how(r.entry.class, r.inferred),
                 md_escape(&r.name()),
                 r.episodes(),
                 fmt_ns(r.ns),
@@ -1102,5 +1124,147 @@ mod tests {
             )),
             "{line}"
         );
+    }
+
+    /// A watch's ranking: a shell loop's 30 `taskset` processes of about 1 ms (one of
+    /// 1.01 ms), one long-lived `bash`, and the local timer's measured and inferred time.
+    pub(crate) fn shell_loop_run() -> RunFile {
+        use crate::attribution::advice::{Machine, Tracer};
+        use crate::attribution::engine::{Share, Verdict};
+        use crate::attribution::Ranking;
+        use crate::model::{Culprit, Stall, ThreadRole, Who};
+        let task = |comm: &str, pid: u32| Culprit {
+            class: CulpritClass::Task,
+            who: Who::Task {
+                comm: comm.into(),
+                pid,
+                policy: 0,
+            },
+        };
+        let verdict = |culprit: Culprit, measured_ns: u64, inferred_ns: u64| Verdict {
+            stall: Stall {
+                cpu: 1,
+                thread: ThreadRole::Watched(7),
+                start_ns: 0,
+                end_ns: measured_ns + inferred_ns,
+            },
+            culprits: vec![Share {
+                culprit,
+                via: None,
+                measured_ns,
+                inferred_ns,
+                host_ns: 0,
+                episodes: 1,
+                longest_ns: measured_ns,
+                share: 1.0,
+            }],
+            explained_share: 1.0,
+            incomplete: false,
+            timeline: vec![],
+            hypervisor: vec![],
+        };
+        let mut ranking = Ranking::default();
+        for pid in 0..30u32 {
+            let ns = if pid == 7 { 1_010_000 } else { 1_000_000 };
+            ranking.add(&verdict(task("taskset", 5000 + pid), ns, 0));
+        }
+        ranking.add(&verdict(task("bash", 4121), 40_000_000, 0));
+        let timer = Culprit {
+            class: CulpritClass::TimerTick,
+            who: Who::LocalTimer { callbacks: true },
+        };
+        ranking.add(&verdict(timer, 50_000_000, 45_000_000));
+        let machine = Machine {
+            online: vec![0, 1],
+            measured: vec![1],
+            virtual_machine: true,
+            tracer: Tracer::Watch,
+        };
+        let mut run = crate::report::runfile::tests::sample();
+        run.culprits = ranking
+            .ranked(&machine)
+            .into_iter()
+            .map(crate::report::build::culprit_entry)
+            .collect();
+        run
+    }
+
+    /// The culprit table's rows of `class` in a report.
+    fn rows_of<'a>(report: &'a str, class: &str) -> Vec<&'a str> {
+        report
+            .lines()
+            .filter(|l| l.trim_start_matches("| ").starts_with(class))
+            .collect()
+    }
+
+    #[test]
+    fn a_shell_loops_processes_are_one_row_and_one_process_stays_itself() {
+        let run = shell_loop_run();
+        let text = render(&run, false);
+        let tasks = rows_of(&text, "task ");
+        assert_eq!(tasks.len(), 2, "{text}");
+        let words = |l: &str| l.split_whitespace().map(String::from).collect::<Vec<_>>();
+        assert_eq!(
+            words(tasks[0]),
+            [
+                "task",
+                "measured",
+                "bash[4121]",
+                "SCHED_OTHER",
+                "1",
+                "40.00ms",
+                "40.00ms",
+                "24%"
+            ]
+        );
+        assert_eq!(
+            words(tasks[1]),
+            [
+                "task",
+                "measured",
+                "taskset",
+                "—",
+                "30",
+                "processes",
+                "SCHED_OTHER",
+                "30",
+                "30.01ms",
+                "1.01ms",
+                "18%"
+            ]
+        );
+        let md = render_markdown(&run);
+        let tasks = rows_of(&md, "task |");
+        assert_eq!(tasks.len(), 2, "{md}");
+        assert!(
+            tasks[1].starts_with(
+                "| task | measured | taskset — 30 processes SCHED_OTHER | 30 | 30.01ms | 1.01ms | 18% |"
+            ),
+            "{md}"
+        );
+        // The run file keeps the processes, bounded, and says how many it left out.
+        let p = run.culprits[2].processes.as_ref().expect("grouped");
+        assert_eq!((p.count, p.listed.len(), p.not_listed), (30, 20, 10));
+        assert_eq!(p.listed[0].pid, 5007);
+    }
+
+    #[test]
+    fn an_inferred_row_says_so_in_a_column_no_cut_removes() {
+        let run = shell_loop_run();
+        let text = render(&run, false);
+        let timer = rows_of(&text, "timer_tick");
+        assert_eq!(timer.len(), 2, "{text}");
+        // Both names are cut alike; the column before them tells them apart.
+        for (row, how) in timer.iter().zip(["measured", "inferred"]) {
+            assert_eq!(row.split_whitespace().nth(1), Some(how), "{row}");
+            assert!(
+                row.contains("local timer timer interrupt outside c…"),
+                "{row}"
+            );
+        }
+        let md = render_markdown(&run);
+        let timer = rows_of(&md, "timer_tick |");
+        assert!(timer[0].starts_with("| timer_tick | measured | "), "{md}");
+        assert!(timer[1].starts_with("| timer_tick | inferred | "), "{md}");
     }
 }

@@ -49,9 +49,13 @@ fn rows_of(
     for c in top {
         pace();
         let all = c.total_ns().max(1) as f64;
-        let (name, detail) = culprit::words(&c.culprit);
-        let row = |name: String, ns: Nanos| CulpritRow {
+        let (mut name, detail) = culprit::words(&c.culprit);
+        if let Some(p) = &c.processes {
+            name = culprit::grouped_name(&name, p.count, p.more);
+        }
+        let row = |name: String, inferred: bool, ns: Nanos| CulpritRow {
             class: c.class(),
+            inferred,
             name,
             detail: detail.clone(),
             count: c.episodes,
@@ -61,10 +65,10 @@ fn rows_of(
             share: c.share * ns as f64 / all,
         };
         if c.measured_ns > 0 || c.inferred_ns == 0 {
-            rows.push(row(name.clone(), c.measured_ns));
+            rows.push(row(name.clone(), false, c.measured_ns));
         }
         if c.inferred_ns > 0 {
-            rows.push(row(inferred_row_name(&name), c.inferred_ns));
+            rows.push(row(inferred_row_name(&name), true, c.inferred_ns));
         }
     }
     rows.sort_by_key(|r| std::cmp::Reverse(r.total_ns));
@@ -78,11 +82,12 @@ mod tests {
     use crate::model::{CulpritClass, Stall, ThreadRole};
 
     fn share((comm, pid): (&str, u32), measured_ns: Nanos, inferred_ns: Nanos) -> Share {
+        let comm: crate::model::Text = comm.into();
         Share {
             culprit: crate::model::Culprit {
                 class: CulpritClass::Task,
                 who: crate::model::Who::Task {
-                    comm: comm.into(),
+                    comm,
                     pid,
                     policy: 0,
                 },
@@ -102,13 +107,15 @@ mod tests {
     /// culprits ranked after them, with ties among the rows.
     fn attribution() -> RunAttribution {
         let mut attr = RunAttribution::new(0, vec![1], 10, true, true, 0);
-        let parts: Vec<((&str, u32), Nanos, Nanos)> = (0..40u64)
+        // Each culprit a command name of its own: tasks of one name share a row.
+        let parts: Vec<((String, u32), Nanos, Nanos)> = (0..40u64)
             .map(|k| match k {
-                0..=5 => (("split", k as u32), 60 - k, 60),
-                _ => (("whole", k as u32), 100 - k.min(30), 0),
+                0..=5 => ((format!("split-{k}"), k as u32), 60 - k, 60),
+                _ => ((format!("whole-{k}"), k as u32), 100 - k.min(30), 0),
             })
             .collect();
-        for (name, measured, inferred) in parts {
+        for ((comm, pid), measured, inferred) in parts {
+            let name = (comm.as_str(), pid);
             attr.keep_verdict(Verdict {
                 stall: Stall {
                     cpu: 0,
@@ -131,10 +138,51 @@ mod tests {
         let attr = attribution();
         let all = culprit_rows(&attr, 0, usize::MAX, &mut || {});
         assert_eq!(all.len(), 46, "6 split culprits give two rows each");
-        assert_eq!(all[0].name, "whole[6]", "a later culprit's row comes first");
+        assert_eq!(
+            all[0].name, "whole-6[6]",
+            "a later culprit's row comes first"
+        );
         for limit in 0..=all.len() + 2 {
             let head = culprit_rows(&attr, 0, limit, &mut || {});
             assert_eq!(head, all[..limit.min(all.len())].to_vec(), "limit {limit}");
         }
+    }
+
+    #[test]
+    fn a_shell_loops_processes_are_one_live_row_and_inferred_rows_are_marked() {
+        let mut attr = RunAttribution::new(0, vec![1], 10, true, true, 0);
+        let mut stall = |culprit: Share| {
+            attr.keep_verdict(Verdict {
+                stall: Stall {
+                    cpu: 1,
+                    thread: ThreadRole::Producer,
+                    start_ns: 0,
+                    end_ns: culprit.measured_ns + culprit.inferred_ns,
+                },
+                culprits: vec![culprit],
+                explained_share: 1.0,
+                incomplete: false,
+                timeline: vec![],
+                hypervisor: vec![],
+            })
+        };
+        for pid in 0..30u32 {
+            let ns = if pid == 7 { 1_010_000 } else { 1_000_000 };
+            stall(share(("taskset", 5000 + pid), ns, 0));
+        }
+        stall(share(("bash", 4121), 40_000_000, 2_000_000));
+        let rows = culprit_rows(&attr, 0, usize::MAX, &mut || {});
+        let shown: Vec<(&str, bool, u64, Nanos, Nanos)> = rows
+            .iter()
+            .map(|r| (r.name.as_str(), r.inferred, r.count, r.total_ns, r.max_ns))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("bash[4121]", false, 1, 40_000_000, 40_000_000),
+                ("taskset — 30 processes", false, 30, 30_010_000, 1_010_000),
+                ("bash[4121] — entry/exit", true, 1, 2_000_000, 40_000_000),
+            ]
+        );
     }
 }

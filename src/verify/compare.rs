@@ -242,8 +242,8 @@ fn perf_comm(name: &str) -> &str {
 /// The name under which perf's cause `name` joins jitterscope's rows.
 fn join_key(by_name: &BTreeMap<String, Side>, name: &str) -> String {
     // perf's `comm[pid]` joins jitterscope's row of that name, else of the comm alone (kernel
-    // threads are named so), else `comm[*]` (the ranking folds short-lived tasks' pids once it
-    // holds many culprits).
+    // threads are named so, and the row of a command name's processes), else `comm[*]` (older
+    // run files' row of folded pids).
     let folded = format!("{}[*]", perf_comm(name));
     if by_name.contains_key(name) {
         name.to_string()

@@ -187,6 +187,7 @@ pub(super) fn kernel_rows(
         .iter()
         .map(|c| CulpritRow {
             class: c.culprit.class,
+            inferred: false,
             name: culprit::name(&c.culprit.who),
             detail: culprit::detail(&c.culprit.who),
             count: c.episodes,
