@@ -80,6 +80,7 @@ fn model() -> LiveModel {
         help: false,
         note: None,
         watch: false,
+        target: String::new(),
     }
 }
 
