@@ -482,10 +482,7 @@ fn under_tmux_a_watch_shows_its_threads_and_names_the_injected_kworker() {
         end.contains("EXITED 0"),
         "the watch did not end cleanly:\n{end}"
     );
-    assert!(
-        end.contains("== Watched threads (--tid"),
-        "no report:\n{end}"
-    );
+    assert!(end.contains("== Watch of `--tid"), "no report:\n{end}");
     assert_eq!(
         tmux.var("alternate_on"),
         "0",

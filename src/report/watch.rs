@@ -247,7 +247,7 @@ fn steal_words(run: &RunFile) -> Option<String> {
         "The KVM steal clock was read and did not grow: the host did not hold these vCPUs off their CPUs (its exits and interrupts are not in that clock)".into()
     } else {
         format!(
-            "The KVM steal clock was read: the host held these vCPUs off their CPUs {} over the watch, counted as host preemption where it grew under a watched thread",
+            "The KVM steal clock was read ({} over the watch): where it grew while a watched thread wanted its CPU, that time is counted, as host preemption",
             grew.join(", ")
         )
     })
@@ -315,7 +315,8 @@ pub fn markdown_head(run: &RunFile) -> String {
         ] {
             if d.count > 0 {
                 let figures = delay_figures(d);
-                let _ = writeln!(s, "- {label}: {}", figures.trim_start());
+                let words: Vec<&str> = figures.split_whitespace().collect();
+                let _ = writeln!(s, "- {label}: {}", words.join(" "));
             }
         }
         let kinds = kinds_words(t);
