@@ -114,6 +114,33 @@ fn a_narrow_terminal_gets_the_minimal_layout() {
     assert!(b.contains("q quit"));
 }
 
+/// A watch's header names what is watched, and neither it nor the minimal layout shows a
+/// workload's figures (producer, message rate).
+#[test]
+fn a_watch_header_names_its_target_and_no_workload() {
+    let mut m = model();
+    m.watch = true;
+    m.target = "--pid 4121".into();
+    let main = text(&render(&m, 120, 36));
+    let header = main.lines().next().unwrap();
+    assert!(
+        header
+            .starts_with("jitterscope watch --pid 4121  1 thread  12.0s  interruptions seen 1234"),
+        "{main}"
+    );
+    let narrow = text(&render(&m, 50, 12));
+    assert!(
+        narrow.starts_with("watch --pid 4121 12s interruptions seen 1234"),
+        "{narrow}"
+    );
+    for screen in [&main, &narrow] {
+        assert!(
+            !screen.contains("producer") && !screen.contains("msg/s"),
+            "{screen}"
+        );
+    }
+}
+
 #[test]
 fn lost_events_show_in_red() {
     let mut m = model();
