@@ -488,13 +488,14 @@ fn under_tmux_a_watch_shows_its_threads_and_names_the_injected_kworker() {
     std::thread::sleep(Duration::from_millis(1500));
     pin(0, 0);
     let mut seen = String::new();
+    let header = format!("jitterscope watch --tid {}  1 thread  ", spinner.tid());
     for _ in 0..40 {
         for _ in 0..20 {
             std::fs::write("/proc/sys/vm/stat_refresh", "1").unwrap();
         }
         std::thread::sleep(Duration::from_millis(100));
         let pane = tmux.screen();
-        if pane.contains("refresh_vm_stats") && pane.contains("watching 1 thread") {
+        if pane.contains("refresh_vm_stats") && pane.contains(&header) {
             seen = pane;
             break;
         }
