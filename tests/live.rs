@@ -93,6 +93,7 @@ fn model() -> LiveModel {
         help: false,
         note: None,
         watch: false,
+        target: String::new(),
     }
 }
 
@@ -124,6 +125,33 @@ fn a_narrow_terminal_gets_the_minimal_layout() {
     golden("live_narrow.txt", &b);
     assert!(b.contains("kworker measured 6.80ms kworker/3:1"), "{b}");
     assert!(b.contains("q quit"));
+}
+
+/// A watch's header names what is watched, and neither it nor the minimal layout shows a
+/// workload's figures (producer, message rate).
+#[test]
+fn a_watch_header_names_its_target_and_no_workload() {
+    let mut m = model();
+    m.watch = true;
+    m.target = "--pid 4121".into();
+    let main = text(&render(&m, 120, 36));
+    let header = main.lines().next().unwrap();
+    assert!(
+        header
+            .starts_with("jitterscope watch --pid 4121  1 thread  12.0s  interruptions seen 1234"),
+        "{main}"
+    );
+    let narrow = text(&render(&m, 50, 12));
+    assert!(
+        narrow.starts_with("watch --pid 4121 12s interruptions seen 1234"),
+        "{narrow}"
+    );
+    for screen in [&main, &narrow] {
+        assert!(
+            !screen.contains("producer") && !screen.contains("msg/s"),
+            "{screen}"
+        );
+    }
 }
 
 #[test]
@@ -497,13 +525,14 @@ fn under_tmux_a_watch_shows_its_threads_and_names_the_injected_kworker() {
     std::thread::sleep(Duration::from_millis(1500));
     pin(0, 0);
     let mut seen = String::new();
+    let header = format!("jitterscope watch --tid {}  1 thread  ", spinner.tid());
     for _ in 0..40 {
         for _ in 0..20 {
             std::fs::write("/proc/sys/vm/stat_refresh", "1").unwrap();
         }
         std::thread::sleep(Duration::from_millis(100));
         let pane = tmux.screen();
-        if pane.contains("refresh_vm_stats") && pane.contains("watching 1 thread") {
+        if pane.contains("refresh_vm_stats") && pane.contains(&header) {
             seen = pane;
             break;
         }
@@ -518,10 +547,7 @@ fn under_tmux_a_watch_shows_its_threads_and_names_the_injected_kworker() {
         end.contains("EXITED 0"),
         "the watch did not end cleanly:\n{end}"
     );
-    assert!(
-        end.contains("== Watched threads (--tid"),
-        "no report:\n{end}"
-    );
+    assert!(end.contains("== Watch of `--tid"), "no report:\n{end}");
     assert_eq!(
         tmux.var("alternate_on"),
         "0",

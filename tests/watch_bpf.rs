@@ -382,13 +382,68 @@ fn a_watched_command_gains_threads_and_its_exit_ends_the_watch() {
     assert!(report.status.success(), "{}", show(&report));
     let text = String::from_utf8_lossy(&report.stdout);
     assert!(
-        text.contains("== Watched threads (-- ") && text.contains("js-consumer-1["),
+        text.contains("== Watch of `-- ") && text.contains("js-consumer-1["),
         "{text}"
     );
     let compare = js().arg("compare").arg(&file).arg(&file).output().unwrap();
     assert!(compare.status.success(), "{}", show(&compare));
     let text = String::from_utf8_lossy(&compare.stdout);
     assert!(text.contains("## js-consumer-1 interruptions"), "{text}");
+}
+
+/// `watch -- <a small command>`: the Markdown report is headed by the command and its
+/// thread, never by a workload, says what a watch cannot see, and the run file keeps it.
+#[test]
+fn a_watch_report_is_headed_by_what_was_watched() {
+    if skip_bpf("a_watch_report_is_headed_by_what_was_watched") || nproc() < 2 {
+        return;
+    }
+    let _cpus = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let out = js()
+        .args(["watch", "--no-tui", "--output"])
+        .arg(dir.path())
+        .args(["--", "taskset", "-c", "1", "sh", "-c"])
+        .arg("i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", show(&out));
+    let md = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "md"))
+        .unwrap_or_else(|| panic!("no Markdown report: {}", show(&out)));
+    let md = std::fs::read_to_string(md).unwrap();
+    let head: Vec<&str> = md.lines().take(5).collect();
+    assert_eq!(
+        head[0], "# jitterscope watch `-- taskset -c 1 sh -c i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done`",
+        "{md}"
+    );
+    assert!(
+        head[2].starts_with("Process ")
+            && head[2].contains("; ended: the command exited (exit status: 0)."),
+        "{md}"
+    );
+    assert!(
+        head[3].starts_with("1 thread: sh[") && head[3].contains("] on CPU 1."),
+        "{md}"
+    );
+    for word in [
+        "Producer",
+        "consumers on CPUs",
+        "interval 0ns",
+        "## Latency",
+        "is unexplained",
+    ] {
+        assert!(!md.contains(word), "{word:?} in a watch report:\n{md}");
+    }
+    assert!(md.contains("## What this watch cannot see"), "{md}");
+    assert!(md.contains("`jitterscope run --cpus P,1`"), "{md}");
+    let (_, run) = read(dir.path());
+    let coverage = run.watch.and_then(|w| w.coverage).expect("no coverage key");
+    assert_eq!(coverage.cpus, [1]);
+    assert!(!coverage.blind_to.is_empty());
 }
 
 #[test]

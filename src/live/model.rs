@@ -129,6 +129,9 @@ pub struct LiveModel {
     pub note: Option<String>,
     /// Watch mode: `consumers` are the watched threads, their `total` the interruptions.
     pub watch: bool,
+    /// Watch mode: what is watched as the user gave it (`--pid 4121`, `-- ./engine`); empty
+    /// in a run.
+    pub target: String,
 }
 
 impl LiveModel {

@@ -57,14 +57,16 @@ fn header(m: &LiveModel) -> Paragraph<'static> {
     } else {
         Style::default()
     };
+    let title = if m.watch {
+        format!("jitterscope watch {}", m.target)
+    } else {
+        format!("jitterscope '{}'", m.label)
+    };
     let mut first = vec![
-        Span::styled(
-            format!("jitterscope '{}'", m.label),
-            Style::default().add_modifier(Modifier::BOLD),
-        ),
+        Span::styled(title, Style::default().add_modifier(Modifier::BOLD)),
         Span::raw(if m.watch {
             format!(
-                "  watching {} thread{}  {:.1}s  interruptions {}  ",
+                "  {} thread{}  {:.1}s  interruptions seen {}  ",
                 m.consumers.len(),
                 if m.consumers.len() == 1 { "" } else { "s" },
                 m.elapsed_ns as f64 / 1e9,
@@ -331,14 +333,24 @@ fn draw_help(f: &mut Frame, area: Rect) {
 
 /// Small terminals: one line per fact.
 fn draw_minimal(f: &mut Frame, m: &LiveModel, area: Rect) {
-    let mut lines = vec![Line::from(format!(
-        "{:.0}/{:.0}s {:.0}k msg/s stalls {}{}",
-        m.elapsed_ns as f64 / 1e9,
-        m.planned_ns as f64 / 1e9,
-        m.messages_per_s / 1e3,
-        m.stalls,
-        m.awaiting_text()
-    ))];
+    let first = if m.watch {
+        format!(
+            "watch {} {:.0}s interruptions seen {}",
+            m.target,
+            m.elapsed_ns as f64 / 1e9,
+            m.stalls
+        )
+    } else {
+        format!(
+            "{:.0}/{:.0}s {:.0}k msg/s stalls {}{}",
+            m.elapsed_ns as f64 / 1e9,
+            m.planned_ns as f64 / 1e9,
+            m.messages_per_s / 1e3,
+            m.stalls,
+            m.awaiting_text()
+        )
+    };
+    let mut lines = vec![Line::from(first)];
     if m.lost > 0 {
         lines.push(Line::styled(
             format!("LOST {}", m.lost),

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::chart::{percentile_chart, Series};
-use super::runfile::RunFile;
+use super::runfile::{Mode, RunFile};
 use super::seed::{Summary, PERCENTILES};
 use crate::units::fmt_ns;
 
@@ -154,9 +154,15 @@ pub fn render(runs: &[(String, RunFile)]) -> String {
         ));
     }
     s.push_str(&thread_tables(runs));
+    // A watch's time is the interruptions it saw, not every stall of a loop.
+    let of = if runs.iter().all(|(_, r)| r.mode == Mode::Watch) {
+        "the interruption time a watch saw"
+    } else {
+        "a run's stall time"
+    };
     let _ = writeln!(
         s,
-        "\n## Culprits between runs (those with at least {:.0}% of a run's stall time)\n",
+        "\n## Culprits between runs (those with at least {:.0}% of {of})\n",
         PRESENT_SHARE * 100.0
     );
     let times: Vec<_> = runs.iter().map(|(_, r)| culprit_times(r)).collect();
@@ -376,6 +382,11 @@ mod tests {
         assert!(text.contains("3000 (3.00×)"), "{text}");
         assert!(!text.contains("wake-up delays"), "{text}");
         assert!(chart(&runs).contains("first watched thread"));
+        assert!(
+            text.contains("at least 1% of the interruption time a watch saw)")
+                && !text.contains("stall time"),
+            "{text}"
+        );
     }
     fn culprit(name: &str, total_ns: u64) -> crate::report::runfile::CulpritEntry {
         crate::report::runfile::tests::culprit(crate::model::CulpritClass::Task, name, total_ns)

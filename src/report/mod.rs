@@ -15,4 +15,5 @@ pub mod runfile;
 pub mod seed;
 pub mod stalls;
 pub mod text;
+pub mod watch;
 pub use crate::units;

@@ -74,6 +74,48 @@ pub struct WatchInfo {
     pub pid: Option<u32>,
     /// Records of a thread's run closer than this were joined into one interruption.
     pub join_ns: Nanos,
+    /// What the watch could not see, and where every gap is measured; absent in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<Coverage>,
+}
+
+/// A watch sees an interruption only where a kernel event (a switch, a wake-up, an IRQ, a
+/// softirq, a timer, an IPI, an NMI, a fault) or the KVM steal clock marks it: the watched
+/// thread runs no clock loop of jitterscope's, so a gap with no such mark is not in its
+/// figures. Its shares are of what it saw.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Coverage {
+    /// The kinds of gap this watch could not see on this machine.
+    pub blind_to: Vec<BlindSpot>,
+    /// The CPUs the watched threads ran on: where a run's own loop (`jitterscope run` with a
+    /// consumer there) or the program's own loop timing measures every gap.
+    pub cpus: Vec<Cpu>,
+}
+
+/// A kind of gap no kernel event marks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BlindSpot {
+    /// On a VM: VM exits and the host's interrupt handling while the vCPU is nominally
+    /// running (KVM steal counts only the vCPU thread's run-queue delay).
+    HostExits,
+    /// On a VM without a steal clock: the host running something else on the vCPU's CPU.
+    HostPreemption,
+    /// On bare metal: system management interrupts (firmware; no kernel event).
+    Smi,
+}
+
+impl Coverage {
+    /// What a watch cannot see on a VM (`virtual_machine`) or bare metal, with or without a
+    /// KVM steal clock read.
+    pub fn of(virtual_machine: bool, steal_clock: bool, cpus: Vec<Cpu>) -> Coverage {
+        let blind_to = match (virtual_machine, steal_clock) {
+            (true, true) => vec![BlindSpot::HostExits],
+            (true, false) => vec![BlindSpot::HostExits, BlindSpot::HostPreemption],
+            (false, _) => vec![BlindSpot::Smi],
+        };
+        Coverage { blind_to, cpus }
+    }
 }
 
 /// Watch mode: one watched thread.

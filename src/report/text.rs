@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use super::runfile::{CulpritEntry, Mode, RunFile, StallCulprit, StallEntry};
 use super::seed;
 use super::stalls::render_summary;
+use super::watch;
 use crate::model::{CulpritClass, Ended};
 use crate::units::fmt_ns;
 
@@ -23,7 +24,7 @@ pub fn consumer_title(index: usize) -> String {
 }
 
 #[derive(Clone, Copy)]
-struct Paint(bool);
+pub(super) struct Paint(pub(super) bool);
 
 impl Paint {
     fn code(self, code: &str, s: &str) -> String {
@@ -33,7 +34,7 @@ impl Paint {
             s.to_string()
         }
     }
-    fn bold(self, s: &str) -> String {
+    pub(super) fn bold(self, s: &str) -> String {
         self.code("1", s)
     }
     fn warn(self, s: &str) -> String {
@@ -45,7 +46,7 @@ impl Paint {
     }
 }
 
-fn pct(x: f64) -> String {
+pub(super) fn pct(x: f64) -> String {
     format!("{:.0}%", x * 100.0)
 }
 
@@ -153,8 +154,13 @@ pub fn causes_line(s: &StallEntry) -> String {
 /// `+12.345678s  CPU 3  accumulator stalled 182.4µs: …`
 pub fn stall_line(run: &RunFile, s: &StallEntry) -> String {
     let at = s.start_ns.saturating_sub(run.run.record_from_ns) as f64 / 1e9;
+    // A watch's entry names its kind (`oslat[4122] (preempted)`): no stall of a loop.
+    let verb = match run.mode {
+        Mode::Run => " stalled",
+        Mode::Watch => "",
+    };
     format!(
-        "+{at:.6}s  CPU {}  {} stalled {}: {}",
+        "+{at:.6}s  CPU {}  {}{verb} {}: {}",
         s.cpu,
         s.thread,
         fmt_ns(s.duration_ns),
@@ -318,7 +324,7 @@ fn culprit_rows(run: &RunFile) -> Vec<CulpritRow<'_>> {
 }
 
 /// A culprit's name, with the count of processes of a row that groups them.
-fn grouped_name(c: &CulpritEntry) -> String {
+pub(super) fn grouped_name(c: &CulpritEntry) -> String {
     match &c.processes {
         Some(p) => super::culprit::grouped_name(&c.name, p.count, p.more),
         None => c.name.clone(),
@@ -339,100 +345,6 @@ fn culprit_name(c: &CulpritEntry) -> String {
 }
 
 /// The terminal report.
-/// Watch mode: one block per watched thread — its share of wanted CPU time taken, its
-/// interruptions and wake-up delays, its top culprits.
-fn threads_block(run: &RunFile, p: &Paint) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{}",
-        p.bold(&format!(
-            "== Watched threads ({}) ==",
-            run.watch.as_ref().map_or("", |w| w.target.as_str())
-        ))
-    );
-    for t in &run.threads {
-        let share = match (t.share, t.wanted_ns) {
-            (Some(sh), Some(w)) => format!(
-                "{} of the {} it wanted a CPU taken ({})",
-                fmt_ns(t.taken_ns),
-                fmt_ns(w),
-                pct(sh)
-            ),
-            _ => format!("{} taken", fmt_ns(t.taken_ns)),
-        };
-        let exited = if t.exited_ns.is_some() {
-            ", exited"
-        } else {
-            ""
-        };
-        let _ = writeln!(
-            s,
-            "{}[{}] (process {}, CPUs {}{exited}): {share}",
-            t.name,
-            t.tid,
-            t.pid,
-            crate::units::format_list(&t.cpus)
-        );
-        for (label, d) in [
-            ("interruptions", &t.interruptions),
-            ("wake-up delays", &t.wakeups),
-        ] {
-            if d.count == 0 {
-                continue;
-            }
-            let pcts = d.summary.as_ref().map_or(String::new(), |su| {
-                format!(
-                    " p50 {} p99 {} p99.9 {}",
-                    fmt_ns(su.percentile("50").unwrap_or(0)),
-                    fmt_ns(su.percentile("99").unwrap_or(0)),
-                    fmt_ns(su.percentile("99.9").unwrap_or(0))
-                )
-            });
-            let _ = writeln!(
-                s,
-                "  {label:<15} {:>7} total {:>9}{pcts} max {}",
-                d.count,
-                fmt_ns(d.total_ns),
-                fmt_ns(d.max_ns)
-            );
-        }
-        let kinds: Vec<String> = t
-            .kinds
-            .iter()
-            .filter(|k| k.count > 0)
-            .map(|k| {
-                format!(
-                    "{} {} ({})",
-                    k.kind.replace('_', " "),
-                    fmt_ns(k.total_ns),
-                    k.count
-                )
-            })
-            .collect();
-        if !kinds.is_empty() {
-            let _ = writeln!(s, "  by kind: {}", kinds.join(", "));
-        }
-        for c in t.culprits.iter().take(5) {
-            let what = if c.detail.is_empty() {
-                grouped_name(c)
-            } else {
-                format!("{} {}", grouped_name(c), c.detail)
-            };
-            let _ = writeln!(
-                s,
-                "  {:<11} {:<48} {:>9} {:>6}",
-                c.class.as_str(),
-                truncate(&what, 48),
-                fmt_ns(c.total_ns()),
-                pct(c.share)
-            );
-        }
-    }
-    s.push('\n');
-    s
-}
-
 pub fn render(run: &RunFile, colour: bool) -> String {
     let p = Paint(colour);
     let mut s = histogram_blocks(run);
@@ -440,7 +352,9 @@ pub fn render(run: &RunFile, colour: bool) -> String {
         let _ = writeln!(s, "{line}\n");
     }
     if run.mode == Mode::Watch {
-        s.push_str(&threads_block(run, &p));
+        s.push_str(&watch::head_text(run, &p));
+        s.push_str(&watch::threads_text(run, &p));
+        s.push_str(&watch::blind_text(run, &p));
         s.push_str(&render_summary(
             "Interruptions of the watched threads (per CPU)",
             &run.stall_summary,
@@ -487,11 +401,11 @@ fn histogram_blocks(run: &RunFile) -> String {
 /// The ranking, the worst stalls and spikes, and what to do.
 fn attribution_blocks(run: &RunFile, p: &Paint) -> String {
     let mut s = String::from("\n");
-    let _ = writeln!(
-        s,
-        "{}",
-        p.bold("== Top culprits (share of all stall time) ==")
-    );
+    let title = match run.mode {
+        Mode::Run => "== Top culprits (share of all stall time) ==",
+        Mode::Watch => "== Top culprits (share of the interruption time seen) ==",
+    };
+    let _ = writeln!(s, "{}", p.bold(title));
     if let Some(line) = explained_line(run) {
         let _ = writeln!(s, "{line}");
     }
@@ -572,14 +486,9 @@ fn closing_lines(run: &RunFile, p: &Paint) -> String {
     };
     match (run.mode, run.run.ended) {
         (_, Ended::Completed) => {}
-        // A watch runs until it is stopped or its target ends: nothing is partial.
-        (Mode::Watch, ended) => {
-            let _ = writeln!(
-                s,
-                "note: the watch ended ({ended}{why}) after {}",
-                fmt_ns(run.run.duration_ns)
-            );
-        }
+        // A watch runs until it is stopped or its target ends: nothing is partial, and its
+        // head says how it ended.
+        (Mode::Watch, _) => {}
         (Mode::Run, ended) => {
             let _ = writeln!(
                 s,
@@ -605,74 +514,160 @@ pub fn floor_line(run: &RunFile) -> Option<String> {
     ))
 }
 
-/// The run-wide figure: how much stall time has a named kernel cause, measured or inferred,
-/// how much the host took, and what stays unexplained.
-pub fn explained_line(run: &RunFile) -> Option<String> {
-    let total = run.stall_summary.total_ns;
-    if total == 0 || !run.run.settings.probes {
-        return None;
+/// The run-wide shares of stall (or, in a watch, interruption) time, saturating: a run
+/// file's figures are not trusted to add up without overflow.
+struct Shares {
+    total: u64,
+    named: u64,
+    measured: u64,
+    inferred: u64,
+    host: u64,
+    /// Steal inside other causes' runs (given to `hypervisor`, taken from their time).
+    host_inside: u64,
+    unexplained: u64,
+    lost: u64,
+}
+
+impl Shares {
+    fn of(run: &RunFile) -> Shares {
+        let sum = |pick: &dyn Fn(&CulpritEntry) -> u64| -> u64 {
+            run.culprits
+                .iter()
+                .fold(0u64, |s, c| s.saturating_add(pick(c)))
+        };
+        let of_class =
+            |class: CulpritClass| sum(&|c| if c.class == class { c.total_ns() } else { 0 });
+        let total = run.stall_summary.total_ns;
+        let (unexplained, lost, host) = (
+            of_class(CulpritClass::Unexplained),
+            of_class(CulpritClass::Lost),
+            of_class(CulpritClass::Hypervisor),
+        );
+        let inferred = sum(&|c| c.inferred_ns);
+        let named = total
+            .saturating_sub(unexplained)
+            .saturating_sub(lost)
+            .saturating_sub(host);
+        Shares {
+            total,
+            named,
+            measured: named.saturating_sub(inferred),
+            inferred,
+            host,
+            host_inside: sum(&|c| c.host_ns),
+            unexplained,
+            lost,
+        }
     }
-    // Saturating: a run file's figures are not trusted to add up without overflow.
-    let sum = |pick: &dyn Fn(&CulpritEntry) -> u64| -> u64 {
-        run.culprits
-            .iter()
-            .fold(0u64, |s, c| s.saturating_add(pick(c)))
-    };
-    let of_class = |class: CulpritClass| sum(&|c| if c.class == class { c.total_ns() } else { 0 });
-    let (unexplained, lost, host) = (
-        of_class(CulpritClass::Unexplained),
-        of_class(CulpritClass::Lost),
-        of_class(CulpritClass::Hypervisor),
-    );
-    let inferred = sum(&|c| c.inferred_ns);
-    let named = total
-        .saturating_sub(unexplained)
-        .saturating_sub(lost)
-        .saturating_sub(host);
-    let measured = named.saturating_sub(inferred);
-    let incomplete = run.probes.as_ref().map_or(0, |p| p.incomplete_stalls);
-    let steal_clock = run.probes.as_ref().is_some_and(|p| p.steal_clock);
-    let pct = |ns: u64| 100.0 * ns as f64 / total as f64;
-    let mut line = format!(
-        "{:.1}% of all stall time ({} of {}) has a named kernel cause: {:.1}% measured inside kernel records, {:.1}% inferred (entry/exit next to them)",
-        pct(named),
-        fmt_ns(named),
-        fmt_ns(total),
-        pct(measured),
-        pct(inferred),
-    );
-    if steal_clock {
-        // Steal inside other causes' runs (given to `hypervisor`, taken from their time).
-        let inside = sum(&|c| c.host_ns);
-        let where_ = if inside > 0 {
+
+    fn pct(&self, ns: u64) -> f64 {
+        100.0 * ns as f64 / self.total.max(1) as f64
+    }
+
+    /// `96.2% measured inside kernel records, 0.3% inferred (entry/exit next to them)`
+    fn named_parts(&self) -> String {
+        format!(
+            "{:.1}% measured inside kernel records, {:.1}% inferred (entry/exit next to them)",
+            self.pct(self.measured),
+            self.pct(self.inferred),
+        )
+    }
+
+    /// `; 1.2% host preemption (KVM steal: 0.4 points of it inside other causes' runs)`
+    fn host_part(&self) -> String {
+        let where_ = if self.host_inside > 0 {
             format!(
                 ": {:.1} points of it inside other causes' runs",
-                pct(inside)
+                self.pct(self.host_inside)
             )
         } else {
             String::new()
         };
+        format!(
+            "; {:.1}% host preemption (KVM steal{where_})",
+            self.pct(self.host)
+        )
+    }
+}
+
+/// The run-wide figure: how much stall time has a named kernel cause, measured or inferred,
+/// how much the host took, and what stays unexplained. In a watch, the same shares of the
+/// interruptions it saw, never of every gap (`watch_explained_line`).
+pub fn explained_line(run: &RunFile) -> Option<String> {
+    if run.stall_summary.total_ns == 0 || !run.run.settings.probes {
+        return None;
+    }
+    if run.mode == Mode::Watch {
+        return Some(watch_explained_line(run));
+    }
+    let sh = Shares::of(run);
+    let incomplete = run.probes.as_ref().map_or(0, |p| p.incomplete_stalls);
+    let steal_clock = run.probes.as_ref().is_some_and(|p| p.steal_clock);
+    let mut line = format!(
+        "{:.1}% of all stall time ({} of {}) has a named kernel cause: {}",
+        sh.pct(sh.named),
+        fmt_ns(sh.named),
+        fmt_ns(sh.total),
+        sh.named_parts(),
+    );
+    if steal_clock {
         let _ = write!(
             line,
-            "; {:.1}% host preemption (KVM steal{where_}); {:.1}% is unexplained (no kernel event and no steal)",
-            pct(host),
-            pct(unexplained)
+            "{}; {:.1}% is unexplained (no kernel event and no steal)",
+            sh.host_part(),
+            sh.pct(sh.unexplained)
         );
     } else {
         let _ = write!(
             line,
             "; {:.1}% is unexplained (no kernel event; no steal clock to tell host preemption apart)",
-            pct(unexplained)
+            sh.pct(sh.unexplained)
         );
     }
     if incomplete > 0 {
         let _ = write!(
             line,
             "; {:.1}% is unknown: {incomplete} stalls are incomplete (kernel records lost)",
-            pct(lost)
+            sh.pct(sh.lost)
         );
     }
     Some(line)
+}
+
+/// A watch's figure: shares of the interruptions the probes saw — a kernel event or the
+/// steal clock marks each of them, so gaps nothing marks are in neither side of it.
+fn watch_explained_line(run: &RunFile) -> String {
+    let sh = Shares::of(run);
+    let incomplete = run.probes.as_ref().map_or(0, |p| p.incomplete_stalls);
+    let steal_clock = run.probes.as_ref().is_some_and(|p| p.steal_clock);
+    let mut line = format!(
+        "Of the interruptions the probes saw ({}, {} in all), {:.1}% of the time has a named kernel cause: {}",
+        run.stall_summary.count,
+        fmt_ns(sh.total),
+        sh.pct(sh.named),
+        sh.named_parts(),
+    );
+    if steal_clock {
+        line.push_str(&sh.host_part());
+    }
+    if sh.unexplained > 0 {
+        let _ = write!(
+            line,
+            "; {:.1}% has no cause named inside it",
+            sh.pct(sh.unexplained)
+        );
+    }
+    if incomplete > 0 {
+        let _ = write!(
+            line,
+            "; {:.1}% is unknown: {incomplete} interruptions are incomplete (kernel records lost)",
+            sh.pct(sh.lost)
+        );
+    }
+    line.push_str(
+        "; gaps no kernel event marks are not among them (see what this watch cannot see)",
+    );
+    line
 }
 
 /// Advice for the culprits that matter (at least 1% of stall time), one per distinct text.
@@ -885,7 +880,7 @@ pub fn warnings(run: &RunFile) -> Vec<String> {
     w
 }
 
-fn truncate(s: &str, n: usize) -> String {
+pub(super) fn truncate(s: &str, n: usize) -> String {
     if s.chars().count() <= n {
         s.to_string()
     } else {
@@ -902,12 +897,12 @@ fn capitalise(s: &str) -> String {
         .unwrap_or_default()
 }
 
-fn md_escape(s: &str) -> String {
+pub(super) fn md_escape(s: &str) -> String {
     s.replace('|', "\\|")
 }
 
-/// The Markdown report: the same content as the terminal report, as tables.
-pub fn render_markdown(run: &RunFile) -> String {
+/// The Markdown head of a run: title, settings, latency table, stalls per CPU.
+fn run_markdown_head(run: &RunFile) -> String {
     let mut s = String::new();
     let r = &run.run;
     let _ = writeln!(s, "# jitterscope run `{}`\n", md_escape(&r.label));
@@ -967,7 +962,16 @@ pub fn render_markdown(run: &RunFile) -> String {
             fmt_ns(c.longest_ns)
         );
     }
-    if r.settings.probes {
+    s
+}
+
+/// The Markdown report: the same content as the terminal report, as tables.
+pub fn render_markdown(run: &RunFile) -> String {
+    let mut s = match run.mode {
+        Mode::Run => run_markdown_head(run),
+        Mode::Watch => watch::markdown_head(run),
+    };
+    if run.run.settings.probes {
         s.push_str("\n## Top culprits\n\n");
         if let Some(line) = explained_line(run) {
             let _ = writeln!(s, "{line}.\n");
@@ -991,7 +995,10 @@ pub fn render_markdown(run: &RunFile) -> String {
                 }
             );
         }
-        s.push_str("\n## Worst stalls\n\n");
+        s.push_str(match run.mode {
+            Mode::Run => "\n## Worst stalls\n\n",
+            Mode::Watch => "\n## Worst interruptions\n\n",
+        });
         for st in run.stalls.iter().take(WORST_SHOWN) {
             let _ = writeln!(s, "- `{}`", stall_line(run, st).replace('`', "'"));
         }

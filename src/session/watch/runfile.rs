@@ -15,7 +15,7 @@ use crate::report::files::{OutputDir, OutputError};
 use crate::report::hgrm;
 use crate::report::metrics::MetricsFile;
 use crate::report::runfile::{
-    DelayStats, KindTotal, Lost, Mode, Overhead, RunFile, RunInfo, Settings, ThreadEntry,
+    Coverage, DelayStats, KindTotal, Lost, Mode, Overhead, RunFile, RunInfo, Settings, ThreadEntry,
     WatchInfo, SCHEMA,
 };
 use crate::session::record::EndReason;
@@ -195,6 +195,12 @@ fn run_file(w: &WatchStopped, files: &BTreeMap<u32, Vec<String>>) -> RunFile {
         virtual_machine: crate::system::is_virtual_machine(),
         tracer: Tracer::Watch,
     };
+    let probes = probe_info(&s.attach, p, &s.attr);
+    let coverage = Coverage::of(
+        machine.virtual_machine,
+        probes.steal_clock,
+        watched_cpus(&s.book),
+    );
     RunFile {
         schema: SCHEMA.into(),
         mode: Mode::Watch,
@@ -226,6 +232,7 @@ fn run_file(w: &WatchStopped, files: &BTreeMap<u32, Vec<String>>) -> RunFile {
             target: plan.target.describe(),
             pid: s.watched.follow.map(|f| f.1),
             join_ns: JOIN_NS,
+            coverage: Some(coverage),
         }),
         threads: s
             .book
@@ -276,9 +283,21 @@ fn run_file(w: &WatchStopped, files: &BTreeMap<u32, Vec<String>>) -> RunFile {
             workload_queue_drops: 0,
             sequence_errors: 0,
         },
-        probes: Some(probe_info(&s.attach, p, &s.attr)),
+        probes: Some(probes),
         overhead: overhead(s, p),
     }
+}
+
+/// Every CPU a watched thread ran on, in order.
+fn watched_cpus(book: &crate::attribution::watch::WatchBook) -> Vec<crate::model::Cpu> {
+    let mut cpus: Vec<_> = book
+        .threads
+        .values()
+        .flat_map(|t| t.cpus.iter().copied())
+        .collect();
+    cpus.sort_unstable();
+    cpus.dedup();
+    cpus
 }
 
 fn overhead(s: &Watching, p: &ProbeSummary) -> Option<Overhead> {

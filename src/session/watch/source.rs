@@ -74,6 +74,7 @@ impl WatchSource {
             planned_ns: plan.duration_ns.unwrap_or(0),
             probes: true,
             watch: true,
+            target: plan.target.describe(),
             ..LiveModel::default()
         };
         let next_interval = s.record_from + INTERVAL_NS;
@@ -214,13 +215,20 @@ pub(super) fn rewrite_metrics(
     file.write(&e)
 }
 
-/// Why the watch ends now, if it does, and what to say (its reason in the run file too).
+/// Why the watch ends now, if it does, and what to say; the run file keeps the why alone
+/// (`SIGINT`, `the command exited (exit status: 0)`), the report says it in its head.
 fn end_asked(plan: &WatchPlan, s: &mut Watching, now: Nanos) -> Option<(EndReason, String)> {
-    let said = |end: fn(String) -> EndReason, why: String| (end(why.clone()), why);
+    let said = |end: fn(String) -> EndReason, why: String, then: &str| {
+        let say = format!("{why}{then}");
+        (end(why), say)
+    };
     if let Some(sig) = signals::received() {
-        let name = signals::name(sig);
-        let why = format!("{name}: stopping, writing what was seen");
-        return Some(said(EndReason::Interrupted, why));
+        let why = signals::name(sig).to_string();
+        return Some(said(
+            EndReason::Interrupted,
+            why,
+            ": stopping, writing what was seen",
+        ));
     }
     if plan
         .duration_ns
@@ -230,14 +238,18 @@ fn end_asked(plan: &WatchPlan, s: &mut Watching, now: Nanos) -> Option<(EndReaso
     }
     if let Some(child) = &mut s.watched.child {
         if let Ok(Some(status)) = child.try_wait() {
-            let why = format!("the command exited ({status}); writing what was seen");
-            return Some(said(EndReason::TargetExited, why));
+            let why = format!("the command exited ({status})");
+            return Some(said(
+                EndReason::TargetExited,
+                why,
+                "; writing what was seen",
+            ));
         }
     }
     let all_gone = !s.watched.ids.is_empty() && s.watched.ids.values().all(|t| t.exited);
     all_gone.then(|| {
-        let why = "every watched thread exited; writing what was seen".to_string();
-        said(EndReason::TargetExited, why)
+        let why = "every watched thread exited".to_string();
+        said(EndReason::TargetExited, why, "; writing what was seen")
     })
 }
 
