@@ -620,3 +620,35 @@ pub struct ThreadEvent {
     /// Created (by this kernel thread id), or exited (None).
     pub created_by: Option<u32>,
 }
+
+/// Deciding at the end, a record the probes' drain thread glanced at where it waits in the
+/// rings (or took in before the end), as the live preview is given it: its CPU, its span,
+/// and what it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Glimpse {
+    pub cpu: Cpu,
+    pub start_ns: Nanos,
+    pub end_ns: Nanos,
+    pub what: Glimpsed,
+}
+
+/// What a glanced-at record is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Glimpsed {
+    /// An episode that held the CPU.
+    Episode {
+        /// The record's class (an hrtimer callback's is the timer tick's, as the decoder
+        /// gives it) and that of the episode it is nested in, if any.
+        class: CulpritClass,
+        parent: Option<CulpritClass>,
+        /// A task's run whose closing switch the probes did not see: its span holds the
+        /// workload's own run too.
+        end_unseen: bool,
+        /// Its culprit, as the decoder names it (None: the record could not be named).
+        culprit: Option<Culprit>,
+    },
+    /// The host's steal clock grew `grown_ns` over the span.
+    Steal { grown_ns: Nanos },
+    /// `count` records were lost over the span.
+    Lost { count: u64 },
+}
