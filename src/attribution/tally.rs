@@ -1,9 +1,9 @@
 //! Deciding at the end (`--attribution end`), the kernel's time on the measured CPUs so far,
-//! by culprit: what the live view shows while the stalls wait for the end. The drain thread
-//! glances at the records where they wait in the rings (`Rings::glance`), once a second, and
-//! adds up each one's own time — its length less that of the episodes nested in it, as the
-//! engine's sweep gives it — under the culprit it names; a steal record adds the host's
-//! time. Every CPU it covers runs a spinning workload thread, so that time was taken from
+//! by culprit: what the live view shows while the stalls wait for the end. The probes' drain
+//! thread glances at the records where they wait in the rings, once a second, and hands each
+//! to the live preview (`preview`) as a `model::Glimpse`; the tally adds up each episode's own
+//! time — its length less that of the episodes nested in it, as the engine's sweep gives it
+//! — under the culprit it names; a steal record adds the host's time. Every CPU it covers runs a spinning workload thread, so that time was taken from
 //! one: measured inside kernel records, but not yet matched to the stalls the workload saw
 //! (entry/exit time and unexplained gaps come only with the decisions at the end).
 
