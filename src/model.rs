@@ -646,6 +646,9 @@ pub enum Glimpsed {
         end_unseen: bool,
         /// Its culprit, as the decoder names it (None: the record could not be named).
         culprit: Option<Culprit>,
+        /// The decoder's number for the record's naming: records with equal numbers name
+        /// the same culprit (one culprit may have several), told again without its names.
+        naming: u64,
     },
     /// The host's steal clock grew `grown_ns` over the span.
     Steal { grown_ns: Nanos },

@@ -54,6 +54,9 @@ pub(super) const CULPRITS_KEPT: usize = 4096;
 /// The kernel's largest `NR_CPUS`.
 const MAX_CPUS: usize = 8192;
 
+/// Namings remembered with their culprit's place, at most (then forgotten together).
+const NAMINGS_KEPT: usize = 4096;
+
 /// Classes remembered in `KernelTally::last` (`CulpritClass`, with room).
 const CLASSES: usize = 16;
 
@@ -70,9 +73,12 @@ struct Nested {
 pub struct KernelTally {
     culprits: Vec<KernelCulprit>,
     index: FastMap<Naming, usize>,
-    /// The last culprit seen of each record class, with its place: a tick's record is
-    /// nearly always named as the tick's before it, and a compare is cheaper than a hash.
-    last: [Option<(Naming, usize)>; CLASSES],
+    /// A record's naming (`Glimpsed::Episode::naming`) to its culprit's place: the
+    /// culprit is looked up once.
+    by_naming: FastMap<u64, usize>,
+    /// The last naming seen of each record class, with its culprit's place: a tick's record
+    /// is nearly always named as the tick's before it, and a compare is cheaper than a hash.
+    last: [Option<(u64, usize)>; CLASSES],
     /// Per CPU (its number), the nested episodes not yet claimed.
     nested: Vec<Vec<Nested>>,
     total_ns: Nanos,
@@ -114,6 +120,7 @@ struct Episode<'a> {
     start_ns: Nanos,
     end_ns: Nanos,
     culprit: Option<&'a Culprit>,
+    naming: u64,
 }
 
 impl KernelTally {
@@ -133,6 +140,7 @@ impl KernelTally {
                 parent,
                 end_unseen,
                 culprit,
+                naming,
             } => {
                 let e = Episode {
                     cpu: g.cpu,
@@ -140,6 +148,7 @@ impl KernelTally {
                     start_ns: g.start_ns,
                     end_ns: g.end_ns,
                     culprit: culprit.as_ref(),
+                    naming: *naming,
                 };
                 // What the probes took as nested in a run whose end was not seen (the timer
                 // ticks of the workload's run it holds among them) goes to its own culprits,
@@ -189,11 +198,21 @@ impl KernelTally {
             return;
         };
         let class = (r.class as usize).min(CLASSES - 1);
-        let at = match &self.last[class] {
-            Some((seen, at)) if seen == naming => *at,
+        let at = match self.last[class] {
+            Some((seen, at)) if seen == r.naming => at,
             _ => {
-                let at = self.culprit(naming.clone());
-                self.last[class] = Some((naming.clone(), at));
+                let at = match self.by_naming.get(&r.naming) {
+                    Some(&at) => at,
+                    None => {
+                        let at = self.culprit(naming.clone());
+                        if self.by_naming.len() >= NAMINGS_KEPT {
+                            self.by_naming.clear();
+                        }
+                        self.by_naming.insert(r.naming, at);
+                        at
+                    }
+                };
+                self.last[class] = Some((r.naming, at));
                 at
             }
         };
@@ -344,6 +363,10 @@ mod tests {
                     class,
                     who: Who::Kthread { comm: name.into() },
                 }),
+                // A number of its own for each name (and class).
+                naming: name
+                    .bytes()
+                    .fold(class as u64 + 1, |n, b| n.wrapping_mul(131) + b as u64),
             },
         }
     }
@@ -355,12 +378,14 @@ mod tests {
                 class,
                 parent,
                 culprit,
+                naming,
                 ..
             } => Glimpsed::Episode {
                 class,
                 parent,
                 end_unseen: true,
                 culprit,
+                naming,
             },
             other => other,
         };

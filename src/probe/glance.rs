@@ -31,10 +31,12 @@ const CLASS_CODES: usize = 16;
 #[derive(Debug)]
 pub(super) struct Glimpses {
     /// A record's naming fields to its culprit: the names are made once.
-    by_made: FastMap<Made, Culprit>,
+    by_made: FastMap<Made, (Culprit, u64)>,
     /// The last naming seen of each class code, with its culprit: a tick's record is
     /// nearly always named as the tick's before it, and a compare is cheaper than a hash.
-    last: [Option<(Made, Culprit)>; CLASS_CODES],
+    last: [Option<(Made, Culprit, u64)>; CLASS_CODES],
+    /// The number the next naming remembered gets (`Glimpsed::Episode::naming`).
+    serial: u64,
     /// The step under way (room for `step` made at the start).
     pub(super) step: Vec<Glimpse>,
 }
@@ -44,6 +46,7 @@ impl Glimpses {
         Glimpses {
             by_made: FastMap::default(),
             last: Default::default(),
+            serial: 0,
             step: Vec::with_capacity(step),
         }
     }
@@ -65,11 +68,16 @@ impl Glimpses {
                 let Some(class) = class_of(r.class_) else {
                     return;
                 };
+                let (culprit, naming) = match self.named(r, name) {
+                    Some((c, n)) => (Some(c), n),
+                    None => (None, 0),
+                };
                 Glimpsed::Episode {
                     class,
                     parent: class_of(r.parent),
                     end_unseen: end_unseen(r),
-                    culprit: self.named(r, name),
+                    culprit,
+                    naming,
                 }
             }
             Some(Kind::Steal) => Glimpsed::Steal { grown_ns: r.id },
@@ -88,27 +96,28 @@ impl Glimpses {
         &mut self,
         r: &js_record,
         name: &mut dyn FnMut(&js_record) -> Option<Culprit>,
-    ) -> Option<Culprit> {
+    ) -> Option<(Culprit, u64)> {
         let made = Made::of(r);
         let class = (r.class_ as usize).min(CLASS_CODES - 1);
-        if let Some((seen, culprit)) = &self.last[class] {
+        if let Some((seen, culprit, n)) = &self.last[class] {
             if *seen == made {
-                return Some(culprit.clone());
+                return Some((culprit.clone(), *n));
             }
         }
-        let culprit = match self.by_made.get(&made) {
-            Some(c) => c.clone(),
+        let (culprit, n) = match self.by_made.get(&made) {
+            Some((c, n)) => (c.clone(), *n),
             None => {
                 let c = name(r)?;
                 if self.by_made.len() >= MADE_KEPT {
                     self.by_made.clear();
                 }
-                self.by_made.insert(made, c.clone());
-                c
+                self.serial += 1;
+                self.by_made.insert(made, (c.clone(), self.serial));
+                (c, self.serial)
             }
         };
-        self.last[class] = Some((made, culprit.clone()));
-        Some(culprit)
+        self.last[class] = Some((made, culprit.clone(), n));
+        Some((culprit, n))
     }
 }
 
