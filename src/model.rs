@@ -372,6 +372,24 @@ pub enum Who {
 }
 
 impl Who {
+    /// A sleeper woken by its hrtimer, its pid folded (`ANY_PID`): one culprit per comm, not
+    /// per pid, wherever culprits are grouped. None for any other culprit.
+    pub fn sleeper_folded(&self) -> Option<Who> {
+        match self {
+            Who::Hrtimer {
+                soft,
+                callback: TimerCallback::Wakeup { comm, .. },
+            } => Some(Who::Hrtimer {
+                soft: *soft,
+                callback: TimerCallback::Wakeup {
+                    comm: comm.clone(),
+                    pid: ANY_PID,
+                },
+            }),
+            _ => None,
+        }
+    }
+
     /// A kernel name it holds (a comm, an action, a symbol), if any: the first one.
     pub fn text(&self) -> Option<&Text> {
         match self {

@@ -3,7 +3,7 @@
 
 use super::advice::{advice, Machine};
 use super::engine::Verdict;
-use crate::model::{Cpu, Culprit, CulpritClass, Nanos, TimerCallback, Who, ANY_PID};
+use crate::model::{Cpu, Culprit, CulpritClass, Nanos, Who, ANY_PID};
 use crate::platform::fast_hash::FastMap;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -89,17 +89,7 @@ fn fold_pid(c: &Culprit) -> Option<Culprit> {
             pid: ANY_PID,
             policy: *policy,
         },
-        Who::Hrtimer {
-            soft,
-            callback: TimerCallback::Wakeup { comm, .. },
-        } => Who::Hrtimer {
-            soft: *soft,
-            callback: TimerCallback::Wakeup {
-                comm: comm.clone(),
-                pid: ANY_PID,
-            },
-        },
-        _ => return None,
+        other => other.sleeper_folded()?,
     };
     Some(Culprit {
         class: c.class,
@@ -243,7 +233,7 @@ impl Ranking {
 mod tests {
     use super::*;
     use crate::attribution::engine::Share;
-    use crate::model::{Stall, ThreadRole, WorkItem};
+    use crate::model::{Stall, ThreadRole, TimerCallback, WorkItem};
 
     fn task(comm: &str, pid: u32) -> Culprit {
         Culprit {

@@ -15,7 +15,7 @@ use super::decode::Record;
 use super::{
     AttachState, AttachStatus, ProbeBatch, ProbeConfig, ProbeSession, ProbeSummary, Reference,
 };
-use crate::model::{CauseKind, Cpu, CulpritClass, Nanos, TimerCallback, Who, ANY_PID};
+use crate::model::{CauseKind, Cpu, CulpritClass, Nanos, Who};
 use crate::platform::affinity::set_current_thread_cpus;
 use crate::platform::clock::monotonic_ns;
 use crate::units::{fmt_ns, format_list};
@@ -197,17 +197,7 @@ fn row_of(who: &Who) -> Who {
             pid: *pid,
             policy: 0,
         },
-        Who::Hrtimer {
-            soft,
-            callback: TimerCallback::Wakeup { comm, .. },
-        } => Who::Hrtimer {
-            soft: *soft,
-            callback: TimerCallback::Wakeup {
-                comm: comm.clone(),
-                pid: ANY_PID,
-            },
-        },
-        other => other.clone(),
+        other => other.sleeper_folded().unwrap_or_else(|| other.clone()),
     }
 }
 
