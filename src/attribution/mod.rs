@@ -6,6 +6,7 @@ pub mod advice;
 pub mod book;
 pub mod chunked;
 pub mod engine;
+pub mod nesting;
 pub mod preview;
 pub mod ranking;
 pub mod recent;
