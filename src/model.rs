@@ -641,18 +641,18 @@ pub struct ThreadEvent {
 
 /// Deciding at the end, a record the probes' drain thread glanced at where it waits in the
 /// rings (or took in before the end), as the live preview is given it: its CPU, its span,
-/// and what it is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Glimpse {
+/// and what it is. Its culprit is lent, not copied: it is made once per naming.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Glimpse<'a> {
     pub cpu: Cpu,
     pub start_ns: Nanos,
     pub end_ns: Nanos,
-    pub what: Glimpsed,
+    pub what: Glimpsed<'a>,
 }
 
 /// What a glanced-at record is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Glimpsed {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Glimpsed<'a> {
     /// An episode that held the CPU.
     Episode {
         /// The record's class (an hrtimer callback's is the timer tick's, as the decoder
@@ -663,7 +663,7 @@ pub enum Glimpsed {
         /// workload's own run too.
         end_unseen: bool,
         /// Its culprit, as the decoder names it (None: the record could not be named).
-        culprit: Option<Culprit>,
+        culprit: Option<&'a Culprit>,
         /// The decoder's number for the record's naming: records with equal numbers name
         /// the same culprit (one culprit may have several), told again without its names.
         naming: u64,

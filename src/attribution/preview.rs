@@ -4,6 +4,7 @@
 //! drain thread glances at where they wait in the rings (the session hands them here
 //! through `probe::Glance`). The drain thread adds and publishes; the collector reads.
 
+use std::ops::Deref;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::model::{Cpu, Glimpse, Nanos};
@@ -11,11 +12,12 @@ use crate::model::{Cpu, Glimpse, Nanos};
 use super::recent::RecentKernel;
 use super::tally::{KernelTally, KernelTime, LISTED};
 
-/// The accumulating side, owned by the thread that glances.
+/// The accumulating side, shared behind one lock: the thread that glances takes it once a
+/// step of records (a few), the collector for one look at the recent episodes.
 #[derive(Debug)]
 pub struct Preview {
     tally: KernelTally,
-    recent: Option<Arc<Mutex<RecentKernel>>>,
+    recent: Option<RecentKernel>,
     shown: Arc<Mutex<Option<KernelTime>>>,
 }
 
@@ -23,41 +25,51 @@ pub struct Preview {
 #[derive(Debug, Clone)]
 pub struct PreviewView {
     shown: Arc<Mutex<Option<KernelTime>>>,
-    recent: Option<Arc<Mutex<RecentKernel>>>,
+    preview: Arc<Mutex<Preview>>,
+}
+
+/// The recent episodes, the preview's lock held for one look.
+pub struct Recent<'a>(MutexGuard<'a, Preview>);
+
+impl Deref for Recent<'_> {
+    type Target = RecentKernel;
+
+    fn deref(&self) -> &RecentKernel {
+        // Made only for a preview that keeps them (`PreviewView::recent`).
+        self.0
+            .recent
+            .as_ref()
+            .expect("a preview keeping its recent episodes")
+    }
 }
 
 impl Preview {
     /// A preview of the measured `cpus`; with `spike_windows`, their recent episodes are
     /// kept too, room for them made now (adding them allocates nothing while recording).
-    pub fn new(cpus: &[Cpu], spike_windows: bool) -> (Preview, PreviewView) {
-        let recent = spike_windows.then(|| Arc::new(Mutex::new(RecentKernel::with_room(cpus))));
+    pub fn new(cpus: &[Cpu], spike_windows: bool) -> (Arc<Mutex<Preview>>, PreviewView) {
         let shown = Arc::new(Mutex::new(None));
-        let view = PreviewView {
-            shown: shown.clone(),
-            recent: recent.clone(),
-        };
-        let preview = Preview {
+        let preview = Arc::new(Mutex::new(Preview {
             tally: KernelTally::default(),
-            recent,
+            recent: spike_windows.then(|| RecentKernel::with_room(cpus)),
+            shown: shown.clone(),
+        }));
+        let view = PreviewView {
             shown,
+            preview: preview.clone(),
         };
         (preview, view)
     }
 
-    /// Adds a step of records, their time counted from `from_ns` (the run's window); the
-    /// recent episodes' lock is taken once for the step.
-    pub fn add(&mut self, from_ns: Nanos, step: &[Glimpse]) {
-        let mut recent = self.recent.as_ref().and_then(|m| m.lock().ok());
-        for g in step {
-            self.tally.add(g, from_ns, recent.as_deref_mut());
-        }
+    /// Adds a record, its time counted from `from_ns` (the run's window).
+    pub fn add(&mut self, from_ns: Nanos, glimpse: &Glimpse<'_>) {
+        self.tally.add(glimpse, from_ns, self.recent.as_mut());
     }
 
     /// A glance, or a drain that took records in for the preview, is over: `complete_to_ns`
     /// is when it began if it read every ring to its end (`RecentKernel::glanced`). The
     /// culprits with the most time so far are published for the live view.
     pub fn glanced(&mut self, complete_to_ns: Option<Nanos>) {
-        if let Some(mut r) = self.recent.as_ref().and_then(|m| m.lock().ok()) {
+        if let Some(r) = self.recent.as_mut() {
             r.glanced(complete_to_ns);
         }
         let top = self.tally.top(LISTED);
@@ -75,7 +87,48 @@ impl PreviewView {
     }
 
     /// The recent episodes, when they are kept: the lock is the caller's for one look.
-    pub fn recent(&self) -> Option<MutexGuard<'_, RecentKernel>> {
-        self.recent.as_ref()?.lock().ok()
+    pub fn recent(&self) -> Option<Recent<'_>> {
+        let preview = self.preview.lock().ok()?;
+        preview.recent.is_some().then_some(Recent(preview))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Culprit, CulpritClass, Glimpsed, Who};
+
+    #[test]
+    fn the_top_culprits_are_published_at_each_glance_and_recent_episodes_only_when_kept() {
+        let culprit = Culprit {
+            class: CulpritClass::Kthread,
+            who: Who::Kthread {
+                comm: "ksoftirqd/0".into(),
+            },
+        };
+        let glimpse = Glimpse {
+            cpu: 0,
+            start_ns: 1000,
+            end_ns: 1400,
+            what: Glimpsed::Episode {
+                class: CulpritClass::Kthread,
+                parent: None,
+                end_unseen: false,
+                culprit: Some(&culprit),
+                naming: 1,
+            },
+        };
+        let (preview, view) = Preview::new(&[0], true);
+        preview.lock().unwrap().add(0, &glimpse);
+        assert_eq!(view.kernel_time(), None, "nothing before the first glance");
+        preview.lock().unwrap().glanced(Some(2000));
+        let shown = view.kernel_time().expect("published");
+        assert_eq!(
+            (shown.total_ns, shown.culprits[0].culprit.clone()),
+            (400, culprit)
+        );
+        assert_eq!(view.recent().map(|r| r.complete_to_ns()), Some(2000));
+        let (_, without) = Preview::new(&[0], false);
+        assert!(without.recent().is_none());
     }
 }

@@ -10,6 +10,7 @@
 use crate::model::{Cpu, Culprit, CulpritClass, Glimpse, Glimpsed, Nanos, Who};
 use crate::platform::fast_hash::FastMap;
 
+use super::nesting::Nesting;
 use super::recent::{Piece, RecentKernel, LONG_NS};
 
 /// Culprits given to the live view, at most (a terminal shows fewer: it sorts them its own
@@ -60,10 +61,10 @@ const NAMINGS_KEPT: usize = 4096;
 /// Classes remembered in `KernelTally::last` (`CulpritClass`, with room).
 const CLASSES: usize = 16;
 
-/// A nested episode waiting for its enclosing one: the class it is nested in, its span.
+/// A nested episode waiting for its enclosing one: its rank under the nesting rule, its span.
 #[derive(Debug, Clone, Copy)]
 struct Nested {
-    parent: CulpritClass,
+    rank: Nesting,
     start_ns: Nanos,
     end_ns: Nanos,
 }
@@ -116,7 +117,8 @@ fn piece_of(span: (Nanos, Nanos), at: usize, debit: bool, parent: (Nanos, Nanos)
 /// An episode's record as the tally takes it.
 struct Episode<'a> {
     cpu: Cpu,
-    class: CulpritClass,
+    /// Its rank under the nesting rule (`Nesting`).
+    rank: Nesting,
     start_ns: Nanos,
     end_ns: Nanos,
     culprit: Option<&'a Culprit>,
@@ -129,7 +131,7 @@ impl KernelTally {
     /// holds the workload's own run too: its time is left out and the run counted apart
     /// (the stalls decided at the end take only what overlaps them, as from any record).
     /// With `recent`, the record's pieces go there too, for the live view's spike windows.
-    pub fn add(&mut self, g: &Glimpse, from_ns: Nanos, mut recent: Option<&mut RecentKernel>) {
+    pub fn add(&mut self, g: &Glimpse<'_>, from_ns: Nanos, mut recent: Option<&mut RecentKernel>) {
         // A CPU number past the kernel's largest `NR_CPUS` is no record of a measured CPU.
         if g.end_ns <= from_ns || g.cpu as usize >= MAX_CPUS {
             return;
@@ -144,10 +146,10 @@ impl KernelTally {
             } => {
                 let e = Episode {
                     cpu: g.cpu,
-                    class: *class,
+                    rank: Nesting::of(*class, *parent, (g.start_ns, g.end_ns.max(g.start_ns))),
                     start_ns: g.start_ns,
                     end_ns: g.end_ns,
-                    culprit: culprit.as_ref(),
+                    culprit: *culprit,
                     naming: *naming,
                 };
                 // What the probes took as nested in a run whose end was not seen (the timer
@@ -155,7 +157,7 @@ impl KernelTally {
                 // as always. A spike's window has none of the workload's run in it (the
                 // thread would have taken the message): there, the run's time is kept
                 // (`recent`).
-                self.interruption(&e, *parent, from_ns, !end_unseen, &mut recent);
+                self.interruption(&e, parent.is_some(), from_ns, !end_unseen, &mut recent);
                 if *end_unseen {
                     self.end_unseen += 1;
                 }
@@ -179,10 +181,11 @@ impl KernelTally {
     }
 
     /// `counted`: into the culprit's time (else only the pieces kept for spike windows).
+    /// `nested`: the probes saw it begin inside another episode, which claims it.
     fn interruption(
         &mut self,
         r: &Episode,
-        parent: Option<CulpritClass>,
+        nested: bool,
         from_ns: Nanos,
         counted: bool,
         recent: &mut Option<&mut RecentKernel>,
@@ -197,7 +200,7 @@ impl KernelTally {
             }
             return;
         };
-        let class = (r.class as usize).min(CLASSES - 1);
+        let class = (naming.class as usize).min(CLASSES - 1);
         let at = match self.last[class] {
             Some((seen, at)) if seen == r.naming => at,
             _ => {
@@ -229,12 +232,12 @@ impl KernelTally {
             return;
         }
         let waiting = &mut self.nested[r.cpu as usize];
-        if let Some(parent) = parent {
+        if nested {
             if waiting.len() == UNCLAIMED_KEPT {
                 waiting.remove(0);
             }
             waiting.push(Nested {
-                parent,
+                rank: r.rank,
                 start_ns: r.start_ns,
                 end_ns: end,
             });
@@ -244,8 +247,8 @@ impl KernelTally {
 
     /// Takes the episodes nested in `r` off its CPU's waiting list; returns their time in
     /// the window. Records of a CPU come in the order their episodes ended: what is nested in
-    /// one came before it, naming its class as the parent. With `r`'s culprit (`of`), each
-    /// is a piece taken off it.
+    /// one came before it, and takes its time from it by the engine's nesting rule
+    /// (`Nesting::inside`). With `r`'s culprit (`of`), each is a piece taken off it.
     fn claim(
         &mut self,
         r: &Episode,
@@ -262,7 +265,7 @@ impl KernelTally {
         let debit_of = if recent.is_some() { of } else { None };
         let culprits = &self.culprits;
         self.nested[cpu].retain(|n| {
-            let claimed = n.parent == r.class && n.start_ns >= r.start_ns && n.end_ns <= end;
+            let claimed = n.rank.inside(&r.rank);
             if claimed {
                 inside += n.end_ns - n.start_ns.max(start).min(n.end_ns);
                 if let Some(at) = debit_of {
@@ -350,7 +353,12 @@ mod tests {
         name: &str,
         (start_ns, end_ns): (Nanos, Nanos),
         parent: Option<C>,
-    ) -> Glimpse {
+    ) -> Glimpse<'static> {
+        // Lent for the test's length, as the drain thread lends it for a step.
+        let culprit = Box::leak(Box::new(Culprit {
+            class,
+            who: Who::Kthread { comm: name.into() },
+        }));
         Glimpse {
             cpu,
             start_ns,
@@ -359,10 +367,7 @@ mod tests {
                 class,
                 parent,
                 end_unseen: false,
-                culprit: Some(Culprit {
-                    class,
-                    who: Who::Kthread { comm: name.into() },
-                }),
+                culprit: Some(culprit),
                 // A number of its own for each name (and class).
                 naming: name
                     .bytes()
@@ -372,7 +377,7 @@ mod tests {
     }
 
     /// The same, a run whose closing switch the probes did not see.
-    fn unseen(g: Glimpse) -> Glimpse {
+    fn unseen(g: Glimpse<'static>) -> Glimpse<'static> {
         let what = match g.what {
             Glimpsed::Episode {
                 class,
@@ -393,7 +398,11 @@ mod tests {
     }
 
     /// A steal (the clock grew `by`) or lost (`by` records) record of CPU `cpu`.
-    fn counted(cpu: u32, (start_ns, end_ns): (Nanos, Nanos), what: Glimpsed) -> Glimpse {
+    fn counted(
+        cpu: u32,
+        (start_ns, end_ns): (Nanos, Nanos),
+        what: Glimpsed<'static>,
+    ) -> Glimpse<'static> {
         Glimpse {
             cpu,
             start_ns,
@@ -560,6 +569,33 @@ mod tests {
         assert_eq!(ns_of(&top, "unseen"), Option::None);
         assert_eq!(top.total_ns, 1000 + 10 + 400);
         assert_eq!(top.end_unseen, 1);
+    }
+
+    #[test]
+    fn an_episode_whose_enclosing_record_is_skipped_is_claimed_by_the_one_around_both() {
+        use C::*;
+        let mut t = KernelTally::default();
+        // A kworker 1000–2000 interrupted by an IRQ 1100–1200 that could not be named,
+        // during which an NMI 1150–1160 ran: the NMI's time is its own, once (the engine's
+        // sweep gives the kworker what neither covers).
+        let mut nameless = ep(0, Irq, "nameless", (1100, 1200), Some(Kworker));
+        if let Glimpsed::Episode { culprit, .. } = &mut nameless.what {
+            *culprit = None;
+        }
+        add_all(
+            &mut t,
+            &[
+                ep(0, Nmi, "nmi", (1150, 1160), Some(Irq)),
+                nameless,
+                ep(0, Kworker, "kworker/0:1", (1000, 2000), None),
+            ],
+            0,
+        );
+        let top = t.top(10);
+        assert_eq!(ns_of(&top, "nmi"), Some(10));
+        assert_eq!(ns_of(&top, "kworker/0:1"), Some(990));
+        assert_eq!(top.total_ns, 1000, "every ns once");
+        assert!(t.nested[0].is_empty());
     }
 
     #[test]

@@ -186,7 +186,7 @@ impl Drainer {
                 syms,
                 names: decode::Names::default(),
                 batch: Vec::with_capacity(BATCH_ROOM),
-                glimpses: Glimpses::with_room(CONSUME_STEP),
+                glimpses: Glimpses::default(),
             },
             batches,
             made,
@@ -232,11 +232,14 @@ impl Drainer {
         }
         let cpu_before = own_thread_cpu_ns();
         let read_all = loop {
+            let mut sink = self.glance.as_ref().and_then(|g| g.lock().ok());
             let decoded = &mut self.decoded;
-            let n = self
-                .rings
-                .glance(CONSUME_STEP, &mut |r| decoded.glimpse(r, from));
-            self.decoded.hand_over(&self.glance, from);
+            let n = self.rings.glance(CONSUME_STEP, &mut |r| {
+                if let Some(sink) = sink.as_deref_mut() {
+                    decoded.glimpse(r, from, sink);
+                }
+            });
+            drop(sink);
             if n < CONSUME_STEP {
                 break true;
             }
@@ -265,15 +268,19 @@ impl Drainer {
         let at_end = self.gate.as_ref().is_some_and(|g| g.deciding_at_end());
         let emptied = loop {
             let from = self.live.window_from();
+            let wanted = at_end && !last && from > 0;
+            let mut sink = (self.glance.as_ref())
+                .filter(|_| wanted)
+                .and_then(|g| g.lock().ok());
             let decoded = &mut self.decoded;
             let n = self.rings.consume_glanced(CONSUME_STEP, &mut |r, glanced| {
                 // Taken before the end without a glance: into the live view's time too.
-                if at_end && !last && !glanced && from > 0 {
-                    decoded.glimpse(&r, from);
+                if let Some(sink) = sink.as_deref_mut().filter(|_| !glanced) {
+                    decoded.glimpse(&r, from, sink);
                 }
                 decoded.push(&r);
             });
-            self.decoded.hand_over(&self.glance, from);
+            drop(sink);
             // Fewer than asked: the rings are empty for now (or wait for a slot being written).
             if n < CONSUME_STEP {
                 break true;
@@ -363,29 +370,16 @@ struct Decoded {
     syms: Kallsyms,
     names: decode::Names,
     batch: ProbeBatch,
-    /// Deciding at the end, the step's records for the live preview.
+    /// Deciding at the end, the culprits named for the live preview.
     glimpses: Glimpses,
 }
 
 impl Decoded {
-    /// Adds `r` to the step's records for the live preview, its culprit named as the
-    /// decoder names it.
-    fn glimpse(&mut self, r: &js_record, from_ns: u64) {
+    /// Gives `r` to the live preview, its culprit named as the decoder names it.
+    fn glimpse(&mut self, r: &js_record, from_ns: u64, sink: &mut dyn Glance) {
         let (syms, names) = (&mut self.syms, &mut self.names);
         let name = &mut |r: &js_record| decode::culprit_named(r, syms, names);
-        self.glimpses.push(r, from_ns, name);
-    }
-
-    /// Gives the step's records to the live preview (its lock taken once a step).
-    fn hand_over(&mut self, glance: &Option<Arc<Mutex<dyn Glance>>>, from_ns: u64) {
-        let step = &mut self.glimpses.step;
-        if step.is_empty() {
-            return;
-        }
-        if let Some(mut g) = glance.as_ref().and_then(|g| g.lock().ok()) {
-            g.records(from_ns, step);
-        }
-        step.clear();
+        self.glimpses.push(r, from_ns, name, sink);
     }
 
     /// Records too short or of an unknown kind or class are skipped, as the decoder says.

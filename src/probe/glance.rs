@@ -12,9 +12,10 @@ use super::skel::types::js_record;
 
 /// The live preview, as the drain thread sees it.
 pub trait Glance: Send + std::fmt::Debug {
-    /// A step of records (a few, `drain::CONSUME_STEP`), in the order the rings gave them;
-    /// their time counts from `from_ns` (the run's window).
-    fn records(&mut self, from_ns: Nanos, step: &[Glimpse]);
+    /// A record, in the order the rings gave them; its time counts from `from_ns` (the run's
+    /// window). The drain thread holds the preview's lock for a step of records (a few,
+    /// `drain::CONSUME_STEP`).
+    fn record(&mut self, from_ns: Nanos, glimpse: &Glimpse<'_>);
     /// A glance, or a drain that took records in for the preview, is over; `complete_to_ns`:
     /// when it began if it read every ring to its end (None if the budget cut it short).
     fn glanced(&mut self, complete_to_ns: Option<Nanos>);
@@ -27,8 +28,10 @@ const MADE_KEPT: usize = 4096;
 /// Class codes remembered in `Glimpses::last` (`enum js_class`, with room).
 const CLASS_CODES: usize = 16;
 
-/// The glimpses of a step under way, and the culprits already named.
-#[derive(Debug)]
+/// The culprits already named, for the glimpses of the records to come. A record costs the
+/// drain thread what it cost before the preview moved: its naming fields compared (or
+/// hashed), no name made, copied or counted.
+#[derive(Debug, Default)]
 pub(super) struct Glimpses {
     /// A record's naming fields to its culprit: the names are made once.
     by_made: FastMap<Made, (Culprit, u64)>,
@@ -37,21 +40,10 @@ pub(super) struct Glimpses {
     last: [Option<(Made, Culprit, u64)>; CLASS_CODES],
     /// The number the next naming remembered gets (`Glimpsed::Episode::naming`).
     serial: u64,
-    /// The step under way (room for `step` made at the start).
-    pub(super) step: Vec<Glimpse>,
 }
 
 impl Glimpses {
-    pub(super) fn with_room(step: usize) -> Glimpses {
-        Glimpses {
-            by_made: FastMap::default(),
-            last: Default::default(),
-            serial: 0,
-            step: Vec::with_capacity(step),
-        }
-    }
-
-    /// Adds `r` to the step, unless it ended before `from_ns` or tells the preview nothing.
+    /// Gives `r` to `sink`, unless it ended before `from_ns` or tells the preview nothing.
     /// `name` gives an interruption record's culprit (`decode::culprit_named`), asked once
     /// for each distinct naming.
     pub(super) fn push(
@@ -59,6 +51,7 @@ impl Glimpses {
         r: &js_record,
         from_ns: Nanos,
         name: &mut dyn FnMut(&js_record) -> Option<Culprit>,
+        sink: &mut dyn Glance,
     ) {
         if r.end_ns <= from_ns {
             return;
@@ -84,40 +77,39 @@ impl Glimpses {
             Some(Kind::Lost) => Glimpsed::Lost { count: r.id },
             _ => return,
         };
-        self.step.push(Glimpse {
+        let glimpse = Glimpse {
             cpu: r.cpu,
             start_ns: r.start_ns,
             end_ns: r.end_ns,
             what,
-        });
+        };
+        sink.record(from_ns, &glimpse);
     }
 
+    /// The record's culprit and naming number, lent from the remembered ones.
     fn named(
         &mut self,
         r: &js_record,
         name: &mut dyn FnMut(&js_record) -> Option<Culprit>,
-    ) -> Option<(Culprit, u64)> {
+    ) -> Option<(&Culprit, u64)> {
         let made = Made::of(r);
         let class = (r.class_ as usize).min(CLASS_CODES - 1);
-        if let Some((seen, culprit, n)) = &self.last[class] {
-            if *seen == made {
-                return Some((culprit.clone(), *n));
-            }
-        }
-        let (culprit, n) = match self.by_made.get(&made) {
-            Some((c, n)) => (c.clone(), *n),
-            None => {
-                let c = name(r)?;
-                if self.by_made.len() >= MADE_KEPT {
-                    self.by_made.clear();
+        if !matches!(&self.last[class], Some((seen, ..)) if *seen == made) {
+            let (culprit, n) = match self.by_made.get(&made) {
+                Some((c, n)) => (c.clone(), *n),
+                None => {
+                    let c = name(r)?;
+                    if self.by_made.len() >= MADE_KEPT {
+                        self.by_made.clear();
+                    }
+                    self.serial += 1;
+                    self.by_made.insert(made, (c.clone(), self.serial));
+                    (c, self.serial)
                 }
-                self.serial += 1;
-                self.by_made.insert(made, (c.clone(), self.serial));
-                (c, self.serial)
-            }
-        };
-        self.last[class] = Some((made, culprit.clone(), n));
-        Some((culprit, n))
+            };
+            self.last[class] = Some((made, culprit, n));
+        }
+        self.last[class].as_ref().map(|(_, c, n)| (c, *n))
     }
 }
 
@@ -160,32 +152,61 @@ mod tests {
         })
     }
 
+    /// A preview that keeps what it is given (the culprit copied out of its loan).
+    #[derive(Debug, Default)]
+    struct Seen(Vec<(Glimpsed<'static>, Option<Culprit>)>);
+
+    impl Glance for Seen {
+        fn record(&mut self, _from_ns: Nanos, g: &Glimpse<'_>) {
+            self.0.push(match g.what {
+                Glimpsed::Episode {
+                    class,
+                    parent,
+                    end_unseen,
+                    culprit,
+                    naming,
+                } => (
+                    Glimpsed::Episode {
+                        class,
+                        parent,
+                        end_unseen,
+                        culprit: None,
+                        naming,
+                    },
+                    culprit.cloned(),
+                ),
+                Glimpsed::Steal { grown_ns } => (Glimpsed::Steal { grown_ns }, None),
+                Glimpsed::Lost { count } => (Glimpsed::Lost { count }, None),
+            });
+        }
+
+        fn glanced(&mut self, _complete_to_ns: Option<Nanos>) {}
+    }
+
     #[test]
     fn names_are_made_once_per_naming_and_unnamed_records_are_kept_unnamed() {
-        let mut g = Glimpses::with_room(8);
+        let (mut g, mut seen) = (Glimpses::default(), Seen::default());
         let mut asked = 0;
         for k in 0..5u64 {
             let r = ep(Class::Softirq, "TIMER", (k * 10, k * 10 + 5), Class::None);
-            g.push(&r, 0, &mut |r| {
+            let mut name = |r: &js_record| {
                 asked += 1;
                 namer(r)
-            });
+            };
+            g.push(&r, 0, &mut name, &mut seen);
         }
         let nameless = ep(Class::Irq, "nameless", (100, 200), Class::None);
-        g.push(&nameless, 0, &mut |_| None);
+        g.push(&nameless, 0, &mut |_| None, &mut seen);
         assert_eq!(asked, 1);
-        assert_eq!(g.step.len(), 6);
-        let named = |i: usize| match &g.step[i].what {
-            Glimpsed::Episode { culprit, .. } => culprit.clone(),
-            other => panic!("{other:?}"),
-        };
+        assert_eq!(seen.0.len(), 6);
+        let named = |i: usize| seen.0[i].1.clone();
         assert_eq!(named(4).map(|c| c.class), Some(CulpritClass::Softirq));
         assert_eq!(named(5), None);
     }
 
     #[test]
     fn a_record_is_told_by_its_kind_and_those_before_the_window_are_left_out() {
-        let mut g = Glimpses::with_room(8);
+        let (mut g, mut seen) = (Glimpses::default(), Seen::default());
         let mut unseen = ep(Class::Task, "t", (1000, 5000), Class::None);
         unseen.flags = F_END_UNSEEN;
         let tick = ep(Class::Hrtimer, "cb", (1500, 1510), Class::TimerTick);
@@ -204,9 +225,9 @@ mod tests {
             counted(Kind::Lost, 7),
             before,
         ] {
-            g.push(&r, 100, &mut namer);
+            g.push(&r, 100, &mut namer, &mut seen);
         }
-        let whats: Vec<_> = g.step.iter().map(|s| s.what.clone()).collect();
+        let whats: Vec<_> = seen.0.iter().map(|s| s.0).collect();
         assert!(matches!(
             &whats[0],
             Glimpsed::Episode {

@@ -196,7 +196,7 @@ fn start_probes(
     // window (the plain line has no feed).
     let spike_windows = plan.tui && plan.decision.at_end();
     let (preview, view) = Preview::new(measured, spike_windows);
-    pc.glance = Some(Arc::new(Mutex::new(preview)) as Arc<Mutex<dyn Glance>>);
+    pc.glance = Some(preview as Arc<Mutex<dyn Glance>>);
     let probe = ProbeSession::start(pc)
         .context("cannot start the kernel probes (--no-probes measures without attribution)")?;
     Ok(Some((probe, view)))
@@ -204,8 +204,8 @@ fn start_probes(
 
 /// The live preview is given the records the drain thread glances at.
 impl Glance for Preview {
-    fn records(&mut self, from_ns: Nanos, step: &[Glimpse]) {
-        self.add(from_ns, step);
+    fn record(&mut self, from_ns: Nanos, glimpse: &Glimpse<'_>) {
+        self.add(from_ns, glimpse);
     }
 
     fn glanced(&mut self, complete_to_ns: Option<Nanos>) {
