@@ -161,8 +161,8 @@ struct Drainer {
     open_lost: Vec<(Cpu, u64)>,
     /// Deciding at the end: how full the fullest ring was at the last look.
     last_fill: f64,
-    /// Deciding at the end: the live preview the records glanced at go to (see `glance`),
-    /// a step at a time.
+    /// Deciding at the end: the live preview the records glanced at are given to (see
+    /// `glance`), its lock taken once a step of records (`CONSUME_STEP`).
     glance: Option<Arc<Mutex<dyn Glance>>>,
     live: Arc<LiveCostCell>,
 }
