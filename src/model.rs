@@ -392,6 +392,24 @@ pub enum Who {
 }
 
 impl Who {
+    /// A sleeper woken by its hrtimer, its pid folded (`ANY_PID`): one culprit per comm, not
+    /// per pid, wherever culprits are grouped. None for any other culprit.
+    pub fn sleeper_folded(&self) -> Option<Who> {
+        match self {
+            Who::Hrtimer {
+                soft,
+                callback: TimerCallback::Wakeup { comm, .. },
+            } => Some(Who::Hrtimer {
+                soft: *soft,
+                callback: TimerCallback::Wakeup {
+                    comm: comm.clone(),
+                    pid: ANY_PID,
+                },
+            }),
+            _ => None,
+        }
+    }
+
     /// A kernel name it holds (a comm, an action, a symbol), if any: the first one.
     pub fn text(&self) -> Option<&Text> {
         match self {
@@ -683,4 +701,39 @@ pub struct ThreadEvent {
     pub at_ns: Nanos,
     /// Created (by this kernel thread id), or exited (None).
     pub created_by: Option<u32>,
+}
+
+/// Deciding at the end, a record the probes' drain thread glanced at where it waits in the
+/// rings (or took in before the end), as the live preview is given it: its CPU, its span,
+/// and what it is. Its culprit is lent, not copied: it is made once per naming.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Glimpse<'a> {
+    pub cpu: Cpu,
+    pub start_ns: Nanos,
+    pub end_ns: Nanos,
+    pub what: Glimpsed<'a>,
+}
+
+/// What a glanced-at record is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Glimpsed<'a> {
+    /// An episode that held the CPU.
+    Episode {
+        /// The record's class (an hrtimer callback's is the timer tick's, as the decoder
+        /// gives it) and that of the episode it is nested in, if any.
+        class: CulpritClass,
+        parent: Option<CulpritClass>,
+        /// A task's run whose closing switch the probes did not see: its span holds the
+        /// workload's own run too.
+        end_unseen: bool,
+        /// Its culprit, as the decoder names it (None: the record could not be named).
+        culprit: Option<&'a Culprit>,
+        /// The decoder's number for the record's naming: records with equal numbers name
+        /// the same culprit (one culprit may have several), told again without its names.
+        naming: u64,
+    },
+    /// The host's steal clock grew `grown_ns` over the span.
+    Steal { grown_ns: Nanos },
+    /// `count` records were lost over the span.
+    Lost { count: u64 },
 }

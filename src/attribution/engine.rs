@@ -39,6 +39,7 @@
 use std::collections::{BinaryHeap, VecDeque};
 
 use super::chunked::{Chunked, Pos};
+use super::nesting::Nesting;
 use crate::model::{
     vector, Cause, CauseKind, Cpu, Culprit, CulpritClass, Interruption, Nanos, OwnIpiWhy, Sender,
     Spike, Stall, StealSample, ThreadRole, Via, Who, WorkItem,
@@ -167,12 +168,6 @@ pub struct SpikeVerdict {
     pub consumer_culprits: Vec<Share>,
 }
 
-/// A record's level where it ran: never below the episode it is nested in (jitterscope's own
-/// hrtimer, class `self`, runs inside the timer interrupt and takes that time from it).
-fn nested_level(r: &Interruption) -> u8 {
-    r.class.level().max(r.parent.map_or(0, CulpritClass::level))
-}
-
 /// A run of the watched thread `own` itself (not its page faults, which interrupt its code).
 fn is_own_run(r: &Interruption, own: u32) -> bool {
     own != 0 && r.pid == own && r.class.level() == 1 && r.class != CulpritClass::Fault
@@ -268,7 +263,7 @@ pub struct Engine {
 type Piece = (Nanos, Nanos, Option<usize>);
 
 /// A record in the sweep's heap, ordered like the nesting rule (see `Sweep::cover`).
-type Active = (u8, Nanos, std::cmp::Reverse<Nanos>, usize);
+type Active = (Nesting, usize);
 
 /// Buffers of the sweeps and verdicts, kept by the engine between stalls: allocating them
 /// afresh for every stall was a sixth of a stall's cost.
@@ -435,9 +430,7 @@ impl<'a> Sweep<'a> {
     }
 
     /// The covering record of each piece is the top of a heap ordered like the rule
-    /// (deepest level, then latest start, then earliest end — of two records starting
-    /// together at one level the shorter is inside the other, as a work item resumed at
-    /// its worker's switch-in — then latest in sort order); records that ended before the
+    /// (`Nesting`, then latest in sort order); records that ended before the
     /// piece are dropped lazily from the top. O(k log k) in the records.
     fn cover(&mut self, cuts: &[Nanos], active: &mut BinaryHeap<Active>) {
         active.clear();
@@ -447,12 +440,8 @@ impl<'a> Sweep<'a> {
             let (a, b) = (w[0], w[1]);
             while next < records.len() && records[next].start_ns <= a {
                 let r = records[next];
-                active.push((
-                    nested_level(r),
-                    r.start_ns,
-                    std::cmp::Reverse(r.end_ns),
-                    next,
-                ));
+                let rank = Nesting::of(r.class, r.parent, (r.start_ns, r.end_ns));
+                active.push((rank, next));
                 next += 1;
             }
             while active.peek().is_some_and(|&(.., i)| records[i].end_ns < b) {

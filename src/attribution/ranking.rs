@@ -3,7 +3,7 @@
 
 use super::advice::{advice, Machine};
 use super::engine::Verdict;
-use crate::model::{Cpu, Culprit, CulpritClass, Nanos, TimerCallback, Who, ANY_PID};
+use crate::model::{Cpu, Culprit, CulpritClass, Nanos, Who, ANY_PID};
 use crate::platform::fast_hash::FastMap;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -148,22 +148,9 @@ fn task_row(c: &Culprit) -> Option<(Culprit, u32)> {
 /// A sleeper woken by its hrtimer with its pid folded (`model::ANY_PID`); None for any other
 /// culprit.
 fn fold_pid(c: &Culprit) -> Option<Culprit> {
-    let who = match &c.who {
-        Who::Hrtimer {
-            soft,
-            callback: TimerCallback::Wakeup { comm, .. },
-        } => Who::Hrtimer {
-            soft: *soft,
-            callback: TimerCallback::Wakeup {
-                comm: comm.clone(),
-                pid: ANY_PID,
-            },
-        },
-        _ => return None,
-    };
     Some(Culprit {
         class: c.class,
-        who,
+        who: c.who.sleeper_folded()?,
     })
 }
 
@@ -367,7 +354,7 @@ fn listed(t: &Tally) -> Vec<ProcessTheft> {
 mod tests {
     use super::*;
     use crate::attribution::engine::Share;
-    use crate::model::{Stall, ThreadRole, WorkItem};
+    use crate::model::{Stall, ThreadRole, TimerCallback, WorkItem};
 
     fn task(comm: &str, pid: u32) -> Culprit {
         Culprit {

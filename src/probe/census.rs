@@ -16,8 +16,7 @@ use super::{
     AttachState, AttachStatus, ProbeBatch, ProbeConfig, ProbeSession, ProbeSummary, Reference,
 };
 use crate::model::{
-    softirq_name, vector_name, Cause, CauseKind, Cpu, CulpritClass, Nanos, SentFrom, TimerCallback,
-    Who, ANY_PID,
+    softirq_name, vector_name, Cause, CauseKind, Cpu, CulpritClass, Nanos, SentFrom, Who,
 };
 use crate::platform::affinity::set_current_thread_cpus;
 use crate::platform::clock::monotonic_ns;
@@ -200,17 +199,7 @@ fn row_of(who: &Who) -> Who {
             pid: *pid,
             policy: 0,
         },
-        Who::Hrtimer {
-            soft,
-            callback: TimerCallback::Wakeup { comm, .. },
-        } => Who::Hrtimer {
-            soft: *soft,
-            callback: TimerCallback::Wakeup {
-                comm: comm.clone(),
-                pid: ANY_PID,
-            },
-        },
-        other => other.clone(),
+        other => other.sleeper_folded().unwrap_or_else(|| other.clone()),
     }
 }
 

@@ -10,13 +10,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use super::decode::{self, Record};
+use super::glance::{Glance, Glimpses};
 use super::kallsyms::Kallsyms;
 use super::load::{self, Loaded};
-use super::recent::RecentKernel;
 use super::rings;
 use super::skel::types::js_record;
 use super::stats::{self, LiveCostCell, RunTimeStats};
-use super::tally::{self, KernelTally};
 use super::threads;
 use super::watch;
 use super::{JitterscopeSkel, ProbeBatch, ProbeConfig, ProbeError, ProbeSummary};
@@ -162,11 +161,9 @@ struct Drainer {
     open_lost: Vec<(Cpu, u64)>,
     /// Deciding at the end: how full the fullest ring was at the last look.
     last_fill: f64,
-    /// Deciding at the end: the kernel's time by culprit, for the live view (see `tally`).
-    tally: KernelTally,
-    /// The live view's spike windows, when it shows them: the tally's pieces go there, under
-    /// its lock taken once a step of the glance.
-    recent: Option<Arc<Mutex<RecentKernel>>>,
+    /// Deciding at the end: the live preview the records glanced at are given to (see
+    /// `glance`), its lock taken once a step of records (`CONSUME_STEP`).
+    glance: Option<Arc<Mutex<dyn Glance>>>,
     live: Arc<LiveCostCell>,
 }
 
@@ -189,13 +186,13 @@ impl Drainer {
                 syms,
                 names: decode::Names::default(),
                 batch: Vec::with_capacity(BATCH_ROOM),
+                glimpses: Glimpses::default(),
             },
             batches,
             made,
             open_lost: Vec::new(),
             last_fill: 0.0,
-            tally: KernelTally::default(),
-            recent: live.recent().cloned(),
+            glance: cfg.glance.clone(),
             live,
         }
     }
@@ -235,12 +232,14 @@ impl Drainer {
         }
         let cpu_before = own_thread_cpu_ns();
         let read_all = loop {
-            let mut pieces = self.recent.as_ref().and_then(|m| m.lock().ok());
-            let (decoded, tally) = (&mut self.decoded, &mut self.tally);
+            let mut sink = self.glance.as_ref().and_then(|g| g.lock().ok());
+            let decoded = &mut self.decoded;
             let n = self.rings.glance(CONSUME_STEP, &mut |r| {
-                decoded.tally(tally, r, from, pieces.as_deref_mut())
+                if let Some(sink) = sink.as_deref_mut() {
+                    decoded.glimpse(r, from, sink);
+                }
             });
-            drop(pieces);
+            drop(sink);
             if n < CONSUME_STEP {
                 break true;
             }
@@ -251,8 +250,7 @@ impl Drainer {
         // The view's copy is a piece of its own (cold once a second: it cannot share a slice
         // with the last step of the glance).
         self.pacer.between();
-        glanced(&self.recent, read_all.then_some(began));
-        self.live.set_kernel_time(self.tally.top(tally::LISTED));
+        glanced(&self.glance, read_all.then_some(began));
         gate.spend(own_thread_cpu_ns().saturating_sub(cpu_before));
     }
 
@@ -270,16 +268,19 @@ impl Drainer {
         let at_end = self.gate.as_ref().is_some_and(|g| g.deciding_at_end());
         let emptied = loop {
             let from = self.live.window_from();
-            let mut pieces = self.recent.as_ref().and_then(|m| m.lock().ok());
-            let (decoded, tally) = (&mut self.decoded, &mut self.tally);
+            let wanted = at_end && !last && from > 0;
+            let mut sink = (self.glance.as_ref())
+                .filter(|_| wanted)
+                .and_then(|g| g.lock().ok());
+            let decoded = &mut self.decoded;
             let n = self.rings.consume_glanced(CONSUME_STEP, &mut |r, glanced| {
                 // Taken before the end without a glance: into the live view's time too.
-                if at_end && !last && !glanced && from > 0 {
-                    decoded.tally(tally, &r, from, pieces.as_deref_mut());
+                if let Some(sink) = sink.as_deref_mut().filter(|_| !glanced) {
+                    decoded.glimpse(&r, from, sink);
                 }
                 decoded.push(&r);
             });
-            drop(pieces);
+            drop(sink);
             // Fewer than asked: the rings are empty for now (or wait for a slot being written).
             if n < CONSUME_STEP {
                 break true;
@@ -311,8 +312,7 @@ impl Drainer {
         };
         gate.delivered(emptied.then_some(began));
         if at_end && !last {
-            glanced(&self.recent, emptied.then_some(began));
-            self.live.set_kernel_time(self.tally.top(tally::LISTED));
+            glanced(&self.glance, emptied.then_some(began));
         }
         gate.spend(own_thread_cpu_ns().saturating_sub(cpu_before));
     }
@@ -370,23 +370,16 @@ struct Decoded {
     syms: Kallsyms,
     names: decode::Names,
     batch: ProbeBatch,
+    /// Deciding at the end, the culprits named for the live preview.
+    glimpses: Glimpses,
 }
 
 impl Decoded {
-    /// Adds `r` to the live view's kernel time, its culprit named as the decoder names it.
-    fn tally(
-        &mut self,
-        tally: &mut KernelTally,
-        r: &js_record,
-        from_ns: u64,
-        recent: Option<&mut RecentKernel>,
-    ) {
-        tally.add(
-            r,
-            from_ns,
-            &mut |r| decode::culprit_named(r, &mut self.syms, &mut self.names),
-            recent,
-        );
+    /// Gives `r` to the live preview, its culprit named as the decoder names it.
+    fn glimpse(&mut self, r: &js_record, from_ns: u64, sink: &mut dyn Glance) {
+        let (syms, names) = (&mut self.syms, &mut self.names);
+        let name = &mut |r: &js_record| decode::culprit_named(r, syms, names);
+        self.glimpses.push(r, from_ns, name, sink);
     }
 
     /// Records too short or of an unknown kind or class are skipped, as the decoder says.
@@ -397,11 +390,11 @@ impl Decoded {
     }
 }
 
-/// A glance, or a drain that took records in for the tally, is over (see
-/// `RecentKernel::glanced`).
-fn glanced(recent: &Option<Arc<Mutex<RecentKernel>>>, complete_to_ns: Option<u64>) {
-    if let Some(mut r) = recent.as_ref().and_then(|m| m.lock().ok()) {
-        r.glanced(complete_to_ns);
+/// A glance, or a drain that took records in for the live preview, is over (see
+/// `Glance::glanced`).
+fn glanced(glance: &Option<Arc<Mutex<dyn Glance>>>, complete_to_ns: Option<u64>) {
+    if let Some(mut g) = glance.as_ref().and_then(|g| g.lock().ok()) {
+        g.glanced(complete_to_ns);
     }
 }
 

@@ -11,13 +11,12 @@ pub mod abi;
 pub mod census;
 pub mod decode;
 mod drain;
+pub mod glance;
 pub mod kallsyms;
 mod load;
-pub mod recent;
 pub mod rings;
 mod stats;
 pub mod steal;
-pub mod tally;
 mod threads;
 pub mod watch;
 
@@ -45,6 +44,7 @@ use load::Loaded;
 use threads::Identity;
 
 pub use drain::Gate;
+pub use glance::Glance;
 pub use load::{bpf_lockdown, check_kernel, permission_error};
 pub use stats::{LiveCost, ProgramCost};
 pub use threads::{register_tids, ThreadRegistrar};
@@ -88,9 +88,9 @@ pub struct ProbeConfig {
     /// read on sched_switch, an empty program and a clock read on local_timer_entry), and
     /// where they run; reported apart from the probes' costs (`ProbeSummary::floor`).
     pub floor: Reference,
-    /// Deciding at the end, for a live view that lists the latest spikes: the episodes the
-    /// glances take are kept a few seconds (`recent`), room for them made at the start.
-    pub spike_windows: bool,
+    /// Deciding at the end: the live preview the drain thread gives the records it glances
+    /// at (`glance`); None: none is kept.
+    pub glance: Option<Arc<std::sync::Mutex<dyn Glance>>>,
 }
 
 /// The reference programs (`probe --floor`): not loaded, or attached after the probes' own
@@ -118,7 +118,7 @@ impl ProbeConfig {
             faults: true,
             gate: None,
             floor: Reference::Off,
-            spike_windows: false,
+            glance: None,
         }
     }
 }
@@ -226,12 +226,7 @@ impl ProbeSession {
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);
         // One beat pending at most: a collector that missed several takes one turn for all.
         let (drained_tx, drained) = mpsc::sync_channel(1);
-        let recent = cfg.spike_windows.then(|| {
-            Arc::new(std::sync::Mutex::new(recent::RecentKernel::with_room(
-                &cfg.cpus,
-            )))
-        });
-        let live = Arc::new(stats::LiveCostCell::with_recent(recent));
+        let live = Arc::new(stats::LiveCostCell::default());
         let live_thread = live.clone();
         let batches = drain::Batches {
             out: batch_tx,
@@ -304,20 +299,6 @@ impl ProbeSession {
     /// statistics are unavailable or before the first refresh.
     pub fn live_cost(&self) -> Option<LiveCost> {
         self.live.look()
-    }
-
-    /// Deciding at the end: the kernel's time on the measured CPUs by culprit, from the
-    /// run's window (`set_window_from`) to the latest drain's glance at the rings (see
-    /// `tally`); None before the first glance, or when the culprits are decided as the run
-    /// goes.
-    pub fn kernel_time(&self) -> Option<tally::KernelTime> {
-        self.live.kernel_time()
-    }
-
-    /// Deciding at the end, with `spike_windows`: the kernel's recent episodes on the
-    /// measured CPUs, to explain a spike by the kernel time in its window (see `recent`).
-    pub fn recent_kernel(&self) -> Option<std::sync::MutexGuard<'_, recent::RecentKernel>> {
-        self.live.recent()?.lock().ok()
     }
 
     /// Where the run's window begins (CLOCK_MONOTONIC): the kernel time is counted from it.

@@ -4,14 +4,12 @@
 
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use libbpf_rs::skel::Skel;
 
 use super::load::{tracepoint_of, FLOOR_PREFIX};
-use super::recent::RecentKernel;
-use super::tally::KernelTime;
 use super::JitterscopeSkel;
 use crate::platform::pace::Pacer;
 
@@ -53,33 +51,12 @@ pub struct LiveCostCell {
     cost: Mutex<Option<LiveCost>>,
     /// Set by a look, cleared by the refresh that answers it.
     wanted: AtomicBool,
-    /// Deciding at the end: the kernel's time by culprit at the latest glance (`tally`).
-    kernel_time: Mutex<Option<KernelTime>>,
     /// Where the run's window begins (CLOCK_MONOTONIC), once the collector said so.
     window_from: AtomicU64,
-    /// Deciding at the end, for the live view's spike feed: the recent episodes (`recent`).
-    recent: Option<Arc<Mutex<RecentKernel>>>,
 }
 
 impl LiveCostCell {
-    pub fn with_recent(recent: Option<Arc<Mutex<RecentKernel>>>) -> LiveCostCell {
-        LiveCostCell {
-            recent,
-            ..Default::default()
-        }
-    }
-
-    /// The recent episodes, when they are kept.
-    pub fn recent(&self) -> Option<&Arc<Mutex<RecentKernel>>> {
-        self.recent.as_ref()
-    }
-
-    /// The kernel's time by culprit at the latest glance.
-    pub fn kernel_time(&self) -> Option<KernelTime> {
-        self.kernel_time.lock().ok().and_then(|k| k.clone())
-    }
-
-    /// The run's window begins at `from_ns`: the tally counts from there.
+    /// The run's window begins at `from_ns`: the live preview counts from there.
     pub fn set_window_from(&self, from_ns: u64) {
         self.window_from.store(from_ns, Ordering::Relaxed);
     }
@@ -87,12 +64,6 @@ impl LiveCostCell {
     /// Where the window begins, as the collector said (0: not yet).
     pub(super) fn window_from(&self) -> u64 {
         self.window_from.load(Ordering::Relaxed)
-    }
-
-    pub(super) fn set_kernel_time(&self, k: KernelTime) {
-        if let Ok(mut cell) = self.kernel_time.lock() {
-            *cell = Some(k);
-        }
     }
 
     /// The totals of the latest refresh (None before the first), asking for the next one.

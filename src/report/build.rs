@@ -6,10 +6,10 @@ use super::runfile::{
     CpuCount, CpuSteal, CpuTheftEntry, CulpritEntry, ProbeInfo, ProcessEntry, ProcessesEntry,
     ProgramCostEntry, SpikeEntry, StallCulprit, StallEntry, TimelineRecord,
 };
+use crate::attribution::recent::{RecentKernel, WindowTime};
 use crate::attribution::run::RunAttribution;
 use crate::attribution::{RankedCulprit, Share, SpikeVerdict, Verdict};
 use crate::model::{vector_name, Cpu, Nanos, Spike, ThreadRole, Who};
-use crate::probe::recent::{RecentKernel, WindowTime};
 use crate::probe::{AttachState, AttachStatus, ProbeSummary};
 
 /// `accumulator`, `journaller`, `consumer-3` … by consumer index.
@@ -88,7 +88,7 @@ pub struct KernelWindowSpike {
 
 /// Deciding at the end, a spike as the live view shows it until its culprits are decided:
 /// the kernel time inside its window on both CPUs, from the records glanced at so far
-/// (`probe::recent`). As the engine does with stalls: an episode on the producer's CPU at the
+/// (`attribution::recent`). As the engine does with stalls: an episode on the producer's CPU at the
 /// publication held the message until the kernel let that CPU go; what ran on the consumer's
 /// CPU from then to the receipt kept the consumer from it.
 pub fn kernel_window_spike(

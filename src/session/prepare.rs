@@ -8,10 +8,14 @@ use anyhow::{Context, Result};
 
 use super::pace::Budget;
 use super::{check_startup, Console, RunPlan};
+use crate::attribution::preview::{Preview, PreviewView};
+use crate::model::Glimpse;
 use crate::model::{Cpu, Decision, Nanos};
 use crate::platform::affinity::{self, AffinityGuard};
 use crate::platform::clock::{monotonic_ns, unix_ns};
-use crate::probe::{AttachState, Gate, ProbeBatch, ProbeConfig, ProbeSession, ThreadRegistrar};
+use crate::probe::{
+    AttachState, Gate, Glance, ProbeBatch, ProbeConfig, ProbeSession, ThreadRegistrar,
+};
 use crate::report::files::{file_stem, utc_stamp};
 use crate::report::hlog::HlogWriter;
 use crate::report::runfile::Floor;
@@ -31,6 +35,8 @@ pub(super) struct Prepared {
     /// The collector's budget when it shares a measured CPU.
     pub budget: Option<Arc<Budget>>,
     pub probe: Option<(ProbeSession, std::sync::mpsc::Receiver<ProbeBatch>)>,
+    /// Deciding at the end, the live preview the drain thread keeps (read by the live view).
+    pub preview: Option<PreviewView>,
     pub workload: Workload,
     pub floor: Option<Floor>,
     pub start_unix: u64,
@@ -42,6 +48,9 @@ pub(super) struct Prepared {
     pub record_from: Nanos,
     pub end: Nanos,
 }
+
+/// The probes' session and the channel of their record batches.
+type Probe = (ProbeSession, std::sync::mpsc::Receiver<ProbeBatch>);
 
 /// What jitterscope's own threads may take of one CPU when they share the producer's: several
 /// times what a quiet run needs (`scripts/bench.sh`, "collector under the hrtimer storm"), a
@@ -74,13 +83,16 @@ pub(super) fn prepare(plan: &RunPlan, out: &mut Console) -> Result<Prepared> {
     .map(Arc::new);
     // Before the drain thread starts: the room it makes in its heap is kept.
     crate::system::keep_allocations_in_place();
-    let probe = start_probes(
+    let (probe, preview) = match start_probes(
         plan,
         &measured,
         housekeeping,
         budget.clone(),
         every_cpu_measured,
-    )?;
+    )? {
+        Some((probe, view)) => (Some(probe), Some(view)),
+        None => (None, None),
+    };
     check_startup()?;
     // From here on, no page-table change of this address space may reach the workload's
     // CPUs as a TLB-shootdown IPI: memory is populated when mapped and never given back.
@@ -117,6 +129,7 @@ pub(super) fn prepare(plan: &RunPlan, out: &mut Console) -> Result<Prepared> {
         every_cpu_measured,
         budget,
         probe,
+        preview,
         workload,
         floor,
         start_unix,
@@ -170,7 +183,7 @@ fn start_probes(
     housekeeping: Vec<Cpu>,
     budget: Option<Arc<Budget>>,
     every_cpu_measured: bool,
-) -> Result<Option<(ProbeSession, std::sync::mpsc::Receiver<ProbeBatch>)>> {
+) -> Result<Option<(Probe, PreviewView)>> {
     let Some(ringbuf_bytes) = plan.probes else {
         return Ok(None);
     };
@@ -181,10 +194,23 @@ fn start_probes(
     pc.drain_interval = super::run::turn(every_cpu_measured, plan.decision);
     // Deciding at the end, the live view's feed of spikes: by the kernel time in each one's
     // window (the plain line has no feed).
-    pc.spike_windows = plan.tui && plan.decision.at_end();
-    Ok(Some(ProbeSession::start(pc).context(
-        "cannot start the kernel probes (--no-probes measures without attribution)",
-    )?))
+    let spike_windows = plan.tui && plan.decision.at_end();
+    let (preview, view) = Preview::new(measured, spike_windows);
+    pc.glance = Some(preview as Arc<Mutex<dyn Glance>>);
+    let probe = ProbeSession::start(pc)
+        .context("cannot start the kernel probes (--no-probes measures without attribution)")?;
+    Ok(Some((probe, view)))
+}
+
+/// The live preview is given the records the drain thread glances at.
+impl Glance for Preview {
+    fn record(&mut self, from_ns: Nanos, glimpse: &Glimpse<'_>) {
+        self.add(from_ns, glimpse);
+    }
+
+    fn glanced(&mut self, complete_to_ns: Option<Nanos>) {
+        Preview::glanced(self, complete_to_ns);
+    }
 }
 
 fn open_interval_log(

@@ -81,7 +81,7 @@ impl Recorder {
             // The stalls wait for the end: the kernel's time by culprit so far instead (its
             // rows a piece of their own).
             pacer.between();
-            if let Some(k) = p.probe.as_ref().and_then(|(s, _)| s.kernel_time()) {
+            if let Some(k) = p.preview.as_ref().and_then(|v| v.kernel_time()) {
                 live.kernel_total_ns = Some(k.total_ns);
                 live.kernel_unseen = k.end_unseen;
                 // Every lost-record window the glances and drains saw, in the rings or not.
@@ -126,7 +126,7 @@ impl Recorder {
         self.pacer.between();
         // The recent episodes' lock is taken for each look alone, never across a pause (the
         // drain thread takes it at each step of its glance).
-        let recent = || p.probe.as_ref().and_then(|(s, _)| s.recent_kernel());
+        let recent = || p.preview.as_ref().and_then(|v| v.recent());
         let Some(complete) = recent().map(|r| r.complete_to_ns()) else {
             return;
         };
@@ -177,9 +177,9 @@ impl Recorder {
 }
 
 /// Deciding at the end, the live view's rows: each culprit's kernel time on the measured
-/// CPUs so far (see `probe::tally`), its share of all of it.
+/// CPUs so far (see `attribution::tally`), its share of all of it.
 pub(super) fn kernel_rows(
-    k: &crate::probe::tally::KernelTime,
+    k: &crate::attribution::tally::KernelTime,
     record_from: Nanos,
 ) -> Vec<CulpritRow> {
     let all = k.total_ns.max(1) as f64;

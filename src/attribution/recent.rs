@@ -1,5 +1,5 @@
 //! Deciding at the end (`--attribution end`), the kernel's episodes of the last seconds on
-//! each measured CPU, as the tally took them from the rings (`tally`): the live view explains
+//! each measured CPU, as the tally took them from the records glanced at (`tally`): the live view explains
 //! each spike by the kernel time inside its window within a turn of it, while its culprits
 //! wait for the end. An episode's own time is its span less the episodes nested in it, as the
 //! tally counts it: the enclosing episode is kept whole and each nested one is kept twice,

@@ -1,20 +1,17 @@
 //! Deciding at the end (`--attribution end`), the kernel's time on the measured CPUs so far,
-//! by culprit: what the live view shows while the stalls wait for the end. The drain thread
-//! glances at the records where they wait in the rings (`Rings::glance`), once a second, and
-//! adds up each one's own time — its length less that of the episodes nested in it, as the
-//! engine's sweep gives it — under the culprit it names; a steal record adds the host's
-//! time. Every CPU it covers runs a spinning workload thread, so that time was taken from
+//! by culprit: what the live view shows while the stalls wait for the end. The probes' drain
+//! thread glances at the records where they wait in the rings, once a second, and hands each
+//! to the live preview (`preview`) as a `model::Glimpse`; the tally adds up each episode's own
+//! time — its length less that of the episodes nested in it, as the engine's sweep gives it
+//! — under the culprit it names; a steal record adds the host's time. Every CPU it covers runs a spinning workload thread, so that time was taken from
 //! one: measured inside kernel records, but not yet matched to the stalls the workload saw
 //! (entry/exit time and unexplained gaps come only with the decisions at the end).
 
-use crate::model::{Culprit, CulpritClass, Nanos, Who};
+use crate::model::{Cpu, Culprit, CulpritClass, Glimpse, Glimpsed, Nanos, Who};
 use crate::platform::fast_hash::FastMap;
 
-use super::abi::{Class, Kind};
-use super::decode::{end_unseen, Made};
+use super::nesting::Nesting;
 use super::recent::{Piece, RecentKernel, LONG_NS};
-use super::skel::types::js_record;
-use crate::model::Cpu;
 
 /// Culprits given to the live view, at most (a terminal shows fewer: it sorts them its own
 /// ways).
@@ -44,7 +41,7 @@ pub struct KernelTime {
     pub end_unseen: u64,
 }
 
-/// A record's culprit (`decode::culprit_named`).
+/// A record's culprit, as the decoder names it.
 pub type Naming = Culprit;
 
 /// Episodes ended and not yet claimed by the episode they are nested in, per CPU, at most:
@@ -52,23 +49,22 @@ pub type Naming = Culprit;
 /// oldest.
 const UNCLAIMED_KEPT: usize = 256;
 
-/// Records' naming fields remembered with their culprit, at most (then forgotten together:
-/// names carry pids and a kworker's flags its item count).
-const MADE_KEPT: usize = 4096;
-
 /// Culprits told apart, at most (the rest of each class share a row, `Who::Others`).
 pub(super) const CULPRITS_KEPT: usize = 4096;
 
 /// The kernel's largest `NR_CPUS`.
 const MAX_CPUS: usize = 8192;
 
-/// Class codes remembered in `KernelTally::last` (`enum js_class`, with room).
-const CLASS_CODES: usize = 16;
+/// Namings remembered with their culprit's place, at most (then forgotten together).
+const NAMINGS_KEPT: usize = 4096;
 
-/// A nested episode waiting for its enclosing one: the class code it is nested in, its span.
+/// Classes remembered in `KernelTally::last` (`CulpritClass`, with room).
+const CLASSES: usize = 16;
+
+/// A nested episode waiting for its enclosing one: its rank under the nesting rule, its span.
 #[derive(Debug, Clone, Copy)]
 struct Nested {
-    parent: u16,
+    rank: Nesting,
     start_ns: Nanos,
     end_ns: Nanos,
 }
@@ -78,11 +74,12 @@ struct Nested {
 pub struct KernelTally {
     culprits: Vec<KernelCulprit>,
     index: FastMap<Naming, usize>,
-    /// A record's naming fields to its culprit: the names are made once.
-    by_made: FastMap<Made, usize>,
-    /// The last naming seen of each class code, with its culprit: a tick's record is
-    /// nearly always named as the tick's before it, and a compare is cheaper than a hash.
-    last: [Option<(Made, usize)>; CLASS_CODES],
+    /// A record's naming (`Glimpsed::Episode::naming`) to its culprit's place: the
+    /// culprit is looked up once.
+    by_naming: FastMap<u64, usize>,
+    /// The last naming seen of each record class, with its culprit's place: a tick's record
+    /// is nearly always named as the tick's before it, and a compare is cheaper than a hash.
+    last: [Option<(u64, usize)>; CLASSES],
     /// Per CPU (its number), the nested episodes not yet claimed.
     nested: Vec<Vec<Nested>>,
     total_ns: Nanos,
@@ -117,59 +114,79 @@ fn piece_of(span: (Nanos, Nanos), at: usize, debit: bool, parent: (Nanos, Nanos)
     (piece, parent.1 - parent.0 > LONG_NS)
 }
 
+/// An episode's record as the tally takes it.
+struct Episode<'a> {
+    cpu: Cpu,
+    /// Its rank under the nesting rule (`Nesting`).
+    rank: Nesting,
+    start_ns: Nanos,
+    end_ns: Nanos,
+    culprit: Option<&'a Culprit>,
+    naming: u64,
+}
+
 impl KernelTally {
-    /// Adds a record; only its time from `from_ns` on counts (the run's window). `name`
-    /// gives an interruption record's culprit (`decode::culprit_named`), asked once for each
-    /// distinct naming. A task's run whose closing switch the probes did not see
-    /// (`decode::end_unseen`) holds the workload's own run too: its time is left out and the
-    /// run counted apart (the stalls decided at the end take only what overlaps them, as
-    /// from any record). With `recent`, the record's pieces go there too, for the live view's
-    /// spike windows.
-    pub fn add(
-        &mut self,
-        r: &js_record,
-        from_ns: Nanos,
-        name: &mut dyn FnMut(&js_record) -> Option<Naming>,
-        mut recent: Option<&mut RecentKernel>,
-    ) {
+    /// Adds a record; only its time from `from_ns` on counts (the run's window). A task's
+    /// run whose closing switch the probes did not see (`Glimpsed::Episode::end_unseen`)
+    /// holds the workload's own run too: its time is left out and the run counted apart
+    /// (the stalls decided at the end take only what overlaps them, as from any record).
+    /// With `recent`, the record's pieces go there too, for the live view's spike windows.
+    pub fn add(&mut self, g: &Glimpse<'_>, from_ns: Nanos, mut recent: Option<&mut RecentKernel>) {
         // A CPU number past the kernel's largest `NR_CPUS` is no record of a measured CPU.
-        if r.end_ns <= from_ns || r.cpu as usize >= MAX_CPUS {
+        if g.end_ns <= from_ns || g.cpu as usize >= MAX_CPUS {
             return;
         }
-        match Kind::from_code(r.kind) {
-            Some(Kind::Interruption) if end_unseen(r) => {
-                // What the probes took as nested in it (the timer ticks of the workload's
-                // run it holds among them) goes to its own culprits, as always. A spike's
-                // window has none of the workload's run in it (the thread would have taken
-                // the message): there, the run's time is kept (`recent`).
-                self.interruption(r, from_ns, name, false, &mut recent);
-                self.end_unseen += 1;
+        match &g.what {
+            Glimpsed::Episode {
+                class,
+                parent,
+                end_unseen,
+                culprit,
+                naming,
+            } => {
+                let e = Episode {
+                    cpu: g.cpu,
+                    rank: Nesting::of(*class, *parent, (g.start_ns, g.end_ns.max(g.start_ns))),
+                    start_ns: g.start_ns,
+                    end_ns: g.end_ns,
+                    culprit: *culprit,
+                    naming: *naming,
+                };
+                // What the probes took as nested in a run whose end was not seen (the timer
+                // ticks of the workload's run it holds among them) goes to its own culprits,
+                // as always. A spike's window has none of the workload's run in it (the
+                // thread would have taken the message): there, the run's time is kept
+                // (`recent`).
+                self.interruption(&e, parent.is_some(), from_ns, !end_unseen, &mut recent);
+                if *end_unseen {
+                    self.end_unseen += 1;
+                }
             }
-            Some(Kind::Interruption) => self.interruption(r, from_ns, name, true, &mut recent),
-            Some(Kind::Steal) if r.id > 0 => {
+            Glimpsed::Steal { grown_ns } if *grown_ns > 0 => {
                 let at = self.culprit(Culprit {
                     class: CulpritClass::Hypervisor,
-                    who: Who::Host { cpu: r.cpu },
+                    who: Who::Host { cpu: g.cpu },
                 });
-                self.credit(at, r.id, r.end_ns);
-                let span = (r.start_ns, r.end_ns.max(r.start_ns));
-                let grown = r.id.min(span.1 - span.0);
+                self.credit(at, *grown_ns, g.end_ns);
+                let span = (g.start_ns, g.end_ns.max(g.start_ns));
+                let grown = (*grown_ns).min(span.1 - span.0);
                 let steal = Piece::new(span, grown, at as u32, false);
                 // Its span runs from the probes' read before to this one: often long.
                 let long = span.1 - span.0 > LONG_NS;
-                piece(&mut recent, &self.culprits, r.cpu, (steal, long));
+                piece(&mut recent, &self.culprits, g.cpu, (steal, long));
             }
-            Some(Kind::Lost) => self.lost += r.id,
-            _ => {}
+            Glimpsed::Lost { count } => self.lost += count,
+            Glimpsed::Steal { .. } => {}
         }
     }
 
     /// `counted`: into the culprit's time (else only the pieces kept for spike windows).
+    /// `nested`: the probes saw it begin inside another episode, which claims it.
     fn interruption(
         &mut self,
-        r: &js_record,
+        r: &Episode,
+        nested: bool,
         from_ns: Nanos,
-        name: &mut dyn FnMut(&js_record) -> Option<Naming>,
         counted: bool,
         recent: &mut Option<&mut RecentKernel>,
     ) {
@@ -177,28 +194,28 @@ impl KernelTally {
             self.claim(r, from_ns, None, recent);
             return;
         }
-        let made = Made::of(r);
-        let class = (r.class_ as usize).min(CLASS_CODES - 1);
+        let Some(naming) = r.culprit else {
+            if !counted {
+                self.claim(r, from_ns, None, recent);
+            }
+            return;
+        };
+        let class = (naming.class as usize).min(CLASSES - 1);
         let at = match self.last[class] {
-            Some((seen, at)) if seen == made => at,
+            Some((seen, at)) if seen == r.naming => at,
             _ => {
-                let at = match self.by_made.get(&made) {
+                let at = match self.by_naming.get(&r.naming) {
                     Some(&at) => at,
                     None => {
-                        let Some(at) = name(r).map(|key| self.culprit(key)) else {
-                            if !counted {
-                                self.claim(r, from_ns, None, recent);
-                            }
-                            return;
-                        };
-                        if self.by_made.len() >= MADE_KEPT {
-                            self.by_made.clear();
+                        let at = self.culprit(naming.clone());
+                        if self.by_naming.len() >= NAMINGS_KEPT {
+                            self.by_naming.clear();
                         }
-                        self.by_made.insert(made, at);
+                        self.by_naming.insert(r.naming, at);
                         at
                     }
                 };
-                self.last[class] = Some((made, at));
+                self.last[class] = Some((r.naming, at));
                 at
             }
         };
@@ -215,12 +232,12 @@ impl KernelTally {
             return;
         }
         let waiting = &mut self.nested[r.cpu as usize];
-        if r.parent != Class::None as u16 {
+        if nested {
             if waiting.len() == UNCLAIMED_KEPT {
                 waiting.remove(0);
             }
             waiting.push(Nested {
-                parent: r.parent,
+                rank: r.rank,
                 start_ns: r.start_ns,
                 end_ns: end,
             });
@@ -230,11 +247,11 @@ impl KernelTally {
 
     /// Takes the episodes nested in `r` off its CPU's waiting list; returns their time in
     /// the window. Records of a CPU come in the order their episodes ended: what is nested in
-    /// one came before it, naming its class as the parent. With `r`'s culprit (`of`), each
-    /// is a piece taken off it.
+    /// one came before it, and takes its time from it by the engine's nesting rule
+    /// (`Nesting::inside`). With `r`'s culprit (`of`), each is a piece taken off it.
     fn claim(
         &mut self,
-        r: &js_record,
+        r: &Episode,
         from_ns: Nanos,
         of: Option<usize>,
         recent: &mut Option<&mut RecentKernel>,
@@ -248,7 +265,7 @@ impl KernelTally {
         let debit_of = if recent.is_some() { of } else { None };
         let culprits = &self.culprits;
         self.nested[cpu].retain(|n| {
-            let claimed = n.parent == r.class_ && n.start_ns >= r.start_ns && n.end_ns <= end;
+            let claimed = n.rank.inside(&r.rank);
             if claimed {
                 inside += n.end_ns - n.start_ns.max(start).min(n.end_ns);
                 if let Some(at) = debit_of {
@@ -326,44 +343,72 @@ impl KernelTally {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::abi::F_END_UNSEEN;
+    use crate::model::CulpritClass as C;
 
-    /// An interruption record of `class` named `name` (its culprit is of the same class, as
-    /// the test's namer makes it).
+    /// An episode of `class` named `name` (its culprit is of the same class, a kernel thread
+    /// by that name), nested in an episode of `parent`.
     fn ep(
         cpu: u32,
-        class: Class,
+        class: C,
         name: &str,
         (start_ns, end_ns): (Nanos, Nanos),
-        parent: Class,
-    ) -> js_record {
-        let mut r = js_record {
-            kind: Kind::Interruption as u32,
+        parent: Option<C>,
+    ) -> Glimpse<'static> {
+        // Lent for the test's length, as the drain thread lends it for a step.
+        let culprit = Box::leak(Box::new(Culprit {
+            class,
+            who: Who::Kthread { comm: name.into() },
+        }));
+        Glimpse {
             cpu,
             start_ns,
             end_ns,
-            class_: class as u16,
-            parent: parent as u16,
-            ..Default::default()
-        };
-        for (d, s) in r.name.iter_mut().zip(name.bytes()) {
-            *d = s as i8;
+            what: Glimpsed::Episode {
+                class,
+                parent,
+                end_unseen: false,
+                culprit: Some(culprit),
+                // A number of its own for each name (and class).
+                naming: name
+                    .bytes()
+                    .fold(class as u64 + 1, |n, b| n.wrapping_mul(131) + b as u64),
+            },
         }
-        r
     }
 
-    fn namer(r: &js_record) -> Option<Naming> {
-        let name: String = r
-            .name
-            .iter()
-            .take_while(|&&b| b != 0)
-            .map(|&b| b as u8 as char)
-            .collect();
-        let class = crate::probe::decode::class_of(r.class_)?;
-        Some(Culprit {
-            class,
-            who: Who::Kthread { comm: name.into() },
-        })
+    /// The same, a run whose closing switch the probes did not see.
+    fn unseen(g: Glimpse<'static>) -> Glimpse<'static> {
+        let what = match g.what {
+            Glimpsed::Episode {
+                class,
+                parent,
+                culprit,
+                naming,
+                ..
+            } => Glimpsed::Episode {
+                class,
+                parent,
+                end_unseen: true,
+                culprit,
+                naming,
+            },
+            other => other,
+        };
+        Glimpse { what, ..g }
+    }
+
+    /// A steal (the clock grew `by`) or lost (`by` records) record of CPU `cpu`.
+    fn counted(
+        cpu: u32,
+        (start_ns, end_ns): (Nanos, Nanos),
+        what: Glimpsed<'static>,
+    ) -> Glimpse<'static> {
+        Glimpse {
+            cpu,
+            start_ns,
+            end_ns,
+            what,
+        }
     }
 
     /// What the tests name the host's row and the others' row.
@@ -380,9 +425,9 @@ mod tests {
         }
     }
 
-    fn add_all(t: &mut KernelTally, records: &[js_record], from: Nanos) {
+    fn add_all(t: &mut KernelTally, records: &[Glimpse], from: Nanos) {
         for r in records {
-            t.add(r, from, &mut namer, None);
+            t.add(r, from, None);
         }
     }
 
@@ -395,18 +440,18 @@ mod tests {
 
     #[test]
     fn nested_episodes_keep_their_own_time_and_leave_the_rest_to_what_encloses_them() {
-        use Class::*;
+        use C::*;
         let mut t = KernelTally::default();
         // A kworker run 1000–2000 with an IRQ 1100–1150 inside, and a tick 1500–1520 whose
         // hrtimer callback 1505–1515 held a nested IRQ 1507–1509. CPU 1 has its own.
         add_all(
             &mut t,
             &[
-                ep(0, Irq, "irq", (1100, 1150), Kworker),
-                ep(0, Irq, "irq", (1507, 1509), Hrtimer),
+                ep(0, Irq, "irq", (1100, 1150), Some(Kworker)),
+                ep(0, Irq, "irq", (1507, 1509), Some(TimerTick)),
                 ep(1, Softirq, "TIMER", (1200, 1300), None),
-                ep(0, Hrtimer, "callback", (1505, 1515), TimerTick),
-                ep(0, TimerTick, "local timer", (1500, 1520), Kworker),
+                ep(0, TimerTick, "callback", (1505, 1515), Some(TimerTick)),
+                ep(0, TimerTick, "local timer", (1500, 1520), Some(Kworker)),
                 ep(0, Kworker, "kworker/0:1", (1000, 2000), None),
             ],
             0,
@@ -429,23 +474,15 @@ mod tests {
 
     #[test]
     fn only_time_inside_the_window_counts_and_the_host_and_lost_records_are_kept() {
-        use Class::*;
+        use C::*;
         let mut t = KernelTally::default();
         // A run whose end was not seen: its span holds the workload's own run too, and the
         // ticks the probes took as nested in it.
-        let mut unseen = ep(0, Task, "unseen", (1000, 41000), None);
-        unseen.flags = F_END_UNSEEN;
-        let tick = ep(0, TimerTick, "local timer", (20000, 20010), Task);
+        let unseen = unseen(ep(0, Task, "unseen", (1000, 41000), None));
+        let tick = ep(0, TimerTick, "local timer", (20000, 20010), Some(Task));
         // The steal clock grew 250 ns, and 7 records were lost.
-        let counted = |kind: Kind, (start_ns, end_ns), id| js_record {
-            kind: kind as u32,
-            start_ns,
-            end_ns,
-            id,
-            ..Default::default()
-        };
-        let steal = counted(Kind::Steal, (1100, 1400), 250);
-        let lost = counted(Kind::Lost, (1400, 1500), 7);
+        let steal = counted(0, (1100, 1400), Glimpsed::Steal { grown_ns: 250 });
+        let lost = counted(0, (1400, 1500), Glimpsed::Lost { count: 7 });
         add_all(
             &mut t,
             &[
@@ -481,45 +518,34 @@ mod tests {
         // the record's end, gets its share (kept with the long pieces, as a long run is).
         let mut r = RecentKernel::with_room(&[0]);
         let mut t = KernelTally::default();
-        let steal = js_record {
-            kind: Kind::Steal as u32,
-            cpu: 0,
-            start_ns: 1_000_000,
-            end_ns: 3_000_000,
-            id: 400_000,
-            ..Default::default()
-        };
-        t.add(&steal, 0, &mut namer, Some(&mut r));
+        let steal = counted(
+            0,
+            (1_000_000, 3_000_000),
+            Glimpsed::Steal { grown_ns: 400_000 },
+        );
+        t.add(&steal, 0, Some(&mut r));
         r.glanced(Some(4_000_000));
         assert_eq!(r.window(0, 1_000_000, 1_100_000).total_ns(), 20_000);
     }
 
     #[test]
     fn kept_pieces_give_a_window_each_culprits_own_time_and_an_unseen_end_only_there() {
-        use Class::*;
+        use C::*;
         let mut r = RecentKernel::with_room(&[0, 1]);
         let mut t = KernelTally::default();
         // A kworker 1000–2000 with an IRQ 1100–1150 nested in it; a task run 3000–5000 whose
         // closing switch was not seen, with a tick 3500–3510 nested in it; steal 6000–7000
         // that grew 400.
-        let mut unseen = ep(1, Task, "unseen", (3000, 5000), None);
-        unseen.flags = F_END_UNSEEN;
-        let steal = js_record {
-            kind: Kind::Steal as u32,
-            cpu: 1,
-            start_ns: 6000,
-            end_ns: 7000,
-            id: 400,
-            ..Default::default()
-        };
+        let unseen = unseen(ep(1, Task, "unseen", (3000, 5000), None));
+        let steal = counted(1, (6000, 7000), Glimpsed::Steal { grown_ns: 400 });
         for record in [
-            ep(0, Irq, "irq", (1100, 1150), Kworker),
+            ep(0, Irq, "irq", (1100, 1150), Some(Kworker)),
             ep(0, Kworker, "kworker/0:1", (1000, 2000), None),
-            ep(1, TimerTick, "local timer", (3500, 3510), Task),
+            ep(1, TimerTick, "local timer", (3500, 3510), Some(Task)),
             unseen,
             steal,
         ] {
-            t.add(&record, 0, &mut namer, Some(&mut r));
+            t.add(&record, 0, Some(&mut r));
         }
         r.glanced(Some(8000));
         assert_eq!(r.complete_to_ns(), 8000);
@@ -546,35 +572,45 @@ mod tests {
     }
 
     #[test]
-    fn names_are_made_once_per_naming_and_unnamed_records_are_skipped() {
+    fn an_episode_whose_enclosing_record_is_skipped_is_claimed_by_the_one_around_both() {
+        use C::*;
         let mut t = KernelTally::default();
-        let mut asked = 0;
-        for k in 0..5u64 {
-            let r = ep(
-                0,
-                Class::Softirq,
-                "TIMER",
-                (k * 10, k * 10 + 5),
-                Class::None,
-            );
-            t.add(
-                &r,
-                0,
-                &mut |r| {
-                    asked += 1;
-                    namer(r)
-                },
-                None,
-            );
+        // A kworker 1000–2000 interrupted by an IRQ 1100–1200 that could not be named,
+        // during which an NMI 1150–1160 ran: the NMI's time is its own, once (the engine's
+        // sweep gives the kworker what neither covers).
+        let mut nameless = ep(0, Irq, "nameless", (1100, 1200), Some(Kworker));
+        if let Glimpsed::Episode { culprit, .. } = &mut nameless.what {
+            *culprit = None;
         }
-        t.add(
-            &ep(0, Class::Irq, "nameless", (100, 200), Class::None),
+        add_all(
+            &mut t,
+            &[
+                ep(0, Nmi, "nmi", (1150, 1160), Some(Irq)),
+                nameless,
+                ep(0, Kworker, "kworker/0:1", (1000, 2000), None),
+            ],
             0,
-            &mut |_| None,
-            None,
         );
-        assert_eq!(asked, 1);
-        assert_eq!(t.top(10).total_ns, 25);
+        let top = t.top(10);
+        assert_eq!(ns_of(&top, "nmi"), Some(10));
+        assert_eq!(ns_of(&top, "kworker/0:1"), Some(990));
+        assert_eq!(top.total_ns, 1000, "every ns once");
+        assert!(t.nested[0].is_empty());
+    }
+
+    #[test]
+    fn unnamed_records_are_skipped() {
+        let mut t = KernelTally::default();
+        let mut nameless = ep(0, C::Irq, "nameless", (100, 200), None);
+        if let Glimpsed::Episode { culprit, .. } = &mut nameless.what {
+            *culprit = None;
+        }
+        add_all(
+            &mut t,
+            &[ep(0, C::Softirq, "TIMER", (0, 5), None), nameless],
+            0,
+        );
+        assert_eq!(t.top(10).total_ns, 5);
     }
 
     #[test]
@@ -585,7 +621,7 @@ mod tests {
             let name = format!("task{k}");
             add_all(
                 &mut t,
-                &[ep(0, Class::Task, &name, (k * 10, k * 10 + 5), Class::None)],
+                &[ep(0, C::Task, &name, (k * 10, k * 10 + 5), None)],
                 0,
             );
         }
@@ -601,7 +637,7 @@ mod tests {
         for k in 0..(UNCLAIMED_KEPT as u64 + 10) {
             add_all(
                 &mut t,
-                &[ep(0, Class::Irq, "irq", (k * 10, k * 10 + 5), Class::Task)],
+                &[ep(0, C::Irq, "irq", (k * 10, k * 10 + 5), Some(C::Task))],
                 0,
             );
         }
