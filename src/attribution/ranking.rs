@@ -1,7 +1,6 @@
 //! The run-wide ranking: culprits grouped by who they are (`rank_key`) with count, stolen
 //! time, the longest single theft and their share of all stall time, per CPU too.
 
-use super::advice::{advice, Machine};
 use super::engine::Verdict;
 use crate::model::{Cpu, Culprit, CulpritClass, Nanos, TimerCallback, Who, ANY_PID};
 use crate::platform::fast_hash::FastMap;
@@ -23,7 +22,6 @@ pub struct RankedCulprit {
     pub share: f64,
     /// Its time per CPU.
     pub cpus: Vec<CpuTheft>,
-    pub advice: String,
     /// End of the latest stall it took part in (CLOCK_MONOTONIC).
     pub last_ns: Nanos,
 }
@@ -175,22 +173,12 @@ impl Ranking {
         self.incomplete
     }
 
-    /// Culprits by stolen time, with advice for `machine`.
-    pub fn ranked(&self, machine: &Machine) -> Vec<RankedCulprit> {
-        let mut v = self.brief();
-        for c in &mut v {
-            let on: Vec<Cpu> = c.cpus.iter().map(|t| t.cpu).collect();
-            c.advice = advice(&c.culprit, &on, machine);
-        }
-        v
-    }
-
-    /// Culprits by stolen time without advice.
+    /// Culprits by stolen time (their advice is worded in `report::advice`).
     pub fn brief(&self) -> Vec<RankedCulprit> {
         self.top(usize::MAX)
     }
 
-    /// The `n` culprits that stole the most, in ranking order, without advice: only those
+    /// The `n` culprits that stole the most, in ranking order: only those
     /// are copied (the live view's once-a-second look, on a CPU it may share with the
     /// workload).
     pub fn top(&self, n: usize) -> Vec<RankedCulprit> {
@@ -230,7 +218,6 @@ impl Ranking {
                     } else {
                         (t.measured + t.inferred) as f64 / self.stall_ns as f64
                     },
-                    advice: String::new(),
                     cpus,
                     last_ns: t.last,
                 }

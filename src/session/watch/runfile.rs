@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 
 use super::source::{Watching, WORDS};
 use super::{ThreadIds, WatchPlan};
-use crate::attribution::advice::{Machine, Tracer};
 use crate::attribution::watch::{InterruptionKind, ThreadAccount, JOIN_NS};
 use crate::model::{Nanos, ThreadRole};
 use crate::probe::ProbeSummary;
+use crate::report::advice::{Machine, Tracer};
 use crate::report::build::{culprit_entry, probe_info, stall_entry};
 use crate::report::files::{OutputDir, OutputError};
 use crate::report::hgrm;
@@ -177,10 +177,10 @@ fn thread_entry(
             .collect(),
         culprits: t
             .ranking
-            .ranked(machine)
+            .brief()
             .into_iter()
             .take(THREAD_CULPRITS)
-            .map(culprit_entry)
+            .map(|c| culprit_entry(c, machine))
             .collect(),
         files,
     }
@@ -265,9 +265,9 @@ fn run_file(w: &WatchStopped, files: &BTreeMap<u32, Vec<String>>) -> RunFile {
         culprits: s
             .attr
             .ranking
-            .ranked(&machine)
+            .brief()
             .into_iter()
-            .map(culprit_entry)
+            .map(|c| culprit_entry(c, &machine))
             .collect(),
         spike_count: 0,
         spikes: Vec::new(),
