@@ -210,6 +210,7 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
                     host_ns: 0,
                 }],
                 vector: None,
+                who: None,
             },
             CulpritEntry {
                 class: CulpritClass::Irq,
@@ -229,6 +230,7 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
                     host_ns: 0,
                 }],
                 vector: None,
+                who: None,
             },
             CulpritEntry {
                 class: CulpritClass::TimerTick,
@@ -248,6 +250,7 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
                     host_ns: 0,
                 }],
                 vector: None,
+                who: None,
             },
             CulpritEntry {
                 class: CulpritClass::Hypervisor,
@@ -267,6 +270,7 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
                     host_ns: 0,
                 }],
                 vector: None,
+                who: None,
             },
             CulpritEntry {
                 class: CulpritClass::Unexplained,
@@ -286,6 +290,7 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
                     host_ns: 0,
                 }],
                 vector: None,
+                who: None,
             },
         ],
         spike_count: 1,

@@ -527,7 +527,7 @@ prop_compose! {
     ) -> CulpritEntry {
         CulpritEntry {
             class, name, detail, episodes, measured_ns, inferred_ns, host_ns, longest_ns, share,
-            advice, cpus, vector,
+            advice, cpus, vector, who: None,
         }
     }
 }
@@ -750,6 +750,7 @@ fn sample_json() -> String {
                 host_ns: 0,
             }],
             vector: None,
+            who: None,
         }],
         spike_count: 1,
         spikes: vec![SpikeEntry {

@@ -147,6 +147,7 @@ pub fn culprit_entry(c: RankedCulprit, machine: &Machine) -> CulpritEntry {
         _ => None,
     };
     CulpritEntry {
+        who: Some(super::runfile::WhoEntry::of(&c.culprit.who)),
         class: c.culprit.class,
         name,
         detail,
