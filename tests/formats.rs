@@ -211,6 +211,7 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
                 }],
                 vector: None,
                 processes: None,
+                who: None,
             },
             CulpritEntry {
                 class: CulpritClass::Irq,
@@ -231,6 +232,7 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
                 }],
                 vector: None,
                 processes: None,
+                who: None,
             },
             CulpritEntry {
                 class: CulpritClass::TimerTick,
@@ -251,6 +253,7 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
                 }],
                 vector: None,
                 processes: None,
+                who: None,
             },
             CulpritEntry {
                 class: CulpritClass::Hypervisor,
@@ -271,6 +274,7 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
                 }],
                 vector: None,
                 processes: None,
+                who: None,
             },
             CulpritEntry {
                 class: CulpritClass::Unexplained,
@@ -291,6 +295,7 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
                 }],
                 vector: None,
                 processes: None,
+                who: None,
             },
         ],
         spike_count: 1,

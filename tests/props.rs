@@ -527,7 +527,7 @@ prop_compose! {
     ) -> CulpritEntry {
         CulpritEntry {
             class, name, detail, episodes, measured_ns, inferred_ns, host_ns, longest_ns, share,
-            advice, cpus, vector, processes,
+            advice, cpus, vector, processes, who: None,
         }
     }
 }
@@ -771,6 +771,7 @@ fn sample_json() -> String {
             }],
             vector: None,
             processes: None,
+            who: None,
         }],
         spike_count: 1,
         spikes: vec![SpikeEntry {

@@ -1,8 +1,7 @@
-//! Attribution: stalls × interruption records → verdicts, and the run-wide ranking with
-//! advice. Pure: no BPF, no terminal, no files, no clock — tested with replayed fixtures,
-//! and a recorded run can be re-analysed without root.
+//! Attribution: stalls × interruption records → verdicts, and the run-wide ranking (its
+//! advice is worded in `report::advice`). Pure: no BPF, no terminal, no files, no clock —
+//! tested with replayed fixtures, and a recorded run can be re-analysed without root.
 
-pub mod advice;
 pub mod book;
 pub mod chunked;
 pub mod engine;

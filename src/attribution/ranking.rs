@@ -1,7 +1,6 @@
 //! The run-wide ranking: culprits grouped by who they are (`rank_key`) with count, stolen
 //! time, the longest single theft and their share of all stall time, per CPU too.
 
-use super::advice::{advice, Machine};
 use super::engine::Verdict;
 use crate::model::{Cpu, Culprit, CulpritClass, Nanos, Who, ANY_PID};
 use crate::platform::fast_hash::FastMap;
@@ -23,7 +22,6 @@ pub struct RankedCulprit {
     pub share: f64,
     /// Its time per CPU.
     pub cpus: Vec<CpuTheft>,
-    pub advice: String,
     /// End of the latest stall it took part in (CLOCK_MONOTONIC).
     pub last_ns: Nanos,
     /// A command name's processes grouped in one row (`culprit` then names no pid,
@@ -248,13 +246,11 @@ impl Ranking {
         self.incomplete
     }
 
-    /// Culprits by stolen time, with advice for `machine`, and each grouped row's processes
-    /// listed (at most `PROCESSES_LISTED`).
-    pub fn ranked(&self, machine: &Machine) -> Vec<RankedCulprit> {
+    /// Culprits by stolen time, each grouped row's processes listed (at most
+    /// `PROCESSES_LISTED`); their advice is worded in `report::advice`.
+    pub fn ranked(&self) -> Vec<RankedCulprit> {
         let mut v = self.brief();
         for c in &mut v {
-            let on: Vec<Cpu> = c.cpus.iter().map(|t| t.cpu).collect();
-            c.advice = advice(&c.culprit, &on, machine);
             if let Some(p) = &mut c.processes {
                 p.each = self.by.get(&c.culprit).map_or_else(Vec::new, listed);
             }
@@ -262,12 +258,12 @@ impl Ranking {
         v
     }
 
-    /// Culprits by stolen time without advice.
+    /// Culprits by stolen time, grouped rows' processes counted, not listed.
     pub fn brief(&self) -> Vec<RankedCulprit> {
         self.top(usize::MAX)
     }
 
-    /// The `n` culprits that stole the most, in ranking order, without advice: only those
+    /// The `n` culprits that stole the most, in ranking order: only those
     /// are copied (the live view's once-a-second look, on a CPU it may share with the
     /// workload).
     pub fn top(&self, n: usize) -> Vec<RankedCulprit> {
@@ -324,7 +320,6 @@ impl Ranking {
             } else {
                 (t.measured + t.inferred) as f64 / self.stall_ns as f64
             },
-            advice: String::new(),
             cpus,
             last_ns: t.last,
             processes,
@@ -478,13 +473,7 @@ mod tests {
         // One long-lived shell.
         r.add(&stolen_by(task("bash", 4121), 40_000_000));
         r.add(&stolen_by(task("bash", 4121), 2_000_000));
-        let machine = Machine {
-            online: vec![0, 1],
-            measured: vec![1],
-            virtual_machine: false,
-            tracer: super::super::advice::Tracer::Watch,
-        };
-        let all = r.ranked(&machine);
+        let all = r.ranked();
         assert_eq!(all.len(), 2, "{all:?}");
         assert_eq!(
             all[0].culprit,

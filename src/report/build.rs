@@ -1,6 +1,7 @@
 //! The run file's entries from the attribution's verdicts and ranking: the one place that
 //! turns attribution types into the stable JSON structs.
 
+use super::advice::{advice, Machine};
 use super::culprit::words;
 use super::runfile::{
     CpuCount, CpuSteal, CpuTheftEntry, CulpritEntry, ProbeInfo, ProcessEntry, ProcessesEntry,
@@ -136,9 +137,11 @@ pub fn kernel_window_spike(
     }
 }
 
-/// A run-wide ranking row as the run file stores it.
-pub fn culprit_entry(c: RankedCulprit) -> CulpritEntry {
+/// A run-wide ranking row as the run file stores it, with its advice for `machine`.
+pub fn culprit_entry(c: RankedCulprit, machine: &Machine) -> CulpritEntry {
     let (name, detail) = words(&c.culprit);
+    let on: Vec<Cpu> = c.cpus.iter().map(|t| t.cpu).collect();
+    let advice = advice(&c.culprit, &on, machine);
     let vector = match c.culprit.who {
         Who::OwnIpi { vector, .. } => Some(vector_name(vector).to_string()),
         _ => None,
@@ -160,6 +163,7 @@ pub fn culprit_entry(c: RankedCulprit) -> CulpritEntry {
             .collect(),
     });
     CulpritEntry {
+        who: Some(super::runfile::WhoEntry::of(&c.culprit.who)),
         class: c.culprit.class,
         name,
         detail,
@@ -170,7 +174,7 @@ pub fn culprit_entry(c: RankedCulprit) -> CulpritEntry {
         host_ns: c.host_ns,
         longest_ns: c.longest_ns,
         share: c.share,
-        advice: c.advice,
+        advice,
         cpus: c
             .cpus
             .into_iter()

@@ -1,6 +1,7 @@
 //! Rendering and writing a run's results: the seed's histogram blocks, the stall summary,
 //! the run file (JSON), `.hgrm` percentile distributions and the `.hlog` interval log.
 
+pub mod advice;
 pub mod build;
 pub mod chart;
 pub mod compare;

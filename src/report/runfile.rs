@@ -7,7 +7,10 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::seed::Summary;
-use crate::model::{Cpu, CulpritClass, Ended, Interruption, Nanos};
+use crate::model::{
+    softirq_name, vector, vector_name, Cpu, CulpritClass, Ended, FaultKind, Interruption, Nanos,
+    TimerCallback, Who, WorkItem, ANY_PID,
+};
 
 pub const SCHEMA: &str = "jitterscope.run/2";
 /// The first schema, still read: its culprit times (`ns`, `total_ns`, `max_ns`,
@@ -531,6 +534,10 @@ pub struct CulpritEntry {
     /// `name` is then the command name alone. Absent for one process and for other culprits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub processes: Option<ProcessesEntry>,
+    /// Who it is, as data (`model::Who`): what programs match rows on. Absent in files
+    /// written before it (read through `CulpritEntry::who`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub who: Option<WhoEntry>,
 }
 
 /// The processes a culprit row groups.
@@ -560,9 +567,145 @@ pub struct ProcessEntry {
     pub longest_ns: Nanos,
 }
 
+/// A culprit's identity in the run file: the fields of `model::Who` that name it, each
+/// present only where that kind of culprit has it — a task `{comm, pid}`, a kernel thread
+/// `{comm}`, a kworker `{worker, function}`, an IRQ `{irq, action}`, a softirq `{softirq}`,
+/// a system vector `{vector}`, an hrtimer `{timer, function | comm, pid}`, an NMI
+/// `{handler}`, a CPU's frequency or host preemption `{cpu}`, a page fault `{fault}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WhoEntry {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comm: Option<String>,
+    /// A task's pid; absent for culprits folded by command name (`model::ANY_PID`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
+    /// A work item's or an hrtimer's function, symbolised.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub irq: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
+    /// The softirq vector by the kernel's name (`NET_RX`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub softirq: Option<String>,
+    /// A system vector by the kernel's name (`local timer`, `reschedule`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vector: Option<String>,
+    /// What an expired hrtimer ran: `tick`, `wakeup`, `own_sleep`, `function`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timer: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handler: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<Cpu>,
+    /// `minor`, `major`, `failed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault: Option<String>,
+}
+
+impl WhoEntry {
+    /// The run file's form of `who`.
+    pub fn of(who: &Who) -> WhoEntry {
+        let t = |s: &crate::model::Text| Some(s.to_string());
+        let pid = |p: u32| (p != ANY_PID).then_some(p);
+        let mut e = WhoEntry::default();
+        match who {
+            Who::Task { comm, pid: p, .. } => (e.comm, e.pid) = (t(comm), pid(*p)),
+            Who::Kthread { comm } => e.comm = t(comm),
+            Who::Work { worker, item } => {
+                e.worker = t(worker);
+                if let WorkItem::Function(f) = item {
+                    e.function = t(f);
+                }
+            }
+            Who::Irq { number, action } => (e.irq, e.action) = (Some(*number), t(action)),
+            Who::Softirq { vector } => e.softirq = Some(softirq_name(*vector)),
+            Who::Vector { vector } | Who::OwnIpi { vector, .. } => {
+                e.vector = Some(vector_name(*vector).to_string())
+            }
+            Who::LocalTimer { .. } => e.vector = Some(vector_name(vector::LOCAL_TIMER).into()),
+            Who::Hrtimer { callback, .. } => {
+                let kind = match callback {
+                    TimerCallback::Tick => "tick",
+                    TimerCallback::Wakeup { comm, pid: p } => {
+                        (e.comm, e.pid) = (t(comm), pid(*p));
+                        "wakeup"
+                    }
+                    TimerCallback::OwnSleep { comm } => {
+                        e.comm = t(comm);
+                        "own_sleep"
+                    }
+                    TimerCallback::Function(f) => {
+                        e.function = t(f);
+                        "function"
+                    }
+                };
+                e.timer = Some(kind.to_string());
+            }
+            Who::Nmi { handler } => e.handler = t(handler),
+            Who::Freq { cpu, .. } | Who::Host { cpu } => e.cpu = Some(*cpu),
+            Who::Fault { kind } => {
+                let k = match kind {
+                    FaultKind::Minor => "minor",
+                    FaultKind::Major => "major",
+                    FaultKind::Failed => "failed",
+                };
+                e.fault = Some(k.to_string());
+            }
+            Who::AnyHost | Who::Unexplained { .. } | Who::Lost | Who::Others => {}
+        }
+        e
+    }
+
+    /// The identity of a row written before `who` was (`jitterscope.run/1`, and `/2` files
+    /// of earlier versions), from its words: the one place the run file's words are read
+    /// back — a task's `comm[pid]`, an IRQ's `number action`, a kworker's worker and work
+    /// function, a kernel thread's comm, a softirq's name.
+    fn from_words(class: CulpritClass, name: &str, detail: &str) -> WhoEntry {
+        let mut e = WhoEntry::default();
+        match class {
+            CulpritClass::Task | CulpritClass::SelfNoise => {
+                match name.rsplit_once('[').filter(|_| name.ends_with(']')) {
+                    Some((comm, pid)) => {
+                        e.comm = Some(comm.to_string());
+                        e.pid = pid.trim_end_matches(']').parse().ok();
+                    }
+                    None => e.comm = Some(name.to_string()),
+                }
+            }
+            CulpritClass::Kthread => e.comm = Some(name.to_string()),
+            CulpritClass::Kworker => {
+                e.worker = Some(name.to_string());
+                e.function =
+                    (!detail.is_empty() && !detail.starts_with('(')).then(|| detail.to_string());
+            }
+            CulpritClass::Irq => {
+                if let Some((n, action)) = name.split_once(' ') {
+                    e.irq = n.parse().ok();
+                    e.action = Some(action.to_string());
+                }
+            }
+            CulpritClass::Softirq => e.softirq = Some(name.to_string()),
+            _ => {}
+        }
+        e
+    }
+}
+
 impl CulpritEntry {
     pub fn total_ns(&self) -> Nanos {
         self.measured_ns.saturating_add(self.inferred_ns)
+    }
+
+    /// Who the row is: its `who`, or for a file written before that key, what its words
+    /// say (`WhoEntry::from_words`).
+    pub fn who(&self) -> WhoEntry {
+        self.who
+            .clone()
+            .unwrap_or_else(|| WhoEntry::from_words(self.class, &self.name, &self.detail))
     }
 
     /// Measured and inferred time on `cpu`.
@@ -731,6 +874,7 @@ pub(crate) mod tests {
             cpus: vec![],
             vector: None,
             processes: None,
+            who: None,
         }
     }
 
@@ -836,5 +980,36 @@ pub(crate) mod tests {
         let cut = &json[..json.len() / 2];
         let e = RunFile::from_json("t", cut).unwrap_err().to_string();
         assert!(e.contains("truncated"), "{e}");
+    }
+
+    #[test]
+    fn a_culprit_row_carries_who_it_is_and_older_rows_read_from_their_words() {
+        use crate::model::Who;
+        let irq = Who::Irq {
+            number: 11,
+            action: "virtio0".into(),
+        };
+        let e = WhoEntry::of(&irq);
+        let json = serde_json::to_string(&e).unwrap();
+        assert_eq!(json, r#"{"irq":11,"action":"virtio0"}"#);
+        let work = WhoEntry::of(&Who::Work {
+            worker: "kworker/1:1".into(),
+            item: crate::model::WorkItem::Function("vmstat_update".into()),
+        });
+        assert_eq!(
+            serde_json::to_string(&work).unwrap(),
+            r#"{"worker":"kworker/1:1","function":"vmstat_update"}"#
+        );
+        let mut row = culprit(CulpritClass::Irq, "11 virtio0", 1);
+        assert_eq!(row.who(), e);
+        row.who = Some(WhoEntry::default());
+        assert_eq!(row.who(), WhoEntry::default());
+        let mut run = sample();
+        run.culprits = vec![CulpritEntry {
+            who: Some(e.clone()),
+            ..culprit(CulpritClass::Irq, "11 virtio0", 1)
+        }];
+        let back = RunFile::from_json("t", &run.to_json()).unwrap();
+        assert_eq!(back.culprits[0].who, Some(e));
     }
 }

@@ -670,22 +670,33 @@ fn watch_explained_line(run: &RunFile) -> String {
     line
 }
 
-/// Advice for the culprits that matter (at least 1% of stall time), one per distinct text.
+/// Culprits named beside one piece of advice; the rest are counted.
+const ADVICE_NAMES: usize = 3;
+
+/// Each distinct piece of advice once, for the culprits that matter (at least 1% of stall
+/// time), beside the culprits it applies to (`a, b, c and 4 more`), in ranking order.
 fn advice_list(run: &RunFile) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = Vec::new();
+    let mut groups: Vec<(Vec<String>, &str)> = Vec::new();
     for c in &run.culprits {
         if c.advice.is_empty() || c.share < 0.01 {
             continue;
         }
-        if out.iter().any(|(_, a)| *a == c.advice) {
-            continue;
-        }
-        out.push((culprit_name(c), c.advice.clone()));
-        if out.len() == 8 {
-            break;
+        if let Some((names, _)) = groups.iter_mut().find(|(_, a)| *a == c.advice) {
+            names.push(culprit_name(c));
+        } else if groups.len() < 8 {
+            groups.push((vec![culprit_name(c)], &c.advice));
         }
     }
-    out
+    groups
+        .into_iter()
+        .map(|(names, a)| {
+            let mut who = names[..names.len().min(ADVICE_NAMES)].join(", ");
+            if names.len() > ADVICE_NAMES {
+                let _ = write!(who, " and {} more", names.len() - ADVICE_NAMES);
+            }
+            (who, a.to_string())
+        })
+        .collect()
 }
 
 /// `probes: 41230 records, 2.31ms of BPF run time (0.023% of one CPU); sched_switch 175ns/event …`
@@ -976,11 +987,11 @@ pub fn render_markdown(run: &RunFile) -> String {
         if let Some(line) = explained_line(run) {
             let _ = writeln!(s, "{line}.\n");
         }
-        s.push_str("| class | how | culprit | episodes | time | longest | share | what to do |\n|---|---|---|---:|---:|---:|---:|---|\n");
+        s.push_str("| class | how | culprit | episodes | time | longest | share |\n|---|---|---|---:|---:|---:|---:|\n");
         for r in culprit_rows(run) {
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} |",
                 r.entry.class,
                 how(r.entry.class, r.inferred),
                 md_escape(&r.name()),
@@ -988,12 +999,14 @@ pub fn render_markdown(run: &RunFile) -> String {
                 fmt_ns(r.ns),
                 r.longest(),
                 pct(r.share),
-                if r.inferred {
-                    String::new()
-                } else {
-                    md_escape(&r.entry.advice)
-                }
             );
+        }
+        let advice = advice_list(run);
+        if !advice.is_empty() {
+            s.push_str("\n## What to do\n\n");
+            for (who, a) in advice {
+                let _ = writeln!(s, "- **{}**: {}", md_escape(&who), md_escape(&a));
+            }
         }
         s.push_str(match run.mode {
             Mode::Run => "\n## Worst stalls\n\n",
@@ -1136,10 +1149,10 @@ mod tests {
     /// A watch's ranking: a shell loop's 30 `taskset` processes of about 1 ms (one of
     /// 1.01 ms), one long-lived `bash`, and the local timer's measured and inferred time.
     pub(crate) fn shell_loop_run() -> RunFile {
-        use crate::attribution::advice::{Machine, Tracer};
         use crate::attribution::engine::{Share, Verdict};
         use crate::attribution::Ranking;
         use crate::model::{Culprit, Stall, ThreadRole, Who};
+        use crate::report::advice::{Machine, Tracer};
         let task = |comm: &str, pid: u32| Culprit {
             class: CulpritClass::Task,
             who: Who::Task {
@@ -1189,9 +1202,9 @@ mod tests {
         };
         let mut run = crate::report::runfile::tests::sample();
         run.culprits = ranking
-            .ranked(&machine)
+            .ranked()
             .into_iter()
-            .map(crate::report::build::culprit_entry)
+            .map(|c| crate::report::build::culprit_entry(c, &machine))
             .collect();
         run
     }
@@ -1273,5 +1286,30 @@ mod tests {
         let timer = rows_of(&md, "timer_tick |");
         assert!(timer[0].starts_with("| timer_tick | measured | "), "{md}");
         assert!(timer[1].starts_with("| timer_tick | inferred | "), "{md}");
+    }
+
+    #[test]
+    fn each_piece_of_advice_is_given_once_beside_its_culprits() {
+        // A watch with a shell loop: 60 short-lived tasks with the same advice.
+        let mut run = crate::report::runfile::tests::sample();
+        let shield = "shield the CPUs: isolcpus=1; or pin the task away: taskset -pc 0 <pid>";
+        run.culprits = (0..60)
+            .map(|i| CulpritEntry {
+                advice: shield.into(),
+                share: 0.015,
+                ..crate::report::runfile::tests::culprit(
+                    CulpritClass::Task,
+                    &format!("bash[{}]", 100 + i),
+                    1_000,
+                )
+            })
+            .collect();
+        for out in [render_markdown(&run), render(&run, false)] {
+            assert_eq!(out.matches(shield).count(), 1, "{out}");
+            assert!(
+                out.contains("bash[100], bash[101], bash[102] and 57 more"),
+                "{out}"
+            );
+        }
     }
 }

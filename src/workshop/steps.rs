@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 
 use super::noise::{steerable_irq, NoiseKind, NoiseSet};
 use crate::model::{Cpu, CulpritClass};
-use crate::report::runfile::RunFile;
+use crate::report::runfile::{RunFile, WhoEntry};
 use crate::session::{self, RunPlan};
 use crate::system::actions;
 use crate::system::tuning::Tuner;
@@ -55,11 +55,11 @@ pub struct Check {
     pub text: String,
 }
 
-/// Time a culprit stole on `cpu` in a run, matched by class and a name/detail predicate.
-fn stolen(run: &RunFile, cpu: Cpu, class: CulpritClass, pick: &dyn Fn(&str, &str) -> bool) -> u64 {
+/// Time a culprit stole on `cpu` in a run, matched by class and who it is.
+fn stolen(run: &RunFile, cpu: Cpu, class: CulpritClass, pick: &dyn Fn(&WhoEntry) -> bool) -> u64 {
     run.culprits
         .iter()
-        .filter(|c| c.class == class && pick(&c.name, &c.detail))
+        .filter(|c| c.class == class && pick(&c.who()))
         .flat_map(|c| {
             c.cpus
                 .iter()
@@ -72,19 +72,20 @@ fn stolen(run: &RunFile, cpu: Cpu, class: CulpritClass, pick: &dyn Fn(&str, &str
 /// Grades a step's run on the consumer CPU `cpu`.
 pub fn grade(step: Step, run: &RunFile, cpu: Cpu, irq: Option<&(u32, String)>) -> Vec<Check> {
     let task = |r: &RunFile| {
-        stolen(r, cpu, CulpritClass::Task, &|n, _| {
-            n.starts_with("js-noise-task[")
+        stolen(r, cpu, CulpritClass::Task, &|w| {
+            w.comm.as_deref() == Some("js-noise-task")
         })
     };
     let irq_ns = |r: &RunFile| {
         irq.map_or(0, |(n, name)| {
-            let want = format!("{n} {name}");
-            stolen(r, cpu, CulpritClass::Irq, &|c, _| c == want)
+            stolen(r, cpu, CulpritClass::Irq, &|w| {
+                w.irq == Some(u64::from(*n)) && w.action.as_deref() == Some(name.as_str())
+            })
         })
     };
     let kworker = |r: &RunFile| {
-        stolen(r, cpu, CulpritClass::Kworker, &|_, d| {
-            d == "refresh_vm_stats"
+        stolen(r, cpu, CulpritClass::Kworker, &|w| {
+            w.function.as_deref() == Some("refresh_vm_stats")
         })
     };
     let found = |what: &str, ns: u64| Check {
@@ -281,4 +282,45 @@ pub fn run_step(
         writeln!(out, "  {}", c.text)?;
     }
     Ok((run, checks))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::runfile::{tests as rf, CpuTheftEntry};
+
+    fn on_cpu(
+        mut c: crate::report::runfile::CulpritEntry,
+        cpu: Cpu,
+    ) -> crate::report::runfile::CulpritEntry {
+        c.cpus = vec![CpuTheftEntry {
+            cpu,
+            measured_ns: c.measured_ns,
+            ..CpuTheftEntry::default()
+        }];
+        c
+    }
+
+    #[test]
+    fn culprits_are_matched_by_who_they_are_not_by_their_words() {
+        // A row whose words name it otherwise (one command's processes as one row): its
+        // `who` still says the task.
+        let mut task = rf::culprit(CulpritClass::Task, "js-noise-task — 3 processes", 5_000);
+        task.who = Some(WhoEntry {
+            comm: Some("js-noise-task".into()),
+            ..WhoEntry::default()
+        });
+        let mut run = rf::sample();
+        run.culprits = vec![on_cpu(task, 1)];
+        let checks = grade(Step::Baseline, &run, 1, None);
+        assert!(checks[0].passed, "{checks:?}");
+        // A file written before `who` is matched by its words (`comm[pid]`).
+        let old = rf::culprit(CulpritClass::Task, "js-noise-task[42]", 5_000);
+        run.culprits = vec![on_cpu(old, 1)];
+        assert!(grade(Step::Baseline, &run, 1, None)[0].passed);
+        // Another command is not the noise task.
+        let other = rf::culprit(CulpritClass::Task, "js-noise-taskx[42]", 5_000);
+        run.culprits = vec![on_cpu(other, 1)];
+        assert!(!grade(Step::Baseline, &run, 1, None)[0].passed);
+    }
 }

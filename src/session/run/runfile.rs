@@ -10,7 +10,7 @@ use super::super::prepare::Prepared;
 use super::super::source::{StoppedSource, Words};
 use super::super::{Console, RunPlan};
 use super::{Recorded, WORDS};
-use crate::attribution::advice::{Machine, Tracer};
+use crate::report::advice::{Machine, Tracer};
 use crate::report::build::{consumer_key, culprit_entry, probe_info, spike_entry, stall_entry};
 use crate::report::files::{OutputDir, OutputError};
 use crate::report::hgrm;
@@ -102,9 +102,9 @@ fn run_file(plan: &RunPlan, p: &Prepared, r: &Recorded) -> RunFile {
         culprits: r
             .attr
             .ranking
-            .ranked(&machine)
+            .ranked()
             .into_iter()
-            .map(culprit_entry)
+            .map(|c| culprit_entry(c, &machine))
             .collect(),
         spike_count: r.attr.spike_count,
         spikes: r

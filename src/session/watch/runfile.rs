@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 
 use super::source::{Watching, WORDS};
 use super::{ThreadIds, WatchPlan};
-use crate::attribution::advice::{Machine, Tracer};
 use crate::attribution::watch::{InterruptionKind, ThreadAccount, JOIN_NS};
-use crate::model::{Nanos, ThreadRole};
+use crate::model::{Cpu, Nanos, ThreadRole};
 use crate::probe::ProbeSummary;
+use crate::report::advice::{Machine, Tracer};
 use crate::report::build::{culprit_entry, probe_info, stall_entry};
 use crate::report::files::{OutputDir, OutputError};
 use crate::report::hgrm;
@@ -148,6 +148,12 @@ fn thread_entry(
     let sched = ids.and_then(|i| Some((i.first?, i.last?)));
     let wanted = sched.map(|(a, b)| (b.0 + b.1).saturating_sub(a.0 + a.1));
     let taken = t.taken_ns();
+    // A thread's own culprits are advised about the CPUs it ran on.
+    let own = Machine {
+        measured: t.cpus.clone(),
+        ..machine.clone()
+    };
+    let machine = if t.cpus.is_empty() { machine } else { &own };
     ThreadEntry {
         tid: ids.map_or(t.ns_tid, |i| i.tid),
         pid: ids.map_or(t.ns_pid, |i| i.pid),
@@ -177,10 +183,10 @@ fn thread_entry(
             .collect(),
         culprits: t
             .ranking
-            .ranked(machine)
+            .ranked()
             .into_iter()
             .take(THREAD_CULPRITS)
-            .map(culprit_entry)
+            .map(|c| culprit_entry(c, machine))
             .collect(),
         files,
     }
@@ -189,9 +195,20 @@ fn thread_entry(
 fn run_file(w: &WatchStopped, files: &BTreeMap<u32, Vec<String>>) -> RunFile {
     let (plan, s, p, stop_ns) = (&w.plan, &w.s, &w.summary, w.stop_ns);
     let online = crate::system::cpus::Topology::read().online;
+    // Advice is about the CPUs the watched threads ran on, not every CPU watched.
+    let ran_on: std::collections::BTreeSet<Cpu> = s
+        .book
+        .threads
+        .values()
+        .flat_map(|t| t.cpus.iter().copied())
+        .collect();
     let machine = Machine {
         online,
-        measured: plan.cpus.clone(),
+        measured: if ran_on.is_empty() {
+            plan.cpus.clone()
+        } else {
+            ran_on.into_iter().collect()
+        },
         virtual_machine: crate::system::is_virtual_machine(),
         tracer: Tracer::Watch,
     };
@@ -272,9 +289,9 @@ fn run_file(w: &WatchStopped, files: &BTreeMap<u32, Vec<String>>) -> RunFile {
         culprits: s
             .attr
             .ranking
-            .ranked(&machine)
+            .ranked()
             .into_iter()
-            .map(culprit_entry)
+            .map(|c| culprit_entry(c, &machine))
             .collect(),
         spike_count: 0,
         spikes: Vec::new(),
