@@ -478,3 +478,104 @@ fn bad_watch_targets_are_one_line_and_exit_2() {
         assert!(text.contains(says), "{args:?}: {text}");
     }
 }
+
+/// `name` is on the PATH.
+fn on_path(name: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
+}
+
+#[test]
+fn a_watch_of_oslat_beside_a_shell_loop_reads_at_a_glance() {
+    if skip_bpf("a_watch_of_oslat_beside_a_shell_loop_reads_at_a_glance") || nproc() < 2 {
+        return;
+    }
+    assert!(
+        on_path("oslat"),
+        "oslat is not installed (scripts/deps.sh installs rt-tests)"
+    );
+    let _cpus = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    // A shell loop starting a process per injection on oslat's CPU, and stat_refresh kworkers
+    // there: what cron jobs and health checks do on real machines.
+    let mut lp = Command::new("sh")
+        .arg("-c")
+        .arg(
+            "while :; do taskset -c 1 sh -c 'i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done'; \
+             echo 1 > /proc/sys/vm/stat_refresh; sleep 0.2; done",
+        )
+        .spawn()
+        .unwrap();
+    let out = js()
+        .args(["watch", "--no-tui", "--output"])
+        .arg(dir.path())
+        .args(["--", "oslat", "--cpu-list", "1", "--duration", "3"])
+        .output()
+        .unwrap();
+    let _ = lp.kill();
+    let _ = lp.wait();
+    assert!(out.status.success(), "{}", show(&out));
+    let md = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "md"))
+        .unwrap_or_else(|| panic!("no Markdown report: {}", show(&out)));
+    let md = std::fs::read_to_string(md).unwrap();
+    // The first screen: the target, its threads, what a watch cannot see.
+    let lines: Vec<&str> = md.lines().collect();
+    assert!(
+        lines[0].starts_with("# jitterscope watch `-- oslat"),
+        "{md}"
+    );
+    assert!(
+        lines[..6]
+            .iter()
+            .any(|l| l.contains(" threads: oslat[") && l.contains("on CPU")),
+        "{md}"
+    );
+    let blind = md
+        .find("## What this watch cannot see")
+        .expect("no blind block");
+    assert!(blind < md.find("## Top culprits").unwrap(), "{md}");
+    // The loop's processes are one row, named by command.
+    let table: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| l.starts_with("| task |"))
+        .collect();
+    let sh: Vec<&str> = table
+        .iter()
+        .copied()
+        .filter(|l| l.contains("| sh"))
+        .collect();
+    assert_eq!(sh.len(), 1, "{md}");
+    assert!(
+        sh[0].contains("| sh — ") && sh[0].contains(" tasks"),
+        "{md}"
+    );
+    assert!(md.contains("kworker/1:"), "{md}");
+    assert!(md.contains(" refresh_vm_stats |"), "{md}");
+    // Each piece of advice once.
+    let advice: Vec<&str> = md
+        .split("## What to do")
+        .nth(1)
+        .expect("no advice")
+        .lines()
+        .take_while(|l| !l.starts_with("## "))
+        .filter_map(|l| l.split_once("**: ").map(|(_, a)| a))
+        .collect();
+    assert!(!advice.is_empty(), "{md}");
+    for a in advice {
+        assert_eq!(md.matches(a).count(), 1, "advice given twice: {a}\n{md}");
+    }
+    // The run file keeps the processes one by one.
+    let (_, run) = read(dir.path());
+    let row = run
+        .culprits
+        .iter()
+        .find(|c| c.name == "sh")
+        .unwrap_or_else(|| panic!("{:?}", run.culprits));
+    let p = row.processes.as_ref().expect("no processes");
+    assert!(p.count >= 2 && !p.listed.is_empty(), "{p:?}");
+}

@@ -85,11 +85,12 @@ pub fn name(who: &Who) -> String {
     }
 }
 
-/// A row of one command name's processes: `taskset — 31 processes`, `sleep — 1024+ processes`
+/// A row of one command name's tasks: `taskset — 31 tasks`, `sleep — 1024+ tasks` (the kernel's
+/// tasks, told apart by pid: a shell loop's processes, or threads of one process sharing a name)
 /// when more took part than were told apart.
 pub fn grouped_name(name: &str, count: u64, more: bool) -> String {
     let plus = if more { "+" } else { "" };
-    format!("{name} — {count}{plus} processes")
+    format!("{name} — {count}{plus} tasks")
 }
 
 /// What a culprit did: the work function, the scheduling policy, `3000000→1200000 kHz` …;

@@ -1258,7 +1258,7 @@ mod tests {
         assert_eq!(tasks.len(), 2, "{md}");
         assert!(
             tasks[1].starts_with(
-                "| task | measured | taskset — 30 processes SCHED_OTHER | 30 | 30.01ms | 1.01ms | 18% |"
+                "| task | measured | taskset — 30 tasks SCHED_OTHER | 30 | 30.01ms | 1.01ms | 18% |"
             ),
             "{md}"
         );

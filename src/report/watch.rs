@@ -40,14 +40,7 @@ fn threads_line(run: &RunFile) -> String {
         .threads
         .iter()
         .take(HEAD_THREADS)
-        .map(|t| {
-            let on = match t.cpus.len() {
-                0 => "not seen on a CPU".to_string(),
-                1 => format!("on CPU {}", t.cpus[0]),
-                _ => format!("on CPUs {}", format_list(&t.cpus)),
-            };
-            format!("{}[{}] {on}", t.name, t.tid)
-        })
+        .map(|t| format!("{}[{}] {}", t.name, t.tid, on_cpus(&t.cpus)))
         .collect();
     if run.threads.len() > HEAD_THREADS {
         named.push(format!("and {} more", run.threads.len() - HEAD_THREADS));
@@ -153,12 +146,21 @@ fn thread_title(t: &ThreadEntry) -> String {
         ""
     };
     format!(
-        "{}[{}] (process {}, CPUs {}{exited})",
+        "{}[{}] (process {}, {}{exited})",
         t.name,
         t.tid,
         t.pid,
-        format_list(&t.cpus)
+        on_cpus(&t.cpus)
     )
+}
+
+/// Where a thread ran: `on CPU 1`, `on CPUs 0-1`, `not seen on a CPU`.
+fn on_cpus(cpus: &[Cpu]) -> String {
+    match cpus {
+        [] => "not seen on a CPU".to_string(),
+        [one] => format!("on CPU {one}"),
+        _ => format!("on CPUs {}", format_list(cpus)),
+    }
 }
 
 fn culprit_what(c: &super::runfile::CulpritEntry) -> String {
@@ -260,13 +262,20 @@ fn how_to_see(cpus: &[Cpu]) -> String {
         return "To measure every gap, time a loop on the same CPUs: a `jitterscope run` with its consumers there (`--cpus P,C`), or the program's own loop timing (oslat, cyclictest)".into();
     }
     let list = format_list(cpus);
-    let consumers = cpus
+    let each = cpus
         .iter()
         .map(u32::to_string)
         .collect::<Vec<_>>()
         .join(",");
+    // A run measures every CPU it is given: the producer's loop on the first, its consumers'
+    // on the rest. One CPU needs another for the producer; two or more hold both.
+    let run = if cpus.len() == 1 {
+        format!("`jitterscope run --cpus P,{each}` (its consumer's loop there, with the producer on another CPU P)")
+    } else {
+        format!("`jitterscope run --cpus {each}` (its producer's loop on CPU {}, its consumers' on the others)", cpus[0])
+    };
     format!(
-        "To measure every gap on CPU{} {list}: `jitterscope run --cpus P,{consumers}` (its consumers' loops there, with the producer on another CPU P), or the program's own loop timing on {} (`oslat --cpu-list {list}`, `cyclictest --affinity {list}`)",
+        "To measure every gap on CPU{} {list}: {run}, or the program's own loop timing on {} (`oslat --cpu-list {list}`, `cyclictest --affinity {list}`)",
         if cpus.len() == 1 { "" } else { "s" },
         if cpus.len() == 1 { "it" } else { "them" }
     )
@@ -468,7 +477,7 @@ pub(crate) mod tests {
             "{md}"
         );
         assert!(
-            md.contains("\n### oslat[4122] (process 4121, CPUs 1)\n"),
+            md.contains("\n### oslat[4122] (process 4121, on CPU 1)\n"),
             "{md}"
         );
         for out in [&text, &md] {
@@ -491,6 +500,17 @@ pub(crate) mod tests {
         run.run.ended = Ended::TargetExited;
         run.run.end_reason = "every watched thread exited".into();
         assert!(render(&run, false).contains("; ended: every watched thread exited\n"));
+    }
+
+    #[test]
+    fn the_run_that_measures_every_gap_names_cpus_a_run_accepts() {
+        assert!(
+            how_to_see(&[1]).contains("`jitterscope run --cpus P,1` (its consumer's loop there")
+        );
+        // Every CPU of a 2-CPU machine: no CPU is left for a P, and none is needed.
+        let both = how_to_see(&[0, 1]);
+        assert!(both.contains("`jitterscope run --cpus 0,1` (its producer's loop on CPU 0, its consumers' on the others)"), "{both}");
+        assert!(!both.contains("P,"), "{both}");
     }
 
     #[test]
@@ -530,7 +550,7 @@ pub(crate) mod tests {
         assert_eq!(back.watch.as_ref().unwrap().coverage, None);
         let text = render(&back, false);
         assert!(text.contains("system management interrupts"), "{text}");
-        assert!(text.contains("`jitterscope run --cpus P,0,1`"), "{text}");
+        assert!(text.contains("`jitterscope run --cpus 0,1`"), "{text}");
     }
 
     #[test]

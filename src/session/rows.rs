@@ -180,7 +180,7 @@ mod tests {
             shown,
             [
                 ("bash[4121]", false, 1, 40_000_000, 40_000_000),
-                ("taskset — 30 processes", false, 30, 30_010_000, 1_010_000),
+                ("taskset — 30 tasks", false, 30, 30_010_000, 1_010_000),
                 ("bash[4121] — entry/exit", true, 1, 2_000_000, 40_000_000),
             ]
         );

@@ -305,7 +305,7 @@ mod tests {
     fn culprits_are_matched_by_who_they_are_not_by_their_words() {
         // A row whose words name it otherwise (one command's processes as one row): its
         // `who` still says the task.
-        let mut task = rf::culprit(CulpritClass::Task, "js-noise-task — 3 processes", 5_000);
+        let mut task = rf::culprit(CulpritClass::Task, "js-noise-task — 3 tasks", 5_000);
         task.who = Some(WhoEntry {
             comm: Some("js-noise-task".into()),
             ..WhoEntry::default()
