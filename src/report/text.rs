@@ -1245,7 +1245,7 @@ mod tests {
                 "taskset",
                 "—",
                 "30",
-                "processes",
+                "tasks",
                 "SCHED_OTHER",
                 "30",
                 "30.01ms",
