@@ -177,15 +177,28 @@ impl Recorder {
 }
 
 /// Deciding at the end, the live view's rows: each culprit's kernel time on the measured
-/// CPUs so far (see `attribution::tally`), its share of all of it.
+/// CPUs so far (see `attribution::tally`), its share of all of it. Tasks of one class, command
+/// name and policy among the listed culprits are one row (`taskset — 31 tasks`), as in the
+/// report; one task alone keeps its pid.
 pub(super) fn kernel_rows(
     k: &crate::attribution::tally::KernelTime,
     record_from: Nanos,
 ) -> Vec<CulpritRow> {
     let all = k.total_ns.max(1) as f64;
-    k.culprits
-        .iter()
-        .map(|c| CulpritRow {
+    // (row, tasks in it) by the culprit with its pid folded; a scan: at most `LISTED` rows.
+    let mut rows: Vec<(crate::model::Culprit, CulpritRow, u64)> = Vec::new();
+    for c in &k.culprits {
+        let key = task_row(&c.culprit);
+        if let Some((_, r, tasks)) = rows.iter_mut().find(|(k, ..)| *k == key) {
+            r.count += c.episodes;
+            r.total_ns += c.ns;
+            r.max_ns = r.max_ns.max(c.longest_ns);
+            r.last_seen_ns = r.last_seen_ns.max(c.last_ns.saturating_sub(record_from));
+            r.share = r.total_ns as f64 / all;
+            *tasks += 1;
+            continue;
+        }
+        let row = CulpritRow {
             class: c.culprit.class,
             inferred: false,
             name: culprit::name(&c.culprit.who),
@@ -195,8 +208,30 @@ pub(super) fn kernel_rows(
             max_ns: c.longest_ns,
             last_seen_ns: c.last_ns.saturating_sub(record_from),
             share: c.ns as f64 / all,
+        };
+        rows.push((key, row, 1));
+    }
+    let mut out: Vec<CulpritRow> = rows
+        .into_iter()
+        .map(|(key, mut r, tasks)| {
+            if tasks > 1 {
+                r.name = culprit::grouped_name(&culprit::name(&key.who), tasks, false);
+            }
+            r
         })
-        .collect()
+        .collect();
+    out.sort_by_key(|r| std::cmp::Reverse(r.total_ns));
+    out
+}
+
+/// A task culprit with its pid folded (`model::ANY_PID`): its command name's row; any other
+/// culprit as it is.
+fn task_row(c: &crate::model::Culprit) -> crate::model::Culprit {
+    let mut key = c.clone();
+    if let crate::model::Who::Task { pid, .. } = &mut key.who {
+        *pid = crate::model::ANY_PID;
+    }
+    key
 }
 
 pub(super) fn initial_model(plan: &RunPlan, p: &Prepared) -> LiveModel {
@@ -237,5 +272,47 @@ pub(super) fn initial_model(plan: &RunPlan, p: &Prepared) -> LiveModel {
         },
         at_end: plan.decision.at_end(),
         ..LiveModel::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attribution::tally::{KernelCulprit, KernelTime};
+    use crate::model::{Culprit, CulpritClass, Who};
+
+    fn task(comm: &str, pid: u32, ns: Nanos) -> KernelCulprit {
+        KernelCulprit {
+            culprit: Culprit {
+                class: CulpritClass::Task,
+                who: Who::Task {
+                    comm: comm.into(),
+                    pid,
+                    policy: 0,
+                },
+            },
+            episodes: 1,
+            ns,
+            longest_ns: ns,
+            last_ns: 0,
+        }
+    }
+
+    #[test]
+    fn deciding_at_the_end_a_shell_loops_tasks_are_one_live_row() {
+        let mut culprits = vec![task("bash", 4121, 40_000_000)];
+        culprits.extend((0..30).map(|i| task("taskset", 5000 + i, 1_000_000 + u64::from(i))));
+        let k = KernelTime {
+            culprits,
+            total_ns: 70_000_000,
+            lost: 0,
+            end_unseen: 0,
+        };
+        let rows = kernel_rows(&k, 0);
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        assert_eq!(rows[0].name, "bash[4121]");
+        assert_eq!(rows[1].name, "taskset — 30 tasks");
+        assert_eq!((rows[1].count, rows[1].max_ns), (30, 1_000_029));
+        assert_eq!(rows[1].total_ns, 30_000_000 + (0..30).sum::<u64>());
     }
 }
