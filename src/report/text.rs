@@ -624,14 +624,33 @@ pub fn explained_line(run: &RunFile) -> Option<String> {
             sh.pct(sh.unexplained)
         );
     }
+    incomplete_part(&mut line, &sh, incomplete, "stalls");
+    Some(line)
+}
+
+/// The Markdown rows of a per-CPU stall (or interruption) table: CPU, count, total, longest.
+pub(super) fn per_cpu_rows(s: &mut String, ss: &super::runfile::StallSummary) {
+    for c in &ss.per_cpu {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} |",
+            c.cpu,
+            c.count,
+            fmt_ns(c.total_ns),
+            fmt_ns(c.longest_ns)
+        );
+    }
+}
+
+/// `; P% is unknown: N <what> are incomplete (kernel records lost)` when records were lost.
+fn incomplete_part(line: &mut String, sh: &Shares, incomplete: u64, what: &str) {
     if incomplete > 0 {
         let _ = write!(
             line,
-            "; {:.1}% is unknown: {incomplete} stalls are incomplete (kernel records lost)",
+            "; {:.1}% is unknown: {incomplete} {what} are incomplete (kernel records lost)",
             sh.pct(sh.lost)
         );
     }
-    Some(line)
 }
 
 /// A watch's figure: shares of the interruptions the probes saw — a kernel event or the
@@ -657,13 +676,7 @@ fn watch_explained_line(run: &RunFile) -> String {
             sh.pct(sh.unexplained)
         );
     }
-    if incomplete > 0 {
-        let _ = write!(
-            line,
-            "; {:.1}% is unknown: {incomplete} interruptions are incomplete (kernel records lost)",
-            sh.pct(sh.lost)
-        );
-    }
+    incomplete_part(&mut line, &sh, incomplete, "interruptions");
     line.push_str(
         "; gaps no kernel event marks are not among them (see what this watch cannot see)",
     );
@@ -963,16 +976,7 @@ fn run_markdown_head(run: &RunFile) -> String {
         fmt_ns(ss.total_ns),
         fmt_ns(ss.longest_ns)
     );
-    for c in &ss.per_cpu {
-        let _ = writeln!(
-            s,
-            "| {} | {} | {} | {} |",
-            c.cpu,
-            c.count,
-            fmt_ns(c.total_ns),
-            fmt_ns(c.longest_ns)
-        );
-    }
+    per_cpu_rows(&mut s, ss);
     s
 }
 

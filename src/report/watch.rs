@@ -358,16 +358,7 @@ pub fn markdown_head(run: &RunFile) -> String {
         fmt_ns(ss.total_ns),
         fmt_ns(ss.longest_ns)
     );
-    for c in &ss.per_cpu {
-        let _ = writeln!(
-            s,
-            "| {} | {} | {} | {} |",
-            c.cpu,
-            c.count,
-            fmt_ns(c.total_ns),
-            fmt_ns(c.longest_ns)
-        );
-    }
+    super::text::per_cpu_rows(&mut s, ss);
     s
 }
 
