@@ -732,7 +732,8 @@ fn the_local_timer_is_split_into_the_scheduler_tick_and_sleepers_wakeups() {
     // record is written at its exit, after the callback's: a callback at the very end of the
     // collection may have its interrupt in a batch collected no more, and is left out.
     let last_exit = vectors.iter().map(|v| v.end_ns).max().unwrap_or(0);
-    let (inside, after): (Vec<_>, Vec<_>) = callbacks.iter().partition(|c| c.end_ns <= last_exit);
+    let (inside, after): (Vec<&&&Interruption>, Vec<&&&Interruption>) =
+        callbacks.iter().partition(|c| c.end_ns <= last_exit);
     assert!(
         after.iter().all(|c| c.start_ns > last_exit),
         "a callback across the last timer interrupt's exit: {after:#?}"
