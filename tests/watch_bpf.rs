@@ -27,6 +27,17 @@ fn read(dir: &Path) -> (String, RunFile) {
     (text, run)
 }
 
+/// The Markdown report a run of `out` wrote in `dir`.
+fn markdown_in(dir: &Path, out: &Output) -> String {
+    let md = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "md"))
+        .unwrap_or_else(|| panic!("no Markdown report: {}", show(out)));
+    std::fs::read_to_string(md).unwrap()
+}
+
 fn show(o: &Output) -> String {
     format!(
         "{}\n{}",
@@ -408,13 +419,7 @@ fn a_watch_report_is_headed_by_what_was_watched() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", show(&out));
-    let md = std::fs::read_dir(dir.path())
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|e| e == "md"))
-        .unwrap_or_else(|| panic!("no Markdown report: {}", show(&out)));
-    let md = std::fs::read_to_string(md).unwrap();
+    let md = markdown_in(dir.path(), &out);
     let head: Vec<&str> = md.lines().take(5).collect();
     assert_eq!(
         head[0], "# jitterscope watch `-- taskset -c 1 sh -c i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done`",
@@ -515,13 +520,7 @@ fn a_watch_of_oslat_beside_a_shell_loop_reads_at_a_glance() {
     let _ = lp.kill();
     let _ = lp.wait();
     assert!(out.status.success(), "{}", show(&out));
-    let md = std::fs::read_dir(dir.path())
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|e| e == "md"))
-        .unwrap_or_else(|| panic!("no Markdown report: {}", show(&out)));
-    let md = std::fs::read_to_string(md).unwrap();
+    let md = markdown_in(dir.path(), &out);
     // The first screen: the target, its threads, what a watch cannot see.
     let lines: Vec<&str> = md.lines().collect();
     assert!(

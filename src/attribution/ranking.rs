@@ -126,7 +126,7 @@ pub const MAX_CULPRITS: usize = 1024;
 /// its pid. Tasks of one command name and class share a row — a shell loop's short-lived
 /// processes, a cron job's runs — with each process told apart inside it. None for culprits
 /// that are no task.
-fn task_row(c: &Culprit) -> Option<(Culprit, u32)> {
+pub(crate) fn task_row(c: &Culprit) -> Option<(Culprit, u32)> {
     match &c.who {
         Who::Task { comm, pid, policy } => Some((
             Culprit {

@@ -7,6 +7,7 @@ use super::super::prepare::Prepared;
 use super::super::rows::culprit_rows;
 use super::super::RunPlan;
 use super::Recorder;
+use crate::attribution::ranking::task_row;
 use crate::live::model::ConsumerView;
 use crate::live::{CulpritRow, LiveModel};
 use crate::model::{Decision, Nanos, Spike};
@@ -188,7 +189,7 @@ pub(super) fn kernel_rows(
     // (row, tasks in it) by the culprit with its pid folded; a scan: at most `LISTED` rows.
     let mut rows: Vec<(crate::model::Culprit, CulpritRow, u64)> = Vec::new();
     for c in &k.culprits {
-        let key = task_row(&c.culprit);
+        let key = task_row(&c.culprit).map_or_else(|| c.culprit.clone(), |(row, _)| row);
         if let Some((_, r, tasks)) = rows.iter_mut().find(|(k, ..)| *k == key) {
             r.count += c.episodes;
             r.total_ns += c.ns;
@@ -222,16 +223,6 @@ pub(super) fn kernel_rows(
         .collect();
     out.sort_by_key(|r| std::cmp::Reverse(r.total_ns));
     out
-}
-
-/// A task culprit with its pid folded (`model::ANY_PID`): its command name's row; any other
-/// culprit as it is.
-fn task_row(c: &crate::model::Culprit) -> crate::model::Culprit {
-    let mut key = c.clone();
-    if let crate::model::Who::Task { pid, .. } = &mut key.who {
-        *pid = crate::model::ANY_PID;
-    }
-    key
 }
 
 pub(super) fn initial_model(plan: &RunPlan, p: &Prepared) -> LiveModel {
