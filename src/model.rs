@@ -737,3 +737,34 @@ pub enum Glimpsed<'a> {
     /// `count` records were lost over the span.
     Lost { count: u64 },
 }
+
+/// Why the kernel kept the scheduler tick running on a CPU, in its own words: the
+/// dependency of a `timer:tick_stop` event that did not stop it (`TICK_DEP_BIT_*`,
+/// include/linux/tick.h). Fires only on `nohz_full` CPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TickDependency {
+    /// A POSIX CPU timer is armed.
+    PosixTimer,
+    /// A perf event needs the tick (frequency-based sampling, multiplexing).
+    PerfEvents,
+    /// More than one task is runnable (or a deadline/RT task needs it).
+    Sched,
+    /// The TSC is not yet stable.
+    ClockUnstable,
+    /// RCU needs a quiescent state from the CPU.
+    Rcu,
+    /// An expedited RCU grace period.
+    RcuExp,
+}
+
+/// The tick's stops on one CPU over a probe session (`timer:tick_stop`): how often the kernel
+/// stopped it, and how often it tried and kept it, by the dependency that kept it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TickStops {
+    pub cpu: Cpu,
+    /// `tick_stop` events with `success=1` (idle, or a nohz_full CPU with one task).
+    pub stopped: u64,
+    /// `tick_stop` events with `success=0`, by dependency (only those seen).
+    pub kept: Vec<(TickDependency, u64)>,
+}

@@ -170,6 +170,9 @@ pub struct ProbeSummary {
     /// The steal clock's last value read on each measured CPU (ns the host has kept it off
     /// its physical CPU since boot; `steal` in /proc/stat), for CPUs where it was read.
     pub steal_clock_ns: Vec<(Cpu, u64)>,
+    /// The scheduler tick's stops and kept ticks on each measured CPU (`timer:tick_stop`);
+    /// empty when that tracepoint could not be attached.
+    pub tick_stops: Vec<crate::model::TickStops>,
 }
 
 impl ProbeSummary {

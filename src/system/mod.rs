@@ -2,6 +2,7 @@
 
 pub mod actions;
 pub mod claim;
+pub mod config;
 pub mod cpus;
 pub mod cputime;
 pub mod hold;
