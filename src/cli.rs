@@ -55,6 +55,11 @@ pub enum Command {
     /// threads (or of a command started here), by culprit (needs root)
     #[command(after_help = WATCH_EXAMPLES)]
     Watch(WatchArgs),
+    /// Did the isolation take? Each promise made to the CPUs (no other tasks, no tick, no
+    /// device IRQs, no unbound work …) held against what they did while a thread held them;
+    /// exit 1 when one was broken (needs root)
+    #[command(after_help = CHECK_EXAMPLES)]
+    Check(CheckArgs),
     /// Trace what interrupts the given CPUs, without the workload (needs root)
     #[command(
         after_help = "Examples:\n  sudo jitterscope probe --cpus 1,3 --duration 10s\n  sudo jitterscope probe --cpus 1 --no-log"
@@ -85,6 +90,13 @@ pub enum Command {
     /// --wakeups, a watched thread's wake-up delays against perf's
     #[command(after_help = VERIFY_EXAMPLES)]
     Verify(VerifyArgs),
+    #[command(name = "__spin", hide = true)]
+    Spin {
+        #[arg(long)]
+        cpu: u32,
+        #[arg(long)]
+        fifo: bool,
+    },
     #[command(name = "__noise-task", hide = true)]
     NoiseTask {
         #[arg(long)]
@@ -221,6 +233,45 @@ pub enum Attribution {
     Auto,
     Live,
     End,
+}
+
+const CHECK_EXAMPLES: &str = "\
+Examples:
+  sudo jitterscope check --cpus 2,3                       a spinner on CPUs 2 and 3 for 10 s, every promise judged
+  sudo jitterscope check --cpus 3 --fifo --format json    SCHED_FIFO spinners (RT throttling seen), JSON for scripts
+  sudo jitterscope check --cpus 2,3 --pid $(pidof engine) while your own process holds the CPUs
+  sudo jitterscope check --cpus 3 -- ./engine --bench     start it, check while it runs
+
+Exit status: 0 when every promise held (or could not be told), 1 when one was broken or not
+configured while its culprits were seen, 2 on usage errors.";
+
+#[derive(Debug, Clone, Args)]
+pub struct CheckArgs {
+    /// The CPUs to check (e.g. 2,3 or 2-3)
+    #[arg(long, allow_hyphen_values = true)]
+    pub cpus: String,
+    /// How long to look
+    #[arg(long, default_value = "10s", allow_hyphen_values = true, value_parser = parse_run_duration)]
+    pub duration: Nanos,
+    /// text, json (stable: docs/check.schema.json) or markdown
+    #[arg(long, default_value = "text", value_parser = ["text", "json", "markdown"])]
+    pub format: String,
+    /// Check while this process's threads hold the CPUs (they are left out of what is seen)
+    #[arg(long, value_name = "PID", conflicts_with_all = ["fifo", "command"])]
+    pub pid: Option<u32>,
+    /// Hold the CPUs with SCHED_FIFO spinners (priority 1) instead of SCHED_OTHER ones: RT
+    /// throttling can then be seen
+    #[arg(long, conflicts_with = "command")]
+    pub fifo: bool,
+    /// Size of each checked CPU's record ring (power of two, e.g. 4M)
+    #[arg(long, default_value = "8M", allow_hyphen_values = true, value_parser = parse_size)]
+    pub ringbuf_size: u64,
+    /// Also write the JSON form to FILE
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// The command to start and check while it runs (after --)
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
 }
 
 const WATCH_EXAMPLES: &str = "\

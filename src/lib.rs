@@ -2,6 +2,7 @@
 //! kworker, IRQ or frequency change that caused it.
 
 pub mod attribution;
+pub mod check;
 pub mod cli;
 pub mod live;
 pub mod model;

@@ -29,6 +29,7 @@ fn main() -> ExitCode {
         || matches!(
             cli.command,
             Some(Command::Probe(_))
+                | Some(Command::Check(_))
                 | Some(Command::Noise(_))
                 | Some(Command::Tune(_))
                 | Some(Command::Watch(_))
@@ -69,6 +70,8 @@ fn run(cli: Cli) -> Result<()> {
         Some(Command::Floor(args)) => commands::floor(&args, out),
         Some(Command::Compare(args)) => commands::compare(&args, out),
         Some(Command::Probe(args)) => commands::probe(&args, out),
+        Some(Command::Check(args)) => commands::check(&args, out),
+        Some(Command::Spin { cpu, fifo }) => jitterscope::check::spin(cpu, fifo),
         Some(Command::Noise(args)) => noise::run_injection(&plan::injection_config(&args)?, out),
         Some(Command::Tune(args)) => hold::apply_and_hold(&plan::tune_request(&args)?, out),
         Some(Command::Workshop(args)) => workshop::run(&plan::workshop_config(&args)?, out),

@@ -5,7 +5,7 @@
 
 use std::io::Write;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::CommandFactory;
 
 use super::plan::{census_config, colour_on_stdout, floor_config, metrics_plan, run_plan};
@@ -66,6 +66,27 @@ pub fn probe(args: &ProbeArgs, out: &mut dyn Write) -> Result<()> {
         }
         None => census::run(&cfg, out),
     }
+}
+
+/// `jitterscope check`: the report in the format asked for (and as JSON to `--json`); an
+/// error (exit 1) naming the promises that did not hold.
+pub fn check(args: &super::CheckArgs, out: &mut dyn Write) -> Result<()> {
+    let cfg = super::plan::check_config(args)?;
+    restore_leftovers();
+    let report = crate::check::run(&cfg).context("the check failed")?;
+    crate::check::write(&report, cfg.format, colour_on_stdout(), out)?;
+    if let Some(path) = &cfg.json_file {
+        write_file(path, serde_json::to_string_pretty(&report)?.as_bytes())?;
+    }
+    let _ = out.flush();
+    let failed: Vec<String> = report
+        .failed()
+        .map(|f| format!("{} (CPU {})", f.promise.title(), f.cpu))
+        .collect();
+    if !failed.is_empty() {
+        anyhow::bail!("isolation did not hold: {}", failed.join(", "));
+    }
+    Ok(())
 }
 
 /// Injected noise for a whole run, from threads kept off the measured CPUs when the machine

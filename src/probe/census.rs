@@ -78,9 +78,6 @@ pub fn run_observed(
     observer: &mut dyn CensusObserver,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
-    let (session, batches) = start_probes(cfg)?;
-    let start_ns = monotonic_ns();
-    let end_ns = start_ns + cfg.duration_ns;
     if !cfg.json {
         writeln!(
             out,
@@ -89,6 +86,52 @@ pub fn run_observed(
             fmt_ns(cfg.duration_ns)
         )?;
     }
+    let collected = collect(cfg, observer, out, &mut || true)?;
+    let records = &collected.records;
+    if cfg.json {
+        writeln!(
+            out,
+            "{}",
+            summary_json(records, collected.duration_ns, &collected.probes)
+        )?;
+    } else {
+        let text = summary(
+            records,
+            collected.duration_ns,
+            &cfg.cpus,
+            &collected.attach,
+            &collected.probes,
+            cfg.words,
+        );
+        write!(out, "\n{text}")?;
+    }
+    // The summary is printed even when the metrics file could not be written at the end.
+    collected.metrics
+}
+
+/// What a census collected: its records in time order, from `start_ns` for `duration_ns`.
+pub struct Collected {
+    pub records: Vec<Record>,
+    pub start_ns: Nanos,
+    pub duration_ns: Nanos,
+    pub attach: Vec<AttachStatus>,
+    pub probes: ProbeSummary,
+    /// The observer's end (the metrics file written, or why not).
+    pub metrics: anyhow::Result<()>,
+}
+
+/// Watches `cfg.cpus` until the time is up, a signal arrives or `keep_going` (asked after each
+/// look at the probes, off the watched CPUs) says no; every record is shown to `observer`
+/// (and logged to `out` when `cfg.log`) as it comes.
+pub fn collect(
+    cfg: &CensusConfig,
+    observer: &mut dyn CensusObserver,
+    out: &mut dyn Write,
+    keep_going: &mut dyn FnMut() -> bool,
+) -> anyhow::Result<Collected> {
+    let (session, batches) = start_probes(cfg)?;
+    let start_ns = monotonic_ns();
+    let end_ns = start_ns + cfg.duration_ns;
     let mut census = Census {
         start_ns,
         log: cfg.log && !cfg.json,
@@ -106,6 +149,9 @@ pub fn run_observed(
             Err(RecvTimeoutError::Disconnected) => break,
         }
         observer.tick(start_ns, monotonic_ns());
+        if !keep_going() {
+            break;
+        }
     }
     let attach = session.attach_report().to_vec();
     // Detaching patches kernel text too: what starts from here on is jitterscope's own.
@@ -116,16 +162,14 @@ pub fn run_observed(
         census.take(&mut b, observer, out)?;
     }
     let metrics = observer.end(start_ns, census_end_ns);
-    let duration_ns = census_end_ns.min(end_ns) - start_ns;
-    let records = &census.records;
-    if cfg.json {
-        writeln!(out, "{}", summary_json(records, duration_ns, &probes))?;
-    } else {
-        let text = summary(records, duration_ns, &cfg.cpus, &attach, &probes, cfg.words);
-        write!(out, "\n{text}")?;
-    }
-    // The summary is printed even when the metrics file could not be written at the end.
-    metrics
+    Ok(Collected {
+        records: census.records,
+        start_ns,
+        duration_ns: census_end_ns.min(end_ns) - start_ns,
+        attach,
+        probes,
+        metrics,
+    })
 }
 
 /// The probes on `cfg.cpus`, their drain thread (and this one) kept off them when the
@@ -179,7 +223,7 @@ impl Census {
 
 /// When a record happened: an interruption's start, a cause's moment, the end of a steal
 /// interval, the start of a lost window.
-fn at_ns(r: &Record) -> Nanos {
+pub fn at_ns(r: &Record) -> Nanos {
     match r {
         Record::Interruption(i) => i.start_ns,
         Record::Cause(c) => c.at_ns,
@@ -236,7 +280,7 @@ pub fn log_line(r: &Record, base_ns: Nanos, words: Words) -> String {
             "",
             c.what,
             c.sender_cpu,
-            sender(c),
+            sender_words(c),
             if c.callsite.is_empty() {
                 String::new()
             } else {
@@ -328,7 +372,7 @@ pub fn summary(
                     .entry((
                         c.target_cpu,
                         c.what.clone(),
-                        format!("{} on CPU {}", sender(c), c.sender_cpu),
+                        format!("{} on CPU {}", sender_words(c), c.sender_cpu),
                     ))
                     .or_default() += 1;
             }
@@ -535,7 +579,9 @@ pub fn summary_json(records: &[Record], duration_ns: Nanos, probes: &ProbeSummar
 
 /// Who sent a cause as the census lists it: `comm[pid]`, or the interrupt it was sent from
 /// (`softirq 1`, `irq 11`, …) with the task it interrupted.
-fn sender(c: &Cause) -> String {
+/// Who sent or queued `c`, as the census prints it: `kworker/0:2[3504]`, `TIMER softirq
+/// (interrupting sh[14598])`.
+pub fn sender_words(c: &Cause) -> String {
     let from = match c.sent_from {
         SentFrom::Task => return format!("{}[{}]", c.sender_comm, c.sender_pid),
         SentFrom::Softirq { vector: Some(v) } => format!("{} softirq", softirq_name(v)),

@@ -77,7 +77,7 @@ impl Machine {
 /// `boot with nohz_full=1`: a boot setting with the CPUs the kernel accepts in it (`cpus`,
 /// from `Machine::nohz_full` or `Machine::isolcpus`), or, with none, that it cannot help on
 /// this machine and why.
-fn boot_with(setting: &str, cpus: &[Cpu], m: &Machine) -> String {
+pub(crate) fn boot_with(setting: &str, cpus: &[Cpu], m: &Machine) -> String {
     if !cpus.is_empty() {
         return format!("boot with {setting}{}", format_list(cpus));
     }

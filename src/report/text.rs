@@ -24,7 +24,7 @@ pub fn consumer_title(index: usize) -> String {
 }
 
 #[derive(Clone, Copy)]
-pub(super) struct Paint(pub(super) bool);
+pub(crate) struct Paint(pub(crate) bool);
 
 impl Paint {
     fn code(self, code: &str, s: &str) -> String {
@@ -34,10 +34,10 @@ impl Paint {
             s.to_string()
         }
     }
-    pub(super) fn bold(self, s: &str) -> String {
+    pub(crate) fn bold(self, s: &str) -> String {
         self.code("1", s)
     }
-    fn warn(self, s: &str) -> String {
+    pub(crate) fn warn(self, s: &str) -> String {
         self.code("1;31", s)
     }
     /// `text` (the class, padded) in the class's colour from the one table of classes.

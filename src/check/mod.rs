@@ -1,0 +1,313 @@
+//! `jitterscope check`: did the isolation take? For each promise that matters to a spinning or
+//! latency-critical thread on the CPUs given — no other tasks, no tick, no device IRQs, no
+//! unbound or per-CPU work, no RCU callbacks, no load balancing, no IPIs, no RT throttling,
+//! steady frequency, no idle exits, no host preemption, a quiet SMT sibling — what the
+//! configuration says (`system::config`) held against what the CPUs did while a thread held
+//! them: jitterscope's own spinner on each CPU, or the user's process (`--pid`, `-- COMMAND`),
+//! whose threads are then left out of what is seen.
+//!
+//! The spinners are processes of their own (`__spin`), not threads of this one: a spinner
+//! sharing jitterscope's address space would take its TLB shootdowns.
+
+pub mod judge;
+pub mod observe;
+pub mod render;
+
+use std::collections::HashSet;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Child, Command};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::model::{Cpu, Nanos, TickStops};
+use crate::probe::census::{self, CensusConfig, NoObserver};
+use crate::report::advice::{Machine, Tracer};
+use crate::system::config::{Configured, Root};
+use crate::system::cpus::Topology;
+use judge::{Checked, Counted, Finding, Judge, Verdict};
+use observe::Inputs;
+
+/// The JSON form's schema name; `docs/check.schema.json` describes it.
+pub const SCHEMA: &str = "jitterscope-check/1";
+
+/// What `check` holds the CPUs with while it looks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A spinner of jitterscope's on each CPU, SCHED_FIFO (priority 1) when `fifo`.
+    Spinners { fifo: bool },
+    /// A running process's threads.
+    Pid(u32),
+    /// A command started here, and its threads.
+    Command(Vec<String>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Json,
+    Markdown,
+}
+
+/// A check's plan.
+#[derive(Debug, Clone)]
+pub struct CheckConfig {
+    pub cpus: Vec<Cpu>,
+    pub duration_ns: Nanos,
+    pub target: Target,
+    pub format: Format,
+    pub ringbuf_bytes: u32,
+    /// Write the JSON form here too.
+    pub json_file: Option<PathBuf>,
+}
+
+/// A check's result: its JSON form (`--format json`), and what the text forms render.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckReport {
+    pub schema: String,
+    pub host: String,
+    pub kernel: String,
+    pub cpus: Vec<Cpu>,
+    /// SMT siblings of the checked CPUs probed for their sake.
+    pub siblings: Vec<Cpu>,
+    pub duration_ns: Nanos,
+    /// How the CPUs were held: `spinners`, `fifo spinners`, `pid 4121`, `command …`.
+    pub held_by: String,
+    /// 0 when every promise held (or could not be told), 1 when one was broken or not
+    /// configured while its culprits were seen.
+    pub exit_code: u8,
+    pub findings: Vec<Finding>,
+    /// Kernel records lost (rings full) per CPU: the culprits of those windows are unknown.
+    pub lost: Vec<(Cpu, u64)>,
+    pub tick_stops: Vec<TickStops>,
+    pub config: Configured,
+}
+
+impl CheckReport {
+    /// The promises broken or not configured while their culprits were seen.
+    pub fn failed(&self) -> impl Iterator<Item = &Finding> {
+        self.findings
+            .iter()
+            .filter(|f| matches!(f.verdict, Verdict::Broken | Verdict::NotConfigured))
+    }
+}
+
+/// `jitterscope check`: hold the CPUs, watch them, judge every promise.
+pub fn run(cfg: &CheckConfig) -> Result<CheckReport> {
+    let topo = Topology::read();
+    let config = Configured::read(&Root::live(), &cfg.cpus);
+    let siblings: Vec<(Cpu, Cpu)> = cfg
+        .cpus
+        .iter()
+        .flat_map(|&c| {
+            config
+                .cpu(c)
+                .map(|cc| cc.siblings.clone())
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|s| !cfg.cpus.contains(s) && topo.online.contains(s))
+                .map(move |s| (s, c))
+        })
+        .collect();
+    let mut probed = cfg.cpus.clone();
+    probed.extend(siblings.iter().map(|s| s.0));
+    probed.sort_unstable();
+    probed.dedup();
+    let census_cfg = CensusConfig {
+        drain_cpus: topo.housekeeping(&probed),
+        cpus: probed,
+        duration_ns: cfg.duration_ns,
+        ringbuf_bytes: cfg.ringbuf_bytes,
+        log: false,
+        json: true,
+        floor: crate::probe::Reference::Off,
+        words: crate::report::culprit::words_of,
+    };
+    let mut held = Holders::start(&cfg.target, &cfg.cpus)?;
+    let result = census::collect(&census_cfg, &mut NoObserver, &mut std::io::sink(), &mut || {
+        held.poll()
+    });
+    let own = held.tids.clone();
+    let ended_early = held.stop();
+    let collected = result?;
+    let machine = Machine {
+        online: topo.online.clone(),
+        measured: cfg.cpus.clone(),
+        virtual_machine: config.virtual_machine,
+        tracer: Tracer::Watch,
+    };
+    let seen = observe::observe(&Inputs {
+        records: &collected.records,
+        checked: &cfg.cpus,
+        siblings: &siblings,
+        own: &own,
+    });
+    let judge = Judge {
+        config: &config,
+        machine: &machine,
+        duration_ns: collected.duration_ns,
+        checked: Checked {
+            rt_spinners: cfg.target == Target::Spinners { fifo: true },
+            spinners: matches!(cfg.target, Target::Spinners { .. }),
+        },
+        tick_stops: &collected.probes.tick_stops,
+        steal_clock: collected.probes.steal_clock,
+    };
+    let findings: Vec<Finding> = seen
+        .iter()
+        .flat_map(|s| judge.cpu(s, &Counted::default()))
+        .collect();
+    let mut report = CheckReport {
+        schema: SCHEMA.to_string(),
+        host: crate::system::host_name(),
+        kernel: config.kernel.clone(),
+        cpus: cfg.cpus.clone(),
+        siblings: siblings.iter().map(|s| s.0).collect(),
+        duration_ns: collected.duration_ns,
+        held_by: describe(&cfg.target, ended_early),
+        exit_code: 0,
+        findings,
+        lost: collected.probes.drops.clone(),
+        tick_stops: collected.probes.tick_stops.clone(),
+        config,
+    };
+    let failed = report.failed().next().is_some();
+    report.exit_code = u8::from(failed);
+    Ok(report)
+}
+
+fn describe(target: &Target, ended_early: Option<String>) -> String {
+    let base = match target {
+        Target::Spinners { fifo: false } => "a SCHED_OTHER spinner on each CPU".to_string(),
+        Target::Spinners { fifo: true } => "a SCHED_FIFO spinner on each CPU".to_string(),
+        Target::Pid(p) => format!("process {p}"),
+        Target::Command(argv) => format!("the command {}", argv.join(" ")),
+    };
+    match ended_early {
+        Some(why) => format!("{base} ({why})"),
+        None => base,
+    }
+}
+
+/// The threads that hold the checked CPUs while the probes look, and their kernel tids (left
+/// out of what is seen).
+struct Holders {
+    children: Vec<Child>,
+    /// The process whose threads are polled (`--pid`, or the command's).
+    process: Option<u32>,
+    tids: HashSet<u32>,
+    /// Why the holding ended before the check did.
+    ended: Option<String>,
+}
+
+impl Holders {
+    fn start(target: &Target, cpus: &[Cpu]) -> Result<Holders> {
+        let mut h = Holders {
+            children: Vec::new(),
+            process: None,
+            tids: HashSet::new(),
+            ended: None,
+        };
+        match target {
+            Target::Spinners { fifo } => {
+                let exe = std::env::current_exe().context("cannot find jitterscope's own executable to start its spinners")?;
+                for &cpu in cpus {
+                    let mut cmd = Command::new(&exe);
+                    cmd.args(["__spin", "--cpu", &cpu.to_string()]);
+                    if *fifo {
+                        cmd.arg("--fifo");
+                    }
+                    let child = cmd
+                        .stdin(std::process::Stdio::null())
+                        .spawn()
+                        .with_context(|| format!("cannot start the spinner for CPU {cpu}"))?;
+                    h.tids.insert(child.id());
+                    h.children.push(child);
+                }
+            }
+            Target::Pid(pid) => h.process = Some(*pid),
+            Target::Command(argv) => {
+                let child = Command::new(&argv[0])
+                    .args(&argv[1..])
+                    .spawn()
+                    .map_err(|e| crate::cli::UsageError(format!("-- {}: cannot start it: {e} (is it on PATH and executable?)", argv[0])))?;
+                h.process = Some(child.id());
+                h.children.push(child);
+            }
+        }
+        h.poll();
+        Ok(h)
+    }
+
+    /// Adds the process's new threads; false once the process has gone (or a spinner died).
+    fn poll(&mut self) -> bool {
+        if self.ended.is_some() {
+            return false;
+        }
+        for c in &mut self.children {
+            if let Ok(Some(status)) = c.try_wait() {
+                self.ended = Some(format!("process {} ended early ({status})", c.id()));
+                return false;
+            }
+        }
+        let Some(pid) = self.process else { return true };
+        match std::fs::read_dir(format!("/proc/{pid}/task")) {
+            Ok(dir) => {
+                for e in dir.flatten() {
+                    if let Some(tid) = e.file_name().to_str().and_then(|t| t.parse().ok()) {
+                        self.tids.insert(tid);
+                    }
+                }
+                true
+            }
+            Err(_) => {
+                self.ended = Some(format!("process {pid} ended"));
+                false
+            }
+        }
+    }
+
+    /// Ends the spinners (and a command started here, which the check outlived), by pid.
+    fn stop(mut self) -> Option<String> {
+        for c in &mut self.children {
+            if matches!(c.try_wait(), Ok(None)) {
+                let _ = c.kill();
+            }
+            let _ = c.wait();
+        }
+        self.ended
+    }
+}
+
+/// `__spin`: a spinner pinned to `cpu` (SCHED_FIFO priority 1 when `fifo`), until killed.
+pub fn spin(cpu: Cpu, fifo: bool) -> ! {
+    if let Err(e) = crate::platform::affinity::pin_current_thread(cpu) {
+        eprintln!("spinner: cannot pin to CPU {cpu}: {e}");
+        std::process::exit(1);
+    }
+    if fifo {
+        let param = libc::sched_param { sched_priority: 1 };
+        // SAFETY: sets this thread's policy; `param` outlives the call.
+        if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+            eprintln!(
+                "spinner: cannot become SCHED_FIFO on CPU {cpu}: {}",
+                std::io::Error::last_os_error()
+            );
+            std::process::exit(1);
+        }
+    }
+    loop {
+        std::hint::spin_loop();
+    }
+}
+
+/// Writes the report in `format`.
+pub fn write(report: &CheckReport, format: Format, colour: bool, out: &mut dyn Write) -> Result<()> {
+    match format {
+        Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(report)?)?,
+        Format::Text => write!(out, "{}", render::text(report, colour))?,
+        Format::Markdown => write!(out, "{}", render::markdown(report))?,
+    }
+    Ok(())
+}
