@@ -96,6 +96,8 @@ pub enum Command {
         cpu: u32,
         #[arg(long)]
         fifo: bool,
+        #[arg(long)]
+        cgroup: Option<PathBuf>,
     },
     #[command(name = "__noise-task", hide = true)]
     NoiseTask {

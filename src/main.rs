@@ -71,7 +71,7 @@ fn run(cli: Cli) -> Result<()> {
         Some(Command::Compare(args)) => commands::compare(&args, out),
         Some(Command::Probe(args)) => commands::probe(&args, out),
         Some(Command::Check(args)) => commands::check(&args, out),
-        Some(Command::Spin { cpu, fifo }) => jitterscope::check::spin(cpu, fifo),
+        Some(Command::Spin { cpu, fifo, cgroup }) => jitterscope::check::spin(cpu, fifo, cgroup),
         Some(Command::Noise(args)) => noise::run_injection(&plan::injection_config(&args)?, out),
         Some(Command::Tune(args)) => hold::apply_and_hold(&plan::tune_request(&args)?, out),
         Some(Command::Workshop(args)) => workshop::run(&plan::workshop_config(&args)?, out),

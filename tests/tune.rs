@@ -91,6 +91,40 @@ fn every_tuning_action_is_restored_on_sigterm_and_by_restore_after_sigkill() {
 }
 
 #[test]
+fn a_held_tune_is_not_undone_by_another_jitterscope() {
+    if skip_bpf("a_held_tune_is_not_undone_by_another_jitterscope") || nproc() < 2 {
+        return;
+    }
+    let _cpus = exclusive();
+    let before = snapshot();
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("restore.json");
+    let mut child = start(&journal);
+    let during = snapshot();
+    assert_ne!(during, before, "nothing changed while tuning was held");
+    // Another jitterscope starting (here `restore`, which every command runs first as
+    // `restore_leftovers`) leaves the live holder's changes alone and says who holds them.
+    let out = Command::new(env!("CARGO_BIN_EXE_jitterscope"))
+        .arg("restore")
+        .env("JITTERSCOPE_JOURNAL", &journal)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("jitterscope[{}] holds the tuning changes", child.id())),
+        "{stderr}"
+    );
+    assert_eq!(snapshot(), during, "the held changes were undone by another process");
+    // SAFETY: signalling our own child by its pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success());
+    assert_eq!(snapshot(), before, "not restored by the holder");
+    assert!(!journal.exists());
+    assert!(!journal.with_extension("owner").exists());
+}
+
+#[test]
 fn tune_refuses_to_clear_every_cpu() {
     let out = Command::new(env!("CARGO_BIN_EXE_jitterscope"))
         .args(["tune", "--cpus", "0-1", "--irqs"])

@@ -184,11 +184,11 @@ impl Judge<'_> {
             _ => format!("nothing seen in {}", fmt_ns(self.duration_ns)),
         };
         match (f.count > 0, f.configured) {
-            (true, true) => format!("configured, but {seen}"),
-            (true, false) => format!("not configured; {seen}"),
-            (false, true) => format!("configured, and {seen}"),
+            (true, true) => format!("{seen}, though it was configured"),
+            (true, false) => seen,
+            (false, true) => format!("{seen}: configured, and it held"),
             (false, false) => {
-                format!("{seen} (not configured: it held by observation only, not by a setting)")
+                format!("{seen} (held by observation only: no setting promises it)")
             }
         }
     }
@@ -565,6 +565,13 @@ impl Judge<'_> {
         if let Some(w) = self.config.sysctls.nmi_watchdog {
             f.settings.push(format!("kernel.nmi_watchdog={}", u8::from(w)));
         }
+        if f.count > 0 {
+            f.why = format!(
+                "{} seen ({}); no setting keeps them away: their senders do",
+                plural(f.count, "IPI or NMI"),
+                self.rate(f.count, f.time_ns)
+            );
+        }
         self.culprit_fixes(f);
     }
 
@@ -705,6 +712,13 @@ impl Judge<'_> {
         }
         f.configured = false;
         f.settings.push("nothing in the guest configures it: the host's vCPU pinning does".into());
+        if f.count > 0 {
+            f.why = format!(
+                "the host kept the vCPU off its physical CPU {} times ({}; the KVM steal clock)",
+                f.count,
+                self.rate(f.count, f.time_ns)
+            );
+        }
         self.culprit_fixes(f);
     }
 

@@ -160,10 +160,17 @@ pub fn observe(inp: &Inputs) -> Vec<CpuSeen> {
     for (idx, r) in inp.records.iter().enumerate() {
         match r {
             Record::Interruption(i) => {
-                let (cpu, promise) = match place(i, inp) {
+                let (cpu, mut promise) = match place(i, inp) {
                     Some(p) => p,
                     None => continue,
                 };
+                if promise == Promise::TickStopped
+                    && matches!(i.who, Who::LocalTimer { .. })
+                    && !own_ns.tick_interrupts.contains(&idx)
+                {
+                    // A timer interrupt that ran no tick ran other timers' callbacks.
+                    promise = Promise::NoPerCpuWork;
+                }
                 let s = seen.get_mut(&cpu).expect("placed on a checked CPU");
                 if promise == Promise::TickStopped && matches!(i.who, Who::Hrtimer { .. }) {
                     s.ticks += 1;
@@ -171,10 +178,13 @@ pub fn observe(inp: &Inputs) -> Vec<CpuSeen> {
                 if i.class == CulpritClass::FreqChange {
                     s.freq_changes += 1;
                 }
-                let who = fold(&i.who, own_ns.tick_interrupts.contains(&idx));
+                let ran_tick = own_ns.tick_interrupts.contains(&idx);
+                let who = fold(&i.who, ran_tick);
                 let row = rows.entry((cpu, promise, i.class, who)).or_default();
                 row.class = Some(i.class);
-                row.count += 1;
+                // The timer interrupt that ran the tick adds its own time to the tick's row;
+                // the tick is counted once, by its callback.
+                row.count += u64::from(!ran_tick);
                 let t = own_ns.own.get(&idx).copied().unwrap_or(i.duration_ns());
                 row.time_ns += t;
                 row.longest_ns = row.longest_ns.max(t);
@@ -283,13 +293,7 @@ fn place(i: &crate::model::Interruption, inp: &Inputs) -> Option<(Cpu, Promise)>
 fn promise_of(i: &crate::model::Interruption) -> Promise {
     match (&i.class, &i.who) {
         (CulpritClass::Task | CulpritClass::SelfNoise, _) => Promise::NoOtherTasks,
-        (CulpritClass::Kthread, Who::Kthread { comm }) if comm.starts_with("rcu") => {
-            Promise::NoRcuCallbacks
-        }
-        (CulpritClass::Kthread, Who::Kthread { comm }) if comm.starts_with("migration/") => {
-            Promise::NoLoadBalancing
-        }
-        (CulpritClass::Kthread, _) => Promise::NoOtherTasks,
+        (CulpritClass::Kthread, Who::Kthread { comm }) => kthread_promise(comm),
         (CulpritClass::Kworker, Who::Work { worker, .. }) if unbound_worker(worker) => {
             Promise::NoUnboundWork
         }
@@ -309,6 +313,30 @@ fn promise_of(i: &crate::model::Interruption) -> Promise {
         (CulpritClass::FreqChange, _) => Promise::SteadyFrequency,
         (CulpritClass::Hypervisor, _) => Promise::NoHostPreemption,
         _ => Promise::NoCrossCpuInterrupts,
+    }
+}
+
+/// The promise a kernel thread breaks: RCU's threads, the stopper, a threaded IRQ handler
+/// (`irq/24-virtio0`), a CPU's own upkeep threads (`ksoftirqd/1`, `cpuhp/1`: they serve the
+/// CPU itself and go with per-CPU work); any other kernel thread is another task.
+fn kthread_promise(comm: &str) -> Promise {
+    let per_cpu = |prefix: &str| {
+        comm.strip_prefix(prefix)
+            .is_some_and(|n| n.chars().all(|c| c.is_ascii_digit()))
+    };
+    if comm.starts_with("rcu") {
+        Promise::NoRcuCallbacks
+    } else if comm.starts_with("migration/") {
+        Promise::NoLoadBalancing
+    } else if comm.starts_with("irq/") {
+        Promise::NoDeviceIrqs
+    } else if ["ksoftirqd/", "cpuhp/", "idle_inject/", "watchdog/"]
+        .iter()
+        .any(|p| per_cpu(p))
+    {
+        Promise::NoPerCpuWork
+    } else {
+        Promise::NoOtherTasks
     }
 }
 
@@ -343,19 +371,26 @@ fn fold(who: &Who, ran_the_tick: bool) -> Who {
 
 /// Who queued the work or sent the IPIs of `who` on `cpu`, most frequent first.
 fn senders(who: &Who, cpu: Cpu, causes: &[&Cause]) -> Vec<String> {
-    let (kind, what): (CauseKind, Option<&str>) = match who {
+    // Which causes are this culprit's: work by its function; a reschedule IPI is sent with
+    // no callback, a function-call IPI with one.
+    let matches: &dyn Fn(&Cause) -> bool = match who {
         Who::Work {
             item: crate::model::WorkItem::Function(f),
             ..
-        } => (CauseKind::QueueWork, Some(f)),
-        Who::Vector { vector: v } if *v != vector::LOCAL_TIMER => (CauseKind::Ipi, None),
+        } => &|c: &Cause| {
+            c.kind == CauseKind::QueueWork && c.what.split('+').next() == f.split('+').next()
+        },
+        Who::Vector {
+            vector: vector::RESCHEDULE,
+        } => &|c: &Cause| c.kind == CauseKind::Ipi && c.what.is_empty(),
+        Who::Vector {
+            vector: vector::CALL_FUNCTION | vector::CALL_FUNCTION_SINGLE,
+        } => &|c: &Cause| c.kind == CauseKind::Ipi && !c.what.is_empty(),
         _ => return Vec::new(),
     };
     let mut by: BTreeMap<String, u64> = BTreeMap::new();
     for c in causes {
-        let same = c.target_cpu == cpu
-            && c.kind == kind
-            && what.is_none_or(|w| c.what.split('+').next() == w.split('+').next());
+        let same = c.target_cpu == cpu && matches(c);
         if same {
             let words = crate::probe::census::sender_words(c);
             *by.entry(format!("{words} on CPU {}", c.sender_cpu)).or_default() += 1;
@@ -498,7 +533,7 @@ mod tests {
         // The tick: its callback (50) and its interrupt's own time (100 - 50).
         let tick_rows = s.of(Promise::TickStopped);
         assert_eq!(tick_rows.len(), 1, "{tick_rows:?}");
-        assert_eq!((tick_rows[0].count, tick_rows[0].time_ns), (2, 100));
+        assert_eq!((tick_rows[0].count, tick_rows[0].time_ns), (1, 100));
         assert_eq!(s.of(Promise::NoUnboundWork)[0].detail, "wb_workfn");
         assert_eq!(s.of(Promise::NoDeviceIrqs)[0].irq, Some(24));
         assert_eq!(s.of(Promise::NoRcuCallbacks)[0].time_ns, 100);
@@ -524,6 +559,18 @@ mod tests {
         let rows = seen[0].of(Promise::QuietSibling);
         assert_eq!(rows.len(), 1, "only what takes the core: {rows:?}");
         assert_eq!(rows[0].time_ns, 1_000);
+    }
+
+    #[test]
+    fn kernel_threads_go_with_what_they_serve() {
+        assert_eq!(kthread_promise("rcu_preempt"), Promise::NoRcuCallbacks);
+        assert_eq!(kthread_promise("rcuc/1"), Promise::NoRcuCallbacks);
+        assert_eq!(kthread_promise("migration/1"), Promise::NoLoadBalancing);
+        assert_eq!(kthread_promise("irq/24-virtio0"), Promise::NoDeviceIrqs);
+        assert_eq!(kthread_promise("ksoftirqd/1"), Promise::NoPerCpuWork);
+        assert_eq!(kthread_promise("cpuhp/12"), Promise::NoPerCpuWork);
+        assert_eq!(kthread_promise("kswapd0"), Promise::NoOtherTasks);
+        assert_eq!(kthread_promise("ksoftirqd_x"), Promise::NoOtherTasks);
     }
 
     #[test]

@@ -119,6 +119,7 @@ fn timer_advice(who: &Who, m: &Machine, on: &str) -> String {
         format!("a task's own timers (nanosleep, timerfd, poll timeouts) expiring on CPU {on}: {task} sleeps with a timer there — move it off the CPU (taskset -pc <other CPUs> <pid>) or make it sleep less often; nohz_full does not stop a task's timers")
     };
     match callback {
+        TimerCallback::Wakeup { comm, pid } if *pid == crate::model::ANY_PID => sleeper(format!("{comm} (each of its tasks)")),
         TimerCallback::Wakeup { comm, pid } => sleeper(format!("{comm}[{pid}]")),
         TimerCallback::OwnSleep { comm } => sleeper(format!("{comm} (jitterscope's own sleep)")),
         TimerCallback::Tick => format!("the scheduler tick: {} (nohz_full stops the tick when exactly one task runs on the CPU; needs CONFIG_NO_HZ_FULL)", boot_with("nohz_full=", &m.nohz_full(), m)),

@@ -39,6 +39,9 @@ pub fn apply_and_hold(req: &TuneRequest, out: &mut dyn Write) -> Result<()> {
         t.changes().len(),
         fmt_ns(req.hold_ns)
     )?;
+    // Holding wakes this thread ten times a second: on the CPUs it cleared, that would be
+    // the very noise it removed.
+    let _ = crate::platform::affinity::set_current_thread_cpus(&req.others);
     hold(req.hold_ns);
     restore(t, out)
 }

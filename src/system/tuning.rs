@@ -106,8 +106,33 @@ fn read_setting(path: &str) -> Result<String, TuningError> {
         })
 }
 
+/// The file beside a journal naming the process that holds its changes: `pid start`, the
+/// start being the process's start time in clock ticks since boot (`/proc/PID/stat` field
+/// 22), so that a pid reused by another process is not taken for the owner.
+fn owner_path(journal: &Path) -> PathBuf {
+    journal.with_extension("owner")
+}
+
+/// A process's start time (clock ticks since boot), None when it does not exist.
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: count after its last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// The live process that holds a journal's changes (a `tune --hold`, a workshop step), if
+/// any: its changes are its to restore, not a leftover.
+pub fn journal_owner(journal: &Path) -> Option<u32> {
+    let text = std::fs::read_to_string(owner_path(journal)).ok()?;
+    let mut f = text.split_whitespace();
+    let (pid, start): (u32, u64) = (f.next()?.parse().ok()?, f.next()?.parse().ok()?);
+    (start_time(pid) == Some(start)).then_some(pid)
+}
+
 fn write_journal(path: &Path, changes: &[Change]) -> std::io::Result<()> {
     if changes.is_empty() {
+        let _ = std::fs::remove_file(owner_path(path));
         return match std::fs::remove_file(path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
             _ => Ok(()),
@@ -115,6 +140,10 @@ fn write_journal(path: &Path, changes: &[Change]) -> std::io::Result<()> {
     }
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
+    }
+    let me = std::process::id();
+    if let Some(start) = start_time(me) {
+        std::fs::write(owner_path(path), format!("{me} {start}\n"))?;
     }
     let tmp = path.with_extension("tmp");
     let text = serde_json::to_string_pretty(changes).unwrap_or_default();
@@ -292,6 +321,12 @@ fn empty_and_remove_cgroup(path: &str, tasks_file: &str, back_to: &str) -> std::
 /// there was no journal); errors name the settings that could not be restored.
 pub fn restore_from_journal() -> Result<Vec<Change>, String> {
     let path = journal_path();
+    if let Some(pid) = journal_owner(&path).filter(|&p| p != std::process::id()) {
+        return Err(format!(
+            "jitterscope[{pid}] holds the tuning changes in {} and restores them when it ends: they are left as they are (end it with kill -INT {pid})",
+            path.display()
+        ));
+    }
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -314,6 +349,7 @@ pub fn restore_from_journal() -> Result<Vec<Change>, String> {
     }
     std::fs::remove_file(&path)
         .map_err(|e| format!("restored, but cannot remove {}: {e}", path.display()))?;
+    let _ = std::fs::remove_file(owner_path(&path));
     Ok(changes)
 }
 
@@ -329,6 +365,7 @@ pub fn restore_leftovers() {
                 );
             }
         }
+        Err(e) if journal_owner(&journal_path()).is_some() => eprintln!("note: {e}"),
         Err(e) => eprintln!("WARNING: {e}"),
     }
 }
