@@ -783,3 +783,15 @@ fn attribution_at_the_end_refuses_what_it_cannot_serve() {
         "invalid value 'later' for '--attribution <ATTRIBUTION>'",
     );
 }
+
+#[test]
+fn check_refuses_what_it_cannot_check_with_a_usage_error() {
+    usage_error(&["check", "--cpus", "64"], "CPU 64 does not exist");
+    usage_error(
+        &["check", "--cpus", "1", "--pid", "4000000000"],
+        "--pid 4000000000: no such process",
+    );
+    usage_error(&["check", "--cpus", "1", "--format", "xml"], "xml");
+    usage_error(&["check", "--cpus", "1", "--fifo", "--pid", "1"], "--pid");
+    usage_error(&["check", "--cpus", "1", "--duration", "0s"], "--duration");
+}

@@ -112,10 +112,17 @@ fn a_held_tune_is_not_undone_by_another_jitterscope() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains(&format!("jitterscope[{}] holds the tuning changes", child.id())),
+        stderr.contains(&format!(
+            "jitterscope[{}] holds the tuning changes",
+            child.id()
+        )),
         "{stderr}"
     );
-    assert_eq!(snapshot(), during, "the held changes were undone by another process");
+    assert_eq!(
+        snapshot(),
+        during,
+        "the held changes were undone by another process"
+    );
     // SAFETY: signalling our own child by its pid.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     assert!(child.wait().unwrap().success());

@@ -254,8 +254,9 @@ impl Judge<'_> {
         let c = self.config;
         let cpu = f.cpu;
         let isolcpus = c.boot.isolcpus.as_ref();
-        let domain = isolcpus
-            .is_some_and(|i| i.cpus.contains(&cpu) && (i.flags.is_empty() || i.flags.iter().any(|x| x == "domain")));
+        let domain = isolcpus.is_some_and(|i| {
+            i.cpus.contains(&cpu) && (i.flags.is_empty() || i.flags.iter().any(|x| x == "domain"))
+        });
         let isolated = has(&c.isolated, cpu);
         let partition = c.cpusets.iter().find(|s| {
             s.path != "/"
@@ -287,11 +288,16 @@ impl Judge<'_> {
                 p.path,
                 p.partition.as_deref().unwrap_or("")
             )),
-            None => f.settings.push(format!("no cpuset partition holds CPU {cpu}")),
+            None => f
+                .settings
+                .push(format!("no cpuset partition holds CPU {cpu}")),
         }
         for s in fenced.iter().take(4) {
-            f.settings
-                .push(format!("cpuset {} keeps its tasks on {}", s.path, format_list(&s.cpus)));
+            f.settings.push(format!(
+                "cpuset {} keeps its tasks on {}",
+                s.path,
+                format_list(&s.cpus)
+            ));
         }
         if let Some(t) = c.tasks_allowed.iter().find(|t| t.cpu == cpu) {
             f.settings.push(format!(
@@ -348,7 +354,11 @@ impl Judge<'_> {
             f.count = 0;
         }
         let kept = self.kept_by(cpu);
-        let others = seen.of(Promise::NoOtherTasks).iter().map(|s| s.count).sum::<u64>();
+        let others = seen
+            .of(Promise::NoOtherTasks)
+            .iter()
+            .map(|s| s.count)
+            .sum::<u64>();
         f.why = match (f.count > 0, effective, on_cmdline) {
             (false, _, _) => format!(
                 "{} ticks in {} ({}/s): the tick stopped{}",
@@ -375,7 +385,8 @@ impl Judge<'_> {
             ),
         };
         if c.kernel_config.no_hz_full == Some(false) {
-            f.fixes.push("a kernel built with CONFIG_NO_HZ_FULL=y (this one has none)".into());
+            f.fixes
+                .push("a kernel built with CONFIG_NO_HZ_FULL=y (this one has none)".into());
         }
         f.fixes.push(format!(
             "{} — removes the scheduler tick, {}/s here ({}/s), while one task runs",
@@ -386,7 +397,8 @@ impl Judge<'_> {
         if others > 0 {
             f.fixes.push("keep other tasks off the CPU (the tasks row): nohz_full keeps the tick while two tasks are runnable".into());
         }
-        f.remains.push("a tick on each wake-up from idle and at each switch between tasks".into());
+        f.remains
+            .push("a tick on each wake-up from idle and at each switch between tasks".into());
     }
 
     /// The kernel's reasons for keeping the tick on `cpu` (`timer:tick_stop`), in words.
@@ -410,8 +422,13 @@ impl Judge<'_> {
             .iter()
             .filter(|i| i.effective.as_ref().unwrap_or(&i.affinity).contains(&cpu))
             .collect();
-        let boot_off = c.boot.irqaffinity.as_ref().is_some_and(|l| !l.contains(&cpu));
-        f.configured = here.is_empty() || boot_off;
+        let boot_off = c
+            .boot
+            .irqaffinity
+            .as_ref()
+            .is_some_and(|l| !l.contains(&cpu));
+        // No IRQ listed at all is /proc/interrupts unread, not a machine without IRQs.
+        f.configured = (!c.irqs.is_empty() && here.is_empty()) || boot_off;
         f.settings.push(match &c.boot.irqaffinity {
             Some(l) => format!("irqaffinity={}", format_list(l)),
             None => "irqaffinity: not on the command line".into(),
@@ -425,7 +442,11 @@ impl Judge<'_> {
                         "{} ({}{})",
                         i.irq,
                         i.name,
-                        if i.managed == Some(true) { ", kernel-managed" } else { "" }
+                        if i.managed == Some(true) {
+                            ", kernel-managed"
+                        } else {
+                            ""
+                        }
                     )
                 })
                 .collect();
@@ -436,17 +457,19 @@ impl Judge<'_> {
                 if here.len() > 6 { ", …" } else { "" }
             ));
         } else {
-            f.settings.push(format!("no IRQ's effective affinity includes CPU {cpu}"));
+            f.settings
+                .push(format!("no IRQ's effective affinity includes CPU {cpu}"));
         }
-        f.settings.push(match (&c.irqbalance.banned, c.irqbalance.running) {
-            (Some(b), r) => format!(
-                "irqbalance {}; banned CPUs {}",
-                if r { "running" } else { "not running" },
-                format_list(b)
-            ),
-            (None, true) => "irqbalance running, no banned CPUs: it may move IRQs back".into(),
-            (None, false) => "irqbalance not running".into(),
-        });
+        f.settings
+            .push(match (&c.irqbalance.banned, c.irqbalance.running) {
+                (Some(b), r) => format!(
+                    "irqbalance {}; banned CPUs {}",
+                    if r { "running" } else { "not running" },
+                    format_list(b)
+                ),
+                (None, true) => "irqbalance running, no banned CPUs: it may move IRQs back".into(),
+                (None, false) => "irqbalance not running".into(),
+            });
         for s in f.seen.clone() {
             let Some(number) = s.irq else { continue };
             let conf = c.irqs.iter().find(|i| u64::from(i.irq) == number);
@@ -480,10 +503,16 @@ impl Judge<'_> {
     fn unbound(&self, f: &mut Finding) {
         let c = self.config;
         let cpu = f.cpu;
-        f.configured = c.workqueue_cpumask.as_ref().is_some_and(|m| !m.contains(&cpu));
+        f.configured = c
+            .workqueue_cpumask
+            .as_ref()
+            .is_some_and(|m| !m.contains(&cpu));
         f.settings.push(format!(
             "workqueue cpumask: {}",
-            list_or(&c.workqueue_cpumask, "unknown (no /sys/devices/virtual/workqueue/cpumask)")
+            list_or(
+                &c.workqueue_cpumask,
+                "unknown (no /sys/devices/virtual/workqueue/cpumask)"
+            )
         ));
         let hk = self.hk();
         f.fixes.push(format!(
@@ -540,9 +569,9 @@ impl Judge<'_> {
         let c = self.config;
         let cpu = f.cpu;
         f.configured = has(&c.isolated, cpu)
-            || c.cpusets.iter().any(|s| {
-                s.cpus.contains(&cpu) && s.partition.as_deref() == Some("isolated")
-            });
+            || c.cpusets
+                .iter()
+                .any(|s| s.cpus.contains(&cpu) && s.partition.as_deref() == Some("isolated"));
         f.settings.push(format!(
             "scheduler domains: {}",
             if has(&c.isolated, cpu) {
@@ -556,14 +585,16 @@ impl Judge<'_> {
             self.boot("isolcpus=domain,", &self.machine.isolcpus()),
             self.checked_list()
         ));
-        f.remains.push("the stopper thread (migration/N) for CPU hotplug and stop_machine".into());
+        f.remains
+            .push("the stopper thread (migration/N) for CPU hotplug and stop_machine".into());
     }
 
     fn cross_cpu(&self, f: &mut Finding) {
         f.configured = true;
         f.settings.push("no setting promises it: IPIs come from what other CPUs do (TLB shootdowns of a process spread over CPUs, wake-ups, irq_work) and NMIs from perf or the NMI watchdog".into());
         if let Some(w) = self.config.sysctls.nmi_watchdog {
-            f.settings.push(format!("kernel.nmi_watchdog={}", u8::from(w)));
+            f.settings
+                .push(format!("kernel.nmi_watchdog={}", u8::from(w)));
         }
         if f.count > 0 {
             f.why = format!(
@@ -633,7 +664,8 @@ impl Judge<'_> {
                     f.why = if self.config.virtual_machine {
                         "no cpufreq driver in this guest: the host sets the frequency, and a guest cannot see it change".into()
                     } else {
-                        "no cpufreq driver: the firmware sets the frequency, unseen by the kernel".into()
+                        "no cpufreq driver: the firmware sets the frequency, unseen by the kernel"
+                            .into()
                     };
                     return;
                 }
@@ -655,11 +687,18 @@ impl Judge<'_> {
             .map(|s| format!("{} ({} µs)", s.name, s.latency_us))
             .collect();
         f.configured = enabled.is_empty();
-        f.settings.push(match (&conf.and_then(|c| c.idle_driver.clone()), enabled.is_empty()) {
-            (None, _) => "no cpuidle driver: the CPU idles with HLT (a VM exit in a guest)".into(),
-            (Some(d), true) => format!("cpuidle {d}: no state with an exit latency enabled"),
-            (Some(d), false) => format!("cpuidle {d}: {} enabled", enabled.join(", ")),
-        });
+        f.settings.push(
+            match (
+                &conf.and_then(|c| c.idle_driver.clone()),
+                enabled.is_empty(),
+            ) {
+                (None, _) => {
+                    "no cpuidle driver: the CPU idles with HLT (a VM exit in a guest)".into()
+                }
+                (Some(d), true) => format!("cpuidle {d}: no state with an exit latency enabled"),
+                (Some(d), false) => format!("cpuidle {d}: {} enabled", enabled.join(", ")),
+            },
+        );
         if let Some(q) = conf.and_then(|c| c.resume_latency_us.clone()) {
             f.settings.push(format!("pm_qos_resume_latency_us {q}"));
         }
@@ -711,7 +750,8 @@ impl Judge<'_> {
             return;
         }
         f.configured = false;
-        f.settings.push("nothing in the guest configures it: the host's vCPU pinning does".into());
+        f.settings
+            .push("nothing in the guest configures it: the host's vCPU pinning does".into());
         if f.count > 0 {
             f.why = format!(
                 "the host kept the vCPU off its physical CPU {} times ({}; the KVM steal clock)",
@@ -748,7 +788,11 @@ impl Judge<'_> {
             "SMT sibling{} {}{}",
             if siblings.len() > 1 { "s" } else { "" },
             format_list(&siblings),
-            if f.configured { " (checked too)" } else { " (not checked: its work shares this core)" }
+            if f.configured {
+                " (checked too)"
+            } else {
+                " (not checked: its work shares this core)"
+            }
         ));
         f.fixes.push(format!(
             "keep the sibling quiet too (check and isolate CPU {} with CPU {cpu}), or take it offline: echo 0 > /sys/devices/system/cpu/cpu{}/online; at boot: nosmt",

@@ -125,9 +125,12 @@ pub fn run(cfg: &CheckConfig) -> Result<CheckReport> {
         words: crate::report::culprit::words_of,
     };
     let mut held = Holders::start(&cfg.target, &cfg.cpus, &config)?;
-    let result = census::collect(&census_cfg, &mut NoObserver, &mut std::io::sink(), &mut || {
-        held.poll()
-    });
+    let result = census::collect(
+        &census_cfg,
+        &mut NoObserver,
+        &mut std::io::sink(),
+        &mut || held.poll(),
+    );
     let own = held.tids.clone();
     let ended_early = held.stop();
     let collected = result?;
@@ -211,7 +214,8 @@ impl Holders {
         };
         match target {
             Target::Spinners { fifo } => {
-                let exe = std::env::current_exe().context("cannot find jitterscope's own executable to start its spinners")?;
+                let exe = std::env::current_exe()
+                    .context("cannot find jitterscope's own executable to start its spinners")?;
                 for &cpu in cpus {
                     let mut cmd = Command::new(&exe);
                     cmd.args(["__spin", "--cpu", &cpu.to_string()]);
@@ -234,7 +238,12 @@ impl Holders {
                 let child = Command::new(&argv[0])
                     .args(&argv[1..])
                     .spawn()
-                    .map_err(|e| crate::cli::UsageError(format!("-- {}: cannot start it: {e} (is it on PATH and executable?)", argv[0])))?;
+                    .map_err(|e| {
+                        crate::cli::UsageError(format!(
+                            "-- {}: cannot start it: {e} (is it on PATH and executable?)",
+                            argv[0]
+                        ))
+                    })?;
                 h.process = Some(child.id());
                 h.children.push(child);
             }
@@ -293,7 +302,13 @@ pub fn spin(cpu: Cpu, fifo: bool, cgroup: Option<PathBuf>) -> ! {
         // moves to the cgroup that holds the CPU — a partition given, or the cpuset root.
         let moved = into_cgroup_of(cgroup.as_deref());
         if let Err(e) = crate::platform::affinity::pin_current_thread(cpu) {
-            eprintln!("spinner: cannot pin to CPU {cpu}: {e}{}", moved.err().map(|m| format!(" (and {m})")).unwrap_or_default());
+            eprintln!(
+                "spinner: cannot pin to CPU {cpu}: {e}{}",
+                moved
+                    .err()
+                    .map(|m| format!(" (and {m})"))
+                    .unwrap_or_default()
+            );
             std::process::exit(1);
         }
     }
@@ -339,7 +354,12 @@ fn partition_of(config: &Configured, cpu: Cpu) -> Option<PathBuf> {
 }
 
 /// Writes the report in `format`.
-pub fn write(report: &CheckReport, format: Format, colour: bool, out: &mut dyn Write) -> Result<()> {
+pub fn write(
+    report: &CheckReport,
+    format: Format,
+    colour: bool,
+    out: &mut dyn Write,
+) -> Result<()> {
     match format {
         Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(report)?)?,
         Format::Text => write!(out, "{}", render::text(report, colour))?,

@@ -393,7 +393,8 @@ fn senders(who: &Who, cpu: Cpu, causes: &[&Cause]) -> Vec<String> {
         let same = c.target_cpu == cpu && matches(c);
         if same {
             let words = crate::probe::census::sender_words(c);
-            *by.entry(format!("{words} on CPU {}", c.sender_cpu)).or_default() += 1;
+            *by.entry(format!("{words} on CPU {}", c.sender_cpu))
+                .or_default() += 1;
         }
     }
     let mut v: Vec<(String, u64)> = by.into_iter().collect();
@@ -502,7 +503,13 @@ mod tests {
         let records = vec![
             // The spinner's run holds everything else on CPU 1.
             int(1, CulpritClass::Task, 0, 10_000, task("spin", 42)),
-            int(1, CulpritClass::TimerTick, 100, 200, Who::LocalTimer { callbacks: true }),
+            int(
+                1,
+                CulpritClass::TimerTick,
+                100,
+                200,
+                Who::LocalTimer { callbacks: true },
+            ),
             int(1, CulpritClass::TimerTick, 120, 170, tick.clone()),
             int(
                 1,
@@ -514,8 +521,25 @@ mod tests {
                     item: WorkItem::Function("wb_workfn".into()),
                 },
             ),
-            int(1, CulpritClass::Irq, 2_000, 2_300, Who::Irq { number: 24, action: "virtio0".into() }),
-            int(1, CulpritClass::Softirq, 2_300, 2_400, Who::Softirq { vector: SOFTIRQ_RCU }),
+            int(
+                1,
+                CulpritClass::Irq,
+                2_000,
+                2_300,
+                Who::Irq {
+                    number: 24,
+                    action: "virtio0".into(),
+                },
+            ),
+            int(
+                1,
+                CulpritClass::Softirq,
+                2_300,
+                2_400,
+                Who::Softirq {
+                    vector: SOFTIRQ_RCU,
+                },
+            ),
             int(1, CulpritClass::Task, 3_000, 3_400, task("bash", 7)),
             // CPU 0 is not checked and not a sibling.
             int(0, CulpritClass::Task, 0, 500, task("bash", 7)),
@@ -548,7 +572,13 @@ mod tests {
     fn a_siblings_tasks_count_against_the_checked_cpu() {
         let records = vec![
             int(3, CulpritClass::Task, 0, 1_000, task("make", 9)),
-            int(3, CulpritClass::TimerTick, 0, 10, Who::LocalTimer { callbacks: false }),
+            int(
+                3,
+                CulpritClass::TimerTick,
+                0,
+                10,
+                Who::LocalTimer { callbacks: false },
+            ),
         ];
         let seen = observe(&Inputs {
             records: &records,

@@ -81,7 +81,11 @@ fn ending(r: &CheckReport) -> String {
     } else {
         format!(
             "{} did not hold: {}.",
-            if failed.len() == 1 { "1 promise" } else { "These promises" },
+            if failed.len() == 1 {
+                "1 promise"
+            } else {
+                "These promises"
+            },
             failed.join("; ")
         )
     }
@@ -95,8 +99,8 @@ pub fn text(r: &CheckReport, colour: bool) -> String {
         let _ = writeln!(s, "\n{}", p.bold(&format!("CPU {cpu}")));
         let _ = writeln!(
             s,
-            "  {:<36} {:<15} {:<22} {}",
-            "promise", "verdict", "seen", "how"
+            "  {:<36} {:<15} {:<22} how",
+            "promise", "verdict", "seen"
         );
         for f in r.findings.iter().filter(|f| f.cpu == cpu) {
             let verdict = format!("{:<15}", f.verdict.word());
@@ -140,7 +144,11 @@ pub fn text(r: &CheckReport, colour: bool) -> String {
                 }
             }
             if f.seen.len() > SHOWN {
-                let _ = writeln!(s, "    seen: … {} more (--format json lists them)", f.seen.len() - SHOWN);
+                let _ = writeln!(
+                    s,
+                    "    seen: … {} more (--format json lists them)",
+                    f.seen.len() - SHOWN
+                );
             }
             for x in &f.fixes {
                 let _ = writeln!(s, "    fix: {x}");

@@ -344,6 +344,48 @@ pub fn verify_request(args: &VerifyArgs) -> Result<VerifyRequest, UsageError> {
     }))
 }
 
+/// `jitterscope check`: CPUs given, a SCHED_FIFO spinner only where RT throttling leaves the
+/// CPU's kernel threads their share, a process that exists.
+pub fn check_config(args: &super::CheckArgs) -> Result<crate::check::CheckConfig, UsageError> {
+    use crate::check::{Format, Target};
+    // The CPUs need not be this process's: its spinners move to the cpuset that holds them
+    // (a check runs under a shield as often as not).
+    let mut topo = Topology::read();
+    topo.allowed = topo.online.clone();
+    let cpus = parse_cpu_list(&args.cpus, &topo, 1)?;
+    let target = match (&args.pid, args.command.is_empty()) {
+        (Some(pid), _) => {
+            if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                return Err(UsageError(format!(
+                    "--pid {pid}: no such process (is it running? `pidof` gives the pid)"
+                )));
+            }
+            Target::Pid(*pid)
+        }
+        (None, false) => Target::Command(args.command.clone()),
+        (None, true) => Target::Spinners { fifo: args.fifo },
+    };
+    if args.fifo {
+        let runtime =
+            std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us").unwrap_or_default();
+        if runtime.trim() == "-1" {
+            return Err(UsageError("--fifo: RT throttling is off here (kernel.sched_rt_runtime_us=-1), so a SCHED_FIFO spinner would starve the CPUs' own kernel threads; check your own real-time thread with --pid instead".into()));
+        }
+    }
+    Ok(crate::check::CheckConfig {
+        cpus,
+        duration_ns: args.duration,
+        target,
+        format: match args.format.as_str() {
+            "json" => Format::Json,
+            "markdown" => Format::Markdown,
+            _ => Format::Text,
+        },
+        ringbuf_bytes: ringbuf_bytes(args.ringbuf_size),
+        json_file: args.json.clone(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use clap::Parser;
@@ -410,46 +452,4 @@ mod tests {
         };
         assert_eq!(args.attribution, Auto);
     }
-}
-
-/// `jitterscope check`: CPUs given, a SCHED_FIFO spinner only where RT throttling leaves the
-/// CPU's kernel threads their share, a process that exists.
-pub fn check_config(args: &super::CheckArgs) -> Result<crate::check::CheckConfig, UsageError> {
-    use crate::check::{Format, Target};
-    // The CPUs need not be this process's: its spinners move to the cpuset that holds them
-    // (a check runs under a shield as often as not).
-    let mut topo = Topology::read();
-    topo.allowed = topo.online.clone();
-    let cpus = parse_cpu_list(&args.cpus, &topo, 1)?;
-    let target = match (&args.pid, args.command.is_empty()) {
-        (Some(pid), _) => {
-            if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-                return Err(UsageError(format!(
-                    "--pid {pid}: no such process (is it running? `pidof` gives the pid)"
-                )));
-            }
-            Target::Pid(*pid)
-        }
-        (None, false) => Target::Command(args.command.clone()),
-        (None, true) => Target::Spinners { fifo: args.fifo },
-    };
-    if args.fifo {
-        let runtime = std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us")
-            .unwrap_or_default();
-        if runtime.trim() == "-1" {
-            return Err(UsageError("--fifo: RT throttling is off here (kernel.sched_rt_runtime_us=-1), so a SCHED_FIFO spinner would starve the CPUs' own kernel threads; check your own real-time thread with --pid instead".into()));
-        }
-    }
-    Ok(crate::check::CheckConfig {
-        cpus,
-        duration_ns: args.duration,
-        target,
-        format: match args.format.as_str() {
-            "json" => Format::Json,
-            "markdown" => Format::Markdown,
-            _ => Format::Text,
-        },
-        ringbuf_bytes: ringbuf_bytes(args.ringbuf_size),
-        json_file: args.json.clone(),
-    })
 }
