@@ -317,7 +317,7 @@ impl Judge<'_> {
             self.checked_list()
         ));
         f.fixes.push(format!(
-            "at boot: {} (tuned: isolated_cores= in cpu-partitioning-variables.conf)",
+            "{} (tuned: isolated_cores= in cpu-partitioning-variables.conf)",
             self.boot("isolcpus=domain,managed_irq,", &self.machine.isolcpus())
         ));
         f.remains.push(
@@ -379,9 +379,9 @@ impl Judge<'_> {
                 if others > 0 { format!("; other tasks ran here ({others} runs), and the tick stays while more than one task is runnable") } else { String::new() }
             ),
             (true, false, false) => format!(
-                "not configured; the scheduler tick ran {}/s ({}): without nohz_full the kernel stops the tick only in idle",
+                "the scheduler tick ran {}/s ({}/s of the CPU): without nohz_full the kernel stops the tick only in idle",
                 per_second(rate),
-                self.rate(f.count, f.time_ns)
+                fmt_ns((f.time_ns as f64 / secs) as Nanos)
             ),
         };
         if c.kernel_config.no_hz_full == Some(false) {
@@ -494,7 +494,7 @@ impl Judge<'_> {
         ));
         self.culprit_fixes(f);
         f.fixes.push(format!(
-            "at boot: irqaffinity={} and {}",
+            "boot with irqaffinity={}; {}",
             format_list(&self.hk()),
             self.boot("isolcpus=managed_irq,", &self.machine.isolcpus())
         ));
@@ -521,7 +521,7 @@ impl Judge<'_> {
             self.checked_list()
         ));
         f.fixes.push(format!(
-            "at boot: workqueue.unbound_cpus={} (or {}, which keeps unbound work on housekeeping CPUs)",
+            "boot with workqueue.unbound_cpus={} (or {}, which keeps unbound work on housekeeping CPUs)",
             format_list(&hk),
             self.boot("isolcpus=domain,", &self.machine.isolcpus())
         ));
@@ -559,7 +559,7 @@ impl Judge<'_> {
             None => "rcu_nocbs: not on the command line".into(),
         });
         f.fixes.push(format!(
-            "at boot: {} rcu_nocb_poll (callbacks run by rcuo threads on housekeeping CPUs)",
+            "{} rcu_nocb_poll (callbacks run by rcuo threads on housekeeping CPUs)",
             self.boot("rcu_nocbs=", &self.machine.nohz_full())
         ));
         f.remains.push("an RCU softirq at each grace period the CPU must report, until nohz_full lets it stay quiescent".into());
@@ -581,7 +581,7 @@ impl Judge<'_> {
             }
         ));
         f.fixes.push(format!(
-            "at boot: {}; or a cgroup v2 cpuset partition of type isolated holding CPU {}",
+            "{}; or a cgroup v2 cpuset partition of type isolated holding CPU {}",
             self.boot("isolcpus=domain,", &self.machine.isolcpus()),
             self.checked_list()
         ));
