@@ -1111,3 +1111,33 @@ fn an_idle_cpu_stops_its_tick_and_a_busy_one_keeps_it() {
         );
     }
 }
+
+#[test]
+fn the_tick_stop_program_attaches_in_run_and_watch_sessions_alike() {
+    if skip_bpf("the_tick_stop_program_attaches_in_run_and_watch_sessions_alike") {
+        return;
+    }
+    let btf = std::fs::read("/sys/kernel/btf/vmlinux").unwrap();
+    let present = btf.windows(19).any(|w| w == b"btf_trace_tick_stop");
+    let _cpus = exclusive();
+    for watch in [false, true] {
+        let mut cfg = config();
+        cfg.watch = watch;
+        let (session, _rx) = start(cfg);
+        let state = session
+            .attach_report()
+            .iter()
+            .find(|a| a.tracepoint == "tick_stop")
+            .map(|a| a.state.clone());
+        let summary = session.stop().unwrap();
+        if present {
+            assert_eq!(state, Some(AttachState::Attached), "watch: {watch}");
+            assert_eq!(summary.tick_stops.len(), 1, "watch: {watch}");
+            assert!(summary.costs.iter().any(|c| c.program == "tick_stop"));
+        } else {
+            // Left out and said so; the session went on without it.
+            assert!(matches!(state, Some(AttachState::Unavailable(_))));
+            assert!(summary.tick_stops.is_empty());
+        }
+    }
+}
