@@ -762,8 +762,7 @@ pub enum TickDependency {
 }
 
 impl TickDependency {
-    /// The kernel's name for it (`TICK_DEP_BIT_SCHED` → `sched`), as the run file's keys
-    /// spell it.
+    /// The kernel's name for it (`TICK_DEP_BIT_SCHED` → `sched`), as its JSON spells it.
     pub fn as_str(self) -> &'static str {
         match self {
             TickDependency::PosixTimer => "posix_timer",

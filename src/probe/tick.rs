@@ -110,6 +110,15 @@ mod tests {
     }
 
     #[test]
+    fn each_dependency_is_shown_as_its_json_spells_it() {
+        for bit in 0..8 {
+            let dep = dependency_of_bit(bit);
+            let json = serde_json::to_value(dep).unwrap();
+            assert_eq!(json.as_str(), Some(dep.as_str()), "{dep:?}");
+        }
+    }
+
+    #[test]
     fn an_idle_cpu_lists_no_kept_ticks() {
         let t = decode(1, 412, &[0; 7]);
         assert_eq!((t.stopped, t.kept.is_empty()), (412, true));
