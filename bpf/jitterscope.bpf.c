@@ -65,6 +65,7 @@ struct js_record _js_record = {};
 struct js_cpu_counters _js_cpu_counters = {};
 struct js_watched _js_watched = {};
 struct js_task_row _js_task_row = {};
+struct js_tick_stops _js_tick_stops = {};
 
 /* Read by user space through the mmapped .bss; a line per CPU (see the type). */
 struct js_cpu_counters counters[JS_MAX_CPUS] __attribute__((aligned(64))) = {};
@@ -1190,6 +1191,36 @@ int BPF_PROG(js_hrtimer_expire_exit, struct hrtimer *timer)
 		submit(r);
 	}
 	h->start = 0;
+	return 0;
+}
+
+/* ---- the tick's stops: counters only (see struct js_tick_stops) ------------------------- */
+
+/* Read by user space through the mmapped .bss when the session stops; a line per CPU. */
+struct js_tick_stops tick_stops[JS_MAX_CPUS] __attribute__((aligned(64))) = {};
+
+/* Fires at every idle entry that stops the tick, and on a nohz_full CPU each time the tick
+ * could not be stopped: a filter, one store, no clock read. Plain increments: only programs
+ * on that CPU write its line, and the tracepoint does not nest with itself. */
+SEC("tp_btf/tick_stop")
+int BPF_PROG(js_tick_stop, int success, int dependency)
+{
+	__u32 cpu = bpf_get_smp_processor_id(), dep = dependency, slot = JS_TICK_DEP_SLOTS - 1;
+	struct js_tick_stops *t;
+
+	if (!is_target(cpu))
+		return 0;
+	t = &tick_stops[cpu & (JS_MAX_CPUS - 1)];
+	if (success) {
+		t->stopped++;
+		return 0;
+	}
+	/* The kernel gives one TICK_DEP_MASK_* bit: its number is the slot. */
+#pragma unroll
+	for (__u32 b = 0; b < JS_TICK_DEP_SLOTS - 1; b++)
+		if (dep == 1U << b)
+			slot = b;
+	t->kept[slot]++;
 	return 0;
 }
 

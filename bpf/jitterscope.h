@@ -186,4 +186,19 @@ struct js_cpu_counters {
 
 _Static_assert(sizeof(struct js_cpu_counters) == 64, "js_cpu_counters ABI");
 
+/* The scheduler tick's stops on one measured CPU (`timer:tick_stop`), a .bss array indexed by
+ * CPU, a cache line each, written only by programs on that CPU. `stopped` counts events with
+ * success=1 (the tick went from running to stopped: idle entry, or a nohz_full CPU with one
+ * task); `kept` those with success=0 (a nohz_full CPU kept it), by the dependency the kernel
+ * gave — a TICK_DEP_MASK_* value, one bit (include/linux/tick.h): slot n for bit n below
+ * JS_TICK_DEP_SLOTS - 1, the last slot for any other value. */
+#define JS_TICK_DEP_SLOTS 7
+
+struct js_tick_stops {
+	__u64 stopped;
+	__u64 kept[JS_TICK_DEP_SLOTS];
+};
+
+_Static_assert(sizeof(struct js_tick_stops) == 64, "js_tick_stops ABI");
+
 #endif /* JITTERSCOPE_H */

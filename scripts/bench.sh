@@ -130,7 +130,8 @@ perf_events=()
 bt_probes=()
 for tp in sched:sched_switch irq:irq_handler_entry irq:irq_handler_exit irq:softirq_entry \
   irq:softirq_exit irq_vectors:local_timer_entry irq_vectors:local_timer_exit \
-  workqueue:workqueue_execute_start workqueue:workqueue_execute_end power:cpu_frequency; do
+  workqueue:workqueue_execute_start workqueue:workqueue_execute_end power:cpu_frequency \
+  timer:tick_stop; do
   if [ -d "$tracefs/events/${tp%%:*}/${tp#*:}" ]; then
     perf_events+=(-e "$tp")
     bt_probes+=("$tp")

@@ -756,6 +756,24 @@ pub enum TickDependency {
     Rcu,
     /// An expedited RCU grace period.
     RcuExp,
+    /// A dependency this version does not name (a bit a newer kernel added, or a value that
+    /// is not one bit): counted, not dropped.
+    Other,
+}
+
+impl TickDependency {
+    /// The kernel's name for it (`TICK_DEP_BIT_SCHED` → `sched`), as its JSON spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TickDependency::PosixTimer => "posix_timer",
+            TickDependency::PerfEvents => "perf_events",
+            TickDependency::Sched => "sched",
+            TickDependency::ClockUnstable => "clock_unstable",
+            TickDependency::Rcu => "rcu",
+            TickDependency::RcuExp => "rcu_exp",
+            TickDependency::Other => "other",
+        }
+    }
 }
 
 /// The tick's stops on one CPU over a probe session (`timer:tick_stop`): how often the kernel

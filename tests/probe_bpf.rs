@@ -1041,3 +1041,123 @@ fn delayed_work_queued_from_the_timer_softirq_names_the_softirq_not_the_task_it_
         "work credited to a thread that only spun or allocated: {credited:#?}"
     );
 }
+
+/// The idle time of `cpu` in /proc/stat (USER_HZ ticks).
+fn idle_ticks(cpu: u32) -> u64 {
+    let text = std::fs::read_to_string("/proc/stat").unwrap();
+    text.lines()
+        .find(|l| l.starts_with(&format!("cpu{cpu} ")))
+        .and_then(|l| l.split_whitespace().nth(4))
+        .and_then(|v| v.parse().ok())
+        .expect("an idle column in /proc/stat")
+}
+
+/// The tick's stops on CPU `CPU` over a probe session of `secs` seconds, `spinning` with a
+/// busy thread pinned there (None: the tracepoint was not attached).
+fn tick_stops_over(secs: u64, spinning: bool) -> Option<jitterscope::model::TickStops> {
+    let (session, rx) = start(config());
+    let traced = session
+        .attach_report()
+        .iter()
+        .any(|a| a.tracepoint == "tick_stop" && a.state == AttachState::Attached);
+    let spinner = spinning.then(|| Spinner::start(CPU as usize));
+    if let Some(s) = &spinner {
+        session.set_workload_tids(&[s.tid()]).unwrap();
+    }
+    collect(&rx, Instant::now() + Duration::from_secs(secs));
+    drop(spinner);
+    let summary = session.stop().unwrap();
+    assert_eq!(
+        summary.tick_stops.iter().map(|t| t.cpu).collect::<Vec<_>>(),
+        if traced { vec![CPU] } else { vec![] },
+        "the tick's stops are read for the measured CPU exactly when tick_stop is attached"
+    );
+    summary.tick_stops.into_iter().next()
+}
+
+#[test]
+fn an_idle_cpu_stops_its_tick_and_a_busy_one_keeps_it() {
+    if skip_bpf("an_idle_cpu_stops_its_tick_and_a_busy_one_keeps_it") {
+        return;
+    }
+    if nproc() < 2 {
+        return;
+    }
+    let _cpus = exclusive();
+    let btf = std::fs::read("/sys/kernel/btf/vmlinux").unwrap();
+    if !btf.windows(19).any(|w| w == b"btf_trace_tick_stop") {
+        // A kernel without NO_HZ_COMMON: nothing attached, nothing read.
+        assert_eq!(tick_stops_over(1, false), None);
+        return;
+    }
+    // Idle: nothing of this test on the CPU. Other work (compilers, other tests) may keep it
+    // busy for a while, so sessions are repeated until the CPU idled; one in which it idled
+    // for long and no stop was counted fails at once.
+    let mut idle = None;
+    for _ in 0..15 {
+        let before = idle_ticks(CPU);
+        let t = tick_stops_over(2, false).expect("tick_stop is in BTF: attached");
+        let idled = idle_ticks(CPU) - before;
+        // USER_HZ is 100: 20 ticks are 200 ms of idle.
+        assert!(
+            idled < 20 || t.stopped > 0,
+            "CPU {CPU} idled {idled} ticks of 10 ms and never stopped its tick: {t:?}"
+        );
+        if t.stopped >= 5 {
+            idle = Some(t);
+            break;
+        }
+    }
+    let idle = idle.unwrap_or_else(|| {
+        panic!("CPU {CPU} never idled long enough in 30 s (other work kept it busy): nothing to compare")
+    });
+    // Busy: a thread spinning there never lets it idle.
+    let busy = tick_stops_over(2, true).unwrap();
+    println!("idle: {idle:?}; busy: {busy:?}");
+    assert!(
+        busy.stopped * 10 <= idle.stopped,
+        "a spinning CPU still stopped its tick {}× (idle: {}×)",
+        busy.stopped,
+        idle.stopped
+    );
+    // Only a nohz_full CPU tries to stop the tick while a task runs: elsewhere it is never
+    // kept on a dependency.
+    let nohz_full =
+        std::fs::read_to_string("/sys/devices/system/cpu/nohz_full").unwrap_or_default();
+    if nohz_full.trim().is_empty() || nohz_full.trim() == "(null)" {
+        assert!(
+            idle.kept.is_empty() && busy.kept.is_empty(),
+            "{idle:?} {busy:?}"
+        );
+    }
+}
+
+#[test]
+fn the_tick_stop_program_attaches_in_run_and_watch_sessions_alike() {
+    if skip_bpf("the_tick_stop_program_attaches_in_run_and_watch_sessions_alike") {
+        return;
+    }
+    let btf = std::fs::read("/sys/kernel/btf/vmlinux").unwrap();
+    let present = btf.windows(19).any(|w| w == b"btf_trace_tick_stop");
+    let _cpus = exclusive();
+    for watch in [false, true] {
+        let mut cfg = config();
+        cfg.watch = watch;
+        let (session, _rx) = start(cfg);
+        let state = session
+            .attach_report()
+            .iter()
+            .find(|a| a.tracepoint == "tick_stop")
+            .map(|a| a.state.clone());
+        let summary = session.stop().unwrap();
+        if present {
+            assert_eq!(state, Some(AttachState::Attached), "watch: {watch}");
+            assert_eq!(summary.tick_stops.len(), 1, "watch: {watch}");
+            assert!(summary.costs.iter().any(|c| c.program == "tick_stop"));
+        } else {
+            // Left out and said so; the session went on without it.
+            assert!(matches!(state, Some(AttachState::Unavailable(_))));
+            assert!(summary.tick_stops.is_empty());
+        }
+    }
+}

@@ -183,8 +183,13 @@ mod tests {
     const HEADER: &str = include_str!("../../bpf/jitterscope.h");
 
     /// Sizes that reach Rust as the skeleton's array lengths, not as constants.
-    const THROUGH_THE_SKELETON: [&str; 4] =
-        ["JS_MAX_CPUS", "JS_COMM_LEN", "JS_NAME_LEN", "JS_TID_SLOTS"];
+    const THROUGH_THE_SKELETON: [&str; 5] = [
+        "JS_MAX_CPUS",
+        "JS_COMM_LEN",
+        "JS_NAME_LEN",
+        "JS_TID_SLOTS",
+        "JS_TICK_DEP_SLOTS",
+    ];
 
     /// Every `JS_` enumerator and `#define` of the header with its value. The header's enums
     /// are one enumerator a line (`JS_X = 1, /* … */`).

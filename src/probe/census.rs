@@ -16,7 +16,7 @@ use super::{
     AttachState, AttachStatus, ProbeBatch, ProbeConfig, ProbeSession, ProbeSummary, Reference,
 };
 use crate::model::{
-    softirq_name, vector_name, Cause, CauseKind, Cpu, CulpritClass, Nanos, SentFrom, Who,
+    softirq_name, vector_name, Cause, CauseKind, Cpu, CulpritClass, Nanos, SentFrom, TickStops, Who,
 };
 use crate::platform::affinity::set_current_thread_cpus;
 use crate::platform::clock::monotonic_ns;
@@ -433,6 +433,7 @@ pub fn summary(
             let _ = writeln!(s, "CPU {cpu:<3} {n:>7}× {what}  from {who}");
         }
     }
+    s.push_str(&tick_stops(&probes.tick_stops));
     let missing: Vec<&str> = attach
         .iter()
         .filter(|a| a.state != AttachState::Attached)
@@ -459,6 +460,34 @@ pub fn summary(
             "WARNING: {drops} records lost (record ring full; {}); raise --ringbuf-size",
             per.join(", ")
         );
+    }
+    s
+}
+
+/// The tick's stops on each measured CPU (`timer:tick_stop`), a line each: how often it was
+/// stopped, how often the kernel kept it and why. Nothing when the tracepoint was not
+/// attached (the attach report lists it).
+pub fn tick_stops(stops: &[TickStops]) -> String {
+    if stops.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from("\n== The scheduler tick (timer:tick_stop) ==\n");
+    for t in stops {
+        let kept: u64 = t.kept.iter().map(|(_, n)| n).sum();
+        let why: Vec<String> = t
+            .kept
+            .iter()
+            .map(|(dep, n)| format!("{} {n}", dep.as_str()))
+            .collect();
+        let _ = write!(
+            s,
+            "CPU {:<3} tick: stopped {}×; kept {kept}×",
+            t.cpu, t.stopped
+        );
+        if !why.is_empty() {
+            let _ = write!(s, " ({})", why.join(", "));
+        }
+        s.push('\n');
     }
     s
 }
@@ -543,7 +572,8 @@ fn costs_json(costs: &[super::ProgramCost]) -> Vec<serde_json::Value> {
 }
 
 /// The census as JSON, for scripts (scripts/bench.sh): records per class, BPF cost per
-/// program, drops per CPU.
+/// program, drops per CPU, the tick's stops per CPU (`model::TickStops`; empty when
+/// `timer:tick_stop` was not attached).
 pub fn summary_json(records: &[Record], duration_ns: Nanos, probes: &ProbeSummary) -> String {
     let mut classes: BTreeMap<&str, (u64, Nanos)> = BTreeMap::new();
     for r in records {
@@ -573,6 +603,7 @@ pub fn summary_json(records: &[Record], duration_ns: Nanos, probes: &ProbeSummar
         "steal_clock_note": probes.steal_clock_note,
         "drops": probes.drops.iter().map(|(c, d)| serde_json::json!({"cpu": c, "count": d})).collect::<Vec<_>>(),
         "events": probes.events.iter().map(|(c, d)| serde_json::json!({"cpu": c, "count": d})).collect::<Vec<_>>(),
+        "tick_stops": probes.tick_stops,
     })
     .to_string()
 }
@@ -594,4 +625,53 @@ pub fn sender_words(c: &Cause) -> String {
         SentFrom::Nmi => "nmi".to_string(),
     };
     format!("{from} (interrupting {}[{}])", c.sender_comm, c.sender_pid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::TickDependency;
+
+    #[test]
+    fn the_tick_gets_a_line_per_cpu_with_why_it_was_kept() {
+        let stops = [
+            TickStops {
+                cpu: 1,
+                stopped: 412,
+                kept: vec![],
+            },
+            TickStops {
+                cpu: 3,
+                stopped: 2,
+                kept: vec![(TickDependency::Sched, 240), (TickDependency::Rcu, 10)],
+            },
+        ];
+        let text = tick_stops(&stops);
+        assert!(
+            text.contains("CPU 1   tick: stopped 412×; kept 0×\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("CPU 3   tick: stopped 2×; kept 250× (sched 240, rcu 10)\n"),
+            "{text}"
+        );
+        assert_eq!(tick_stops(&[]), "");
+    }
+
+    #[test]
+    fn the_json_census_holds_the_ticks_stops() {
+        let probes = ProbeSummary {
+            tick_stops: vec![TickStops {
+                cpu: 1,
+                stopped: 7,
+                kept: vec![(TickDependency::PosixTimer, 2)],
+            }],
+            ..Default::default()
+        };
+        let v: serde_json::Value = serde_json::from_str(&summary_json(&[], 1, &probes)).unwrap();
+        assert_eq!(
+            v["tick_stops"],
+            serde_json::json!([{"cpu": 1, "stopped": 7, "kept": [["posix_timer", 2]]}])
+        );
+    }
 }

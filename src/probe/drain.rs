@@ -17,6 +17,7 @@ use super::rings;
 use super::skel::types::js_record;
 use super::stats::{self, LiveCostCell, RunTimeStats};
 use super::threads;
+use super::tick;
 use super::watch;
 use super::{JitterscopeSkel, ProbeBatch, ProbeConfig, ProbeError, ProbeSummary};
 use crate::model::Cpu;
@@ -121,6 +122,10 @@ pub(super) fn run(
     let mut stats = RunTimeStats::enable();
     let steal = loaded.steal.clone();
     let layout = loaded.rings.clone();
+    let tick_traced = loaded
+        .attach
+        .iter()
+        .any(|a| a.tracepoint == tick::TRACEPOINT && a.state == super::AttachState::Attached);
     let _ = ready.send(Ok(loaded));
 
     let rings = rings::open(&mut skel, &layout)?;
@@ -139,6 +144,11 @@ pub(super) fn run(
         ..Default::default()
     };
     read_counters(&skel, &cfg.cpus, &mut summary);
+    if tick_traced {
+        if let Some(bss) = skel.maps.bss_data.as_deref() {
+            summary.tick_stops = tick::read(&bss.tick_stops, &cfg.cpus);
+        }
+    }
     summary.costs = stats::program_costs(&skel);
     summary.floor = stats::floor_costs(&skel);
     summary.floor_place = cfg.floor;

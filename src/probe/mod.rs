@@ -18,6 +18,7 @@ pub mod rings;
 mod stats;
 pub mod steal;
 mod threads;
+pub mod tick;
 pub mod watch;
 
 #[allow(

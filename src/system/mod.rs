@@ -3,6 +3,7 @@
 pub mod actions;
 pub mod claim;
 pub mod config;
+pub mod counters;
 pub mod cpus;
 pub mod cputime;
 pub mod hold;
