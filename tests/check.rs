@@ -373,6 +373,7 @@ fn the_json_form_follows_its_documented_schema() {
             stopped: 1,
             kept: vec![(TickDependency::Rcu, 4)],
         }],
+        counters: Default::default(),
         config: c,
     };
     let v = serde_json::to_value(&report).unwrap();

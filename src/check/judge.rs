@@ -10,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::observe::{CpuSeen, Promise, Seen};
-use crate::model::{Cpu, Culprit, Nanos, TickDependency, TickStops};
+use crate::model::{Cpu, Culprit, Nanos, TickDependency, TickStops, Who};
 use crate::report::advice::{self, Machine};
 use crate::system::config::Configured;
 use crate::units::{cpumask_hex, fmt_ns, format_list};
@@ -76,6 +76,10 @@ pub struct Counted {
     pub idle_ns: Option<Nanos>,
     /// Idle-state entries by state name (`cpuidle/stateN/usage`).
     pub idle_entries: Vec<(String, u64)>,
+    /// Device interrupts delivered, by IRQ number (`/proc/interrupts`).
+    pub irqs: Vec<(u32, u64)>,
+    /// The counters' span (ns): a little longer than the probes' window.
+    pub span_ns: Nanos,
 }
 
 /// What the checked tasks were.
@@ -128,13 +132,13 @@ impl Judge<'_> {
         match p {
             Promise::NoOtherTasks => self.tasks(&mut f),
             Promise::TickStopped => self.tick(&mut f, seen),
-            Promise::NoDeviceIrqs => self.irqs(&mut f),
+            Promise::NoDeviceIrqs => self.irqs(&mut f, counted),
             Promise::NoUnboundWork => self.unbound(&mut f),
             Promise::NoPerCpuWork => self.per_cpu_work(&mut f),
             Promise::NoRcuCallbacks => self.rcu(&mut f),
             Promise::NoLoadBalancing => self.balancing(&mut f),
             Promise::NoCrossCpuInterrupts => self.cross_cpu(&mut f),
-            Promise::NoRtThrottling => self.rt(&mut f, counted),
+            Promise::NoRtThrottling => self.rt(&mut f, seen, counted),
             Promise::SteadyFrequency => self.frequency(&mut f, seen),
             Promise::NoDeepIdle => self.idle(&mut f, counted),
             Promise::NoHostPreemption => self.host(&mut f),
@@ -414,7 +418,7 @@ impl Judge<'_> {
             .join(", ")
     }
 
-    fn irqs(&self, f: &mut Finding) {
+    fn irqs(&self, f: &mut Finding, counted: &Counted) {
         let c = self.config;
         let cpu = f.cpu;
         let here: Vec<&crate::system::config::IrqConfig> = c
@@ -472,6 +476,12 @@ impl Judge<'_> {
             });
         for s in f.seen.clone() {
             let Some(number) = s.irq else { continue };
+            if let Some((_, n)) = counted.irqs.iter().find(|(i, _)| u64::from(*i) == number) {
+                f.settings.push(format!(
+                    "IRQ {number}: the kernel counted {n} on CPU {cpu} over the check (/proc/interrupts; the probes saw {})",
+                    s.count
+                ));
+            }
             let conf = c.irqs.iter().find(|i| u64::from(i.irq) == number);
             if let Some(i) = conf.filter(|i| !i.affinity.contains(&cpu)) {
                 f.settings.push(format!(
@@ -606,7 +616,7 @@ impl Judge<'_> {
         self.culprit_fixes(f);
     }
 
-    fn rt(&self, f: &mut Finding, counted: &Counted) {
+    fn rt(&self, f: &mut Finding, seen: &CpuSeen, counted: &Counted) {
         let s = &self.config.sysctls;
         f.configured = s.sched_rt_runtime_us == Some(-1);
         f.settings.push(match (s.sched_rt_runtime_us, s.sched_rt_period_us) {
@@ -621,27 +631,48 @@ impl Judge<'_> {
             f.why = "no real-time thread held the CPU: run check --fifo (SCHED_FIFO spinners) to see it".into();
             return;
         }
-        let Some(idle) = counted.idle_ns else {
-            f.verdict = Verdict::CannotTell;
-            f.how = How::None;
-            f.why = "/proc/schedstat could not be read: the time the CPU idled is unknown".into();
-            return;
-        };
-        // A spinning SCHED_FIFO thread leaves its CPU idle only when throttled; idle time
-        // under a millisecond a second is the counters' own resolution (tick-based accounting).
+        // A SCHED_FIFO spinner that never sleeps loses its CPU to a normal task only through
+        // the fair deadline server (Linux 6.12+: `fair_server`, 50 ms of each second by
+        // default) or RT throttling, and leaves it idle only when throttled.
+        let normal: Vec<&Seen> = seen
+            .of(Promise::NoOtherTasks)
+            .iter()
+            .filter(|s| matches!(s.who, Some(Who::Task { policy: 0 | 3 | 5, .. })))
+            .collect();
+        let by_normal: Nanos = normal.iter().map(|s| s.time_ns).sum();
+        let idle = counted.idle_ns.unwrap_or(0);
         let secs = (self.duration_ns as f64 / 1e9).max(1e-9);
-        if idle as f64 / secs > 1e6 {
-            f.count = 1;
-            f.time_ns = idle;
+        // /proc/stat counts whole USER_HZ ticks (10 ms) at each end of the span: idle time
+        // within two of them, plus a millisecond a second, is the counters' resolution.
+        let idle = if idle as f64 > 20e6 + 1e6 * secs { idle } else { 0 };
+        f.count = normal.iter().map(|s| s.count).sum::<u64>() + u64::from(idle > 0);
+        f.time_ns = by_normal + idle;
+        f.seen = normal.into_iter().cloned().collect();
+        if idle > 0 {
+            f.seen.push(Seen {
+                name: "idle while the spinner was runnable (RT throttling)".into(),
+                count: 1,
+                time_ns: idle,
+                longest_ns: idle,
+                ..Default::default()
+            });
+        }
+        if by_normal > 0 {
+            f.how = How::Measured;
+        }
+        if f.count > 0 {
             f.why = format!(
-                "the SCHED_FIFO spinner was kept off its CPU {} in {} ({}/s, counted by the kernel): RT throttling",
-                fmt_ns(idle),
-                fmt_ns(self.duration_ns),
-                fmt_ns((idle as f64 / secs) as Nanos)
+                "the SCHED_FIFO spinner lost its CPU {}/s: {}/s to normal tasks (run by the fair deadline server, or RT throttling), {}/s idle{}",
+                fmt_ns((f.time_ns as f64 / secs) as Nanos),
+                fmt_ns((by_normal as f64 / secs) as Nanos),
+                fmt_ns((idle as f64 / secs) as Nanos),
+                if counted.idle_ns.is_none() { " (the idle time was not counted: /proc/stat unread)" } else { "" }
             );
-        } else {
-            f.count = 0;
-            f.time_ns = 0;
+            f.fixes.push("keep normal tasks off the CPU (the tasks row): the fair server runs only when one is runnable there".into());
+            f.fixes.push(format!(
+                "the fair server's share: echo 0 > /sys/kernel/debug/sched/fair_server/cpu{}/runtime (debugfs; Linux 6.12+) — the CPU's normal tasks, kworkers included, then wait for the spinner to sleep",
+                f.cpu
+            ));
         }
         f.fixes.push("sysctl kernel.sched_rt_runtime_us=-1 — only where nohz_full and isolation keep kernel threads off the CPU: a spinning RT task otherwise starves the CPU's own kernel threads".into());
     }
@@ -703,24 +734,38 @@ impl Judge<'_> {
             f.settings.push(format!("pm_qos_resume_latency_us {q}"));
         }
         f.how = How::Counted;
-        if counted.idle_entries.is_empty() {
+        f.time_ns = 0;
+        let stops = self.tick_stops.iter().find(|t| t.cpu == f.cpu);
+        if !counted.idle_entries.is_empty() {
+            f.count = counted.idle_entries.iter().map(|(_, n)| n).sum();
+            f.seen = counted
+                .idle_entries
+                .iter()
+                .filter(|(_, n)| *n > 0)
+                .map(|(name, n)| Seen {
+                    name: format!("idle state {name}"),
+                    count: *n,
+                    ..Default::default()
+                })
+                .collect();
+        } else if let Some(t) = stops.filter(|_| !has(&self.config.nohz_full, f.cpu)) {
+            // No cpuidle states to count: on a CPU without nohz_full the tick stops only on
+            // the way into idle, so its stops are idle entries (those long enough to stop it).
+            f.how = How::Measured;
+            f.count = t.stopped;
+            if t.stopped > 0 {
+                f.seen = vec![Seen {
+                    name: "idle entries that stopped the tick (timer:tick_stop)".into(),
+                    count: t.stopped,
+                    ..Default::default()
+                }];
+            }
+        } else {
             f.verdict = Verdict::CannotTell;
             f.how = How::None;
-            f.why = "the kernel counts no idle entries here (no cpuidle states)".into();
+            f.why = "the kernel counts no idle entries here (no cpuidle states) and the tick's stops were not seen".into();
             return;
         }
-        f.count = counted.idle_entries.iter().map(|(_, n)| n).sum();
-        f.time_ns = 0;
-        f.seen = counted
-            .idle_entries
-            .iter()
-            .filter(|(_, n)| *n > 0)
-            .map(|(name, n)| Seen {
-                name: format!("idle state {name}"),
-                count: *n,
-                ..Default::default()
-            })
-            .collect();
         f.fixes.push(format!(
             "cpupower -c {} idle-set -D 0 (disable states with an exit latency), or hold /dev/cpu_dma_latency open at 0 while latency matters",
             self.checked_list()
@@ -819,5 +864,6 @@ pub fn dependency_words(d: TickDependency) -> &'static str {
         TickDependency::ClockUnstable => "an unstable clock",
         TickDependency::Rcu => "RCU",
         TickDependency::RcuExp => "an expedited RCU grace period",
+        TickDependency::Other => "a reason this version does not name",
     }
 }

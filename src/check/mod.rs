@@ -25,6 +25,7 @@ use crate::model::{Cpu, Nanos, TickStops};
 use crate::probe::census::{self, CensusConfig, NoObserver};
 use crate::report::advice::{Machine, Tracer};
 use crate::system::config::{Configured, Root};
+use crate::system::counters::{CounterDelta, CpuCounters, IrqLine};
 use crate::system::cpus::Topology;
 use judge::{Checked, Counted, Finding, Judge, Verdict};
 use observe::Inputs;
@@ -81,6 +82,10 @@ pub struct CheckReport {
     /// Kernel records lost (rings full) per CPU: the culprits of those windows are unknown.
     pub lost: Vec<(Cpu, u64)>,
     pub tick_stops: Vec<TickStops>,
+    /// The kernel's own counters' growth on the checked CPUs over the check (from just
+    /// before the probes started to just after they stopped).
+    #[serde(default)]
+    pub counters: CounterDelta,
     pub config: Configured,
 }
 
@@ -125,12 +130,14 @@ pub fn run(cfg: &CheckConfig) -> Result<CheckReport> {
         words: crate::report::culprit::words_of,
     };
     let mut held = Holders::start(&cfg.target, &cfg.cpus, &config)?;
+    let first = CpuCounters::sample(&cfg.cpus);
     let result = census::collect(
         &census_cfg,
         &mut NoObserver,
         &mut std::io::sink(),
         &mut || held.poll(),
     );
+    let counters = CpuCounters::sample(&cfg.cpus).since(&first);
     let own = held.tids.clone();
     let ended_early = held.stop();
     let collected = result?;
@@ -159,7 +166,7 @@ pub fn run(cfg: &CheckConfig) -> Result<CheckReport> {
     };
     let findings: Vec<Finding> = seen
         .iter()
-        .flat_map(|s| judge.cpu(s, &Counted::default()))
+        .flat_map(|s| judge.cpu(s, &counted(&counters, s.cpu)))
         .collect();
     let mut report = CheckReport {
         schema: SCHEMA.to_string(),
@@ -173,11 +180,35 @@ pub fn run(cfg: &CheckConfig) -> Result<CheckReport> {
         findings,
         lost: collected.probes.drops.clone(),
         tick_stops: collected.probes.tick_stops.clone(),
+        counters,
         config,
     };
     let failed = report.failed().next().is_some();
     report.exit_code = u8::from(failed);
     Ok(report)
+}
+
+/// What the kernel counted on `cpu` that a judgement uses: the time no task ran, the
+/// entries into each idle state, the device interrupts delivered.
+fn counted(counters: &CounterDelta, cpu: Cpu) -> Counted {
+    let Some(d) = counters.cpu(cpu) else {
+        return Counted::default();
+    };
+    Counted {
+        idle_ns: d
+            .task_run_ns
+            .map(|run| counters.span_ns.saturating_sub(run)),
+        idle_entries: d.idle.iter().map(|i| (i.name.clone(), i.entries)).collect(),
+        irqs: d
+            .interrupts
+            .iter()
+            .filter_map(|i| match i.line {
+                IrqLine::Numbered(n) => Some((n, i.count)),
+                IrqLine::System(_) => None,
+            })
+            .collect(),
+        span_ns: counters.span_ns,
+    }
 }
 
 fn describe(target: &Target, ended_early: Option<String>) -> String {

@@ -352,18 +352,13 @@ pub fn unbound_worker(name: &str) -> bool {
     name.starts_with("kworker/u") || name.starts_with("kworker/R-")
 }
 
-/// A culprit as the check's rows tell them apart: a task per pid, sleepers per name, the
-/// timer interrupt's own time with the tick when it ran the tick.
+/// A culprit as the check's rows tell them apart: a task per pid and policy, sleepers per
+/// name, the timer interrupt's own time with the tick when it ran the tick.
 fn fold(who: &Who, ran_the_tick: bool) -> Who {
     match who {
         Who::LocalTimer { .. } if ran_the_tick => Who::Hrtimer {
             soft: false,
             callback: TimerCallback::Tick,
-        },
-        Who::Task { comm, pid, .. } => Who::Task {
-            comm: comm.clone(),
-            pid: *pid,
-            policy: 0,
         },
         other => other.sleeper_folded().unwrap_or_else(|| other.clone()),
     }
