@@ -378,6 +378,7 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
             decided_in_run: 0,
             files_cpu_ns: 3_100_000,
         }),
+        config: None,
     }
 }
 

@@ -641,13 +641,21 @@ prop_compose! {
                 decided_in_run: bpf_events / 5, files_cpu_ns: tracer_cpu_ns / 7,
             },
         )),
+        config in prop::option::of((text(), small_vec(cpu())).prop_map(|(cmdline, cpus)| {
+            jitterscope::system::config::Configured {
+                cmdline,
+                nohz_full: Some(cpus.clone()),
+                workqueue_cpumask: Some(cpus),
+                ..Default::default()
+            }
+        })),
     ) -> RunFile {
         RunFile {
             schema: SCHEMA.to_string(), run, histograms, stall_summary, stalls, culprits,
             mode: jitterscope::report::runfile::Mode::Run,
             watch: None,
             threads: Vec::new(),
-            spike_count, spikes, lost, probes, overhead,
+            spike_count, spikes, lost, probes, overhead, config,
         }
     }
 }
@@ -823,6 +831,7 @@ fn sample_json() -> String {
             decided_in_run: 0,
             files_cpu_ns: 0,
         }),
+        config: None,
     }
     .to_json()
 }
