@@ -510,12 +510,15 @@ fn cpu_count() -> impl Strategy<Value = CpuCount> {
 }
 
 fn cpu_theft() -> impl Strategy<Value = CpuTheftEntry> {
-    (cpu(), ns(), ns(), ns()).prop_map(|(cpu, measured_ns, inferred_ns, host_ns)| CpuTheftEntry {
-        cpu,
-        measured_ns,
-        inferred_ns,
-        host_ns,
-    })
+    (cpu(), ns(), ns(), ns(), ns()).prop_map(
+        |(cpu, measured_ns, inferred_ns, host_ns, episodes)| CpuTheftEntry {
+            cpu,
+            measured_ns,
+            inferred_ns,
+            host_ns,
+            episodes,
+        },
+    )
 }
 
 prop_compose! {
@@ -776,6 +779,7 @@ fn sample_json() -> String {
                 measured_ns: 2,
                 inferred_ns: 1,
                 host_ns: 0,
+                episodes: 1,
             }],
             vector: None,
             processes: None,

@@ -735,6 +735,9 @@ pub struct CpuTheftEntry {
     /// Steal inside its runs on this CPU, given to `hypervisor`.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub host_ns: Nanos,
+    /// Its episodes on this CPU; absent in files of older versions (and then 0).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub episodes: u64,
 }
 
 /// Steal-clock growth seen on a CPU over the recorded window.
