@@ -465,6 +465,36 @@ fn compare_matches_golden_and_its_chart_has_one_curve_per_run() {
     task.detail = "SCHED_OTHER".into();
     task.measured_ns = 50_000;
     b.culprits.push(task);
+    // The configuration: the IRQ was steered off the measured CPUs between the runs.
+    let mut a = a;
+    let irq = |affinity: Vec<u32>| jitterscope::system::config::IrqConfig {
+        irq: 36,
+        name: "virtio1-req.0".into(),
+        affinity,
+        ..Default::default()
+    };
+    a.config = Some(jitterscope::system::config::Configured {
+        kernel: "6.8".into(),
+        irqs: vec![irq(vec![0, 1, 2, 3])],
+        ..Default::default()
+    });
+    for c in a
+        .culprits
+        .iter_mut()
+        .filter(|c| c.class == CulpritClass::Irq)
+    {
+        c.who = Some(jitterscope::report::runfile::WhoEntry {
+            irq: Some(36),
+            action: Some("virtio1-req.0".into()),
+            ..Default::default()
+        });
+        for t in &mut c.cpus {
+            t.episodes = 3_600;
+        }
+    }
+    let mut config = a.config.clone().unwrap();
+    config.irqs = vec![irq(vec![0])];
+    b.config = Some(config);
     let runs = vec![("a.json".to_string(), a), ("b.json".to_string(), b)];
     golden("compare.md", &compare::render(&runs));
     let svg = compare::chart(&runs);
