@@ -11,7 +11,7 @@ use crate::system::config::{Configured, CpuConfig, CpusetConfig, IrqConfig, Task
 use crate::units::format_list;
 
 /// The culprits a setting governs: what should move when it changes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Governs {
     /// The scheduler tick (`nohz_full`, `nohz=`, `CONFIG_HZ` …).
     Tick,
@@ -20,8 +20,8 @@ pub(crate) enum Governs {
     Tasks(Option<Cpu>),
     /// RCU callbacks: the RCU softirq and the `rcuc`/`rcuop` threads.
     Rcu,
-    /// Device interrupts; Some: that IRQ only.
-    Irqs(Option<u32>),
+    /// Device interrupts; Some: those IRQs only.
+    Irqs(Option<Vec<u32>>),
     /// Unbound work: kworkers.
     UnboundWork,
     /// The vmstat refresh (`vm.stat_interval`).
@@ -39,7 +39,7 @@ pub(crate) enum Governs {
 impl Governs {
     /// Whether `c`, seen on `cpu`, is governed by the setting. Rows are matched on their
     /// `who` (the culprit as data) and class.
-    fn covers(self, c: &CulpritEntry, cpu: Cpu) -> bool {
+    fn covers(&self, c: &CulpritEntry, cpu: Cpu) -> bool {
         let who = c.who.as_ref();
         let comm = who.and_then(|w| w.comm.as_deref()).unwrap_or("");
         match self {
@@ -58,7 +58,10 @@ impl Governs {
             }
             Governs::Irqs(irq) => {
                 c.class == CulpritClass::Irq
-                    && irq.is_none_or(|n| who.and_then(|w| w.irq) == Some(u64::from(n)))
+                    && irq.as_ref().is_none_or(|irqs| {
+                        who.and_then(|w| w.irq)
+                            .is_some_and(|n| irqs.iter().any(|&i| u64::from(i) == n))
+                    })
             }
             Governs::UnboundWork => c.class == CulpritClass::Kworker,
             Governs::VmStat => {
@@ -119,7 +122,7 @@ pub(crate) fn section(
         };
         for change in changes(base, config) {
             any = true;
-            let moved = moved_with(change.governs, first, r);
+            let moved = moved_with(&change.governs, first, r);
             let _ = writeln!(
                 s,
                 "- {} → {}: {}{}",
@@ -143,20 +146,20 @@ pub(crate) fn section(
 /// Every difference from `a` to `b`, in the order of the run file's keys.
 pub(crate) fn changes(a: &Configured, b: &Configured) -> Vec<Change> {
     let mut d = Diffs::default();
-    d.value(Governs::Nothing, "kernel", &a.kernel, &b.kernel, |k| {
+    d.value(&Governs::Nothing, "kernel", &a.kernel, &b.kernel, |k| {
         k.clone()
     });
     boot(&mut d, a, b);
     let list = |l: &Option<Vec<Cpu>>| l.as_ref().map_or("unknown".into(), |l| cpus(l));
     d.value(
-        Governs::Tasks(None),
+        &Governs::Tasks(None),
         "isolated CPUs",
         &a.isolated,
         &b.isolated,
         list,
     );
     d.value(
-        Governs::Tick,
+        &Governs::Tick,
         "nohz_full CPUs (kernel)",
         &a.nohz_full,
         &b.nohz_full,
@@ -164,7 +167,7 @@ pub(crate) fn changes(a: &Configured, b: &Configured) -> Vec<Change> {
     );
     kernel_config(&mut d, a, b);
     d.value(
-        Governs::UnboundWork,
+        &Governs::UnboundWork,
         "workqueue cpumask",
         &a.workqueue_cpumask,
         &b.workqueue_cpumask,
@@ -181,10 +184,10 @@ pub(crate) fn changes(a: &Configured, b: &Configured) -> Vec<Change> {
         Some(false) => "off".to_string(),
         None => "unknown".to_string(),
     };
-    d.value(Governs::Nothing, "SMT", &a.smt_active, &b.smt_active, flag);
+    d.value(&Governs::Nothing, "SMT", &a.smt_active, &b.smt_active, flag);
     let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "none".into());
     d.value(
-        Governs::Nothing,
+        &Governs::Nothing,
         "hypervisor",
         &a.hypervisor,
         &b.hypervisor,
@@ -194,14 +197,14 @@ pub(crate) fn changes(a: &Configured, b: &Configured) -> Vec<Change> {
     let running = |r: &bool| if *r { "running" } else { "not running" }.to_string();
     let (ia, ib) = (&a.irqbalance, &b.irqbalance);
     d.value(
-        Governs::Irqs(None),
+        &Governs::Irqs(None),
         "irqbalance",
         &ia.running,
         &ib.running,
         running,
     );
     d.value(
-        Governs::Irqs(None),
+        &Governs::Irqs(None),
         "irqbalance banned CPUs",
         &ia.banned,
         &ib.banned,
@@ -217,7 +220,7 @@ pub(crate) fn changes(a: &Configured, b: &Configured) -> Vec<Change> {
             })
     };
     d.value(
-        Governs::Nothing,
+        &Governs::Nothing,
         "tuned profile",
         &a.tuned,
         &b.tuned,
@@ -233,7 +236,7 @@ impl Diffs {
     /// `what before → after` when the two differ.
     fn value<T: PartialEq>(
         &mut self,
-        governs: Governs,
+        governs: &Governs,
         what: &str,
         a: &T,
         b: &T,
@@ -244,8 +247,11 @@ impl Diffs {
         }
     }
 
-    fn push(&mut self, governs: Governs, text: String) {
-        self.0.push(Change { text, governs });
+    fn push(&mut self, governs: &Governs, text: String) {
+        self.0.push(Change {
+            text,
+            governs: governs.clone(),
+        });
     }
 }
 
@@ -292,16 +298,16 @@ fn boot(d: &mut Diffs, a: &Configured, b: &Configured) {
     };
     for (name, va, governs) in &pa {
         match pb.iter().find(|(n, _, _)| n == name) {
-            None => d.push(*governs, format!("{} removed", written(name, va))),
+            None => d.push(governs, format!("{} removed", written(name, va))),
             Some((_, vb, _)) if vb != va => {
-                d.push(*governs, format!("{} → {vb}", written(name, va)))
+                d.push(governs, format!("{} → {vb}", written(name, va)))
             }
             Some(_) => {}
         }
     }
     for (name, vb, governs) in &pb {
         if !pa.iter().any(|(n, _, _)| n == name) {
-            d.push(*governs, format!("{} added", written(name, vb)));
+            d.push(governs, format!("{} added", written(name, vb)));
         }
     }
 }
@@ -329,22 +335,22 @@ fn kernel_config(d: &mut Diffs, a: &Configured, b: &Configured) {
     let num = |v: &Option<u32>| v.map_or("unknown".into(), |v| v.to_string());
     let text = |v: &Option<String>| v.clone().unwrap_or_else(|| "unknown".into());
     d.value(
-        Governs::Tick,
+        &Governs::Tick,
         "CONFIG_NO_HZ_FULL",
         &ka.no_hz_full,
         &kb.no_hz_full,
         yn,
     );
     d.value(
-        Governs::Rcu,
+        &Governs::Rcu,
         "CONFIG_RCU_NOCB_CPU",
         &ka.rcu_nocb_cpu,
         &kb.rcu_nocb_cpu,
         yn,
     );
-    d.value(Governs::Tick, "CONFIG_HZ", &ka.hz, &kb.hz, num);
+    d.value(&Governs::Tick, "CONFIG_HZ", &ka.hz, &kb.hz, num);
     d.value(
-        Governs::Nothing,
+        &Governs::Nothing,
         "preemption model",
         &ka.preempt,
         &kb.preempt,
@@ -360,22 +366,28 @@ fn sysctls(d: &mut Diffs, a: &Configured, b: &Configured) {
     let flag = |v: &Option<bool>| v.map_or("unknown".into(), |v| u8::from(v).to_string());
     let list = |l: &Option<Vec<Cpu>>| l.as_ref().map_or("unknown".into(), |l| cpus(l));
     d.value(
-        Governs::VmStat,
+        &Governs::VmStat,
         "vm.stat_interval",
         &sa.stat_interval,
         &sb.stat_interval,
         show,
     );
     let (ta, tb) = (&sa.timer_migration, &sb.timer_migration);
-    d.value(Governs::Timers, "kernel.timer_migration", ta, tb, flag);
+    d.value(&Governs::Timers, "kernel.timer_migration", ta, tb, flag);
     let (ra, rb) = (&sa.sched_rt_runtime_us, &sb.sched_rt_runtime_us);
-    d.value(Governs::Nothing, "kernel.sched_rt_runtime_us", ra, rb, show);
-    let (pa, pb) = (&sa.sched_rt_period_us, &sb.sched_rt_period_us);
-    d.value(Governs::Nothing, "kernel.sched_rt_period_us", pa, pb, show);
-    let (wa, wb) = (&sa.watchdog_cpumask, &sb.watchdog_cpumask);
-    d.value(Governs::Nmi, "kernel.watchdog_cpumask", wa, wb, list);
     d.value(
-        Governs::Nmi,
+        &Governs::Nothing,
+        "kernel.sched_rt_runtime_us",
+        ra,
+        rb,
+        show,
+    );
+    let (pa, pb) = (&sa.sched_rt_period_us, &sb.sched_rt_period_us);
+    d.value(&Governs::Nothing, "kernel.sched_rt_period_us", pa, pb, show);
+    let (wa, wb) = (&sa.watchdog_cpumask, &sb.watchdog_cpumask);
+    d.value(&Governs::Nmi, "kernel.watchdog_cpumask", wa, wb, list);
+    d.value(
+        &Governs::Nmi,
         "kernel.nmi_watchdog",
         &sa.nmi_watchdog,
         &sb.nmi_watchdog,
@@ -388,17 +400,17 @@ fn per_cpu(d: &mut Diffs, a: &CpuConfig, b: &CpuConfig) {
     let text = |v: &Option<String>| v.clone().unwrap_or_else(|| "none".into());
     let freq = Governs::Frequency(Some(cpu));
     d.value(
-        freq,
+        &freq,
         &format!("governor CPU {cpu}"),
         &a.governor,
         &b.governor,
         text,
     );
     let (fa, fb) = (&a.freq_driver, &b.freq_driver);
-    d.value(freq, &format!("cpufreq driver CPU {cpu}"), fa, fb, text);
+    d.value(&freq, &format!("cpufreq driver CPU {cpu}"), fa, fb, text);
     let (ia, ib) = (&a.idle_driver, &b.idle_driver);
     d.value(
-        Governs::Nothing,
+        &Governs::Nothing,
         &format!("cpuidle driver CPU {cpu}"),
         ia,
         ib,
@@ -418,7 +430,7 @@ fn per_cpu(d: &mut Diffs, a: &CpuConfig, b: &CpuConfig) {
     };
     let (sa, sb) = (&a.idle_states, &b.idle_states);
     d.value(
-        Governs::Nothing,
+        &Governs::Nothing,
         &format!("idle states enabled CPU {cpu}"),
         sa,
         sb,
@@ -426,7 +438,7 @@ fn per_cpu(d: &mut Diffs, a: &CpuConfig, b: &CpuConfig) {
     );
     let (ra, rb) = (&a.resume_latency_us, &b.resume_latency_us);
     d.value(
-        Governs::Nothing,
+        &Governs::Nothing,
         &format!("PM QoS resume latency CPU {cpu}"),
         ra,
         rb,
@@ -434,7 +446,7 @@ fn per_cpu(d: &mut Diffs, a: &CpuConfig, b: &CpuConfig) {
     );
     let (ga, gb) = (&a.siblings, &b.siblings);
     d.value(
-        Governs::Nothing,
+        &Governs::Nothing,
         &format!("SMT siblings of CPU {cpu}"),
         ga,
         gb,
@@ -442,42 +454,76 @@ fn per_cpu(d: &mut Diffs, a: &CpuConfig, b: &CpuConfig) {
     );
 }
 
-/// IRQs by number: affinity and effective affinity changes, IRQs added or gone.
+/// IRQs given one change together (steering every IRQ off a CPU) read as one line from this
+/// many; fewer are one line each.
+const IRQS_GROUPED: usize = 3;
+
+/// What changed in an IRQ and how (`("affinity", "0-1 → 0")`), shared by the IRQs it groups.
+type IrqChange = (&'static str, String);
+
+/// IRQs by number: affinity and effective affinity changes, IRQs added or gone. The IRQs that
+/// share one change (`affinity 0-1 → 0`) are one line when there are `IRQS_GROUPED` or more.
 fn irqs(d: &mut Diffs, a: &[IrqConfig], b: &[IrqConfig]) {
     let by = |l: &[IrqConfig]| -> BTreeMap<u32, IrqConfig> {
         l.iter().map(|i| (i.irq, i.clone())).collect()
     };
     let (ma, mb) = (by(a), by(b));
+    let list = |l: &Option<Vec<Cpu>>| l.as_ref().map_or("unknown".into(), |l| cpus(l));
+    let mut shared: Vec<(IrqChange, Vec<(u32, String)>)> = Vec::new();
+    let mut add = |key: (&'static str, String), irq: u32, name: &str| match shared
+        .iter_mut()
+        .find(|(k, _)| *k == key)
+    {
+        Some((_, irqs)) => irqs.push((irq, name.to_string())),
+        None => shared.push((key, vec![(irq, name.to_string())])),
+    };
     for (n, ia) in &ma {
-        let governs = Governs::Irqs(Some(*n));
-        let Some(ib) = mb.get(n) else {
-            d.push(governs, format!("IRQ {n} ({}) gone", ia.name));
-            continue;
-        };
-        let what = format!("IRQ {n} ({})", ib.name);
-        d.value(
-            governs,
-            &format!("{what} affinity"),
-            &ia.affinity,
-            &ib.affinity,
-            |l| cpus(l),
-        );
-        let list = |l: &Option<Vec<Cpu>>| l.as_ref().map_or("unknown".into(), |l| cpus(l));
-        let (ea, eb) = (&ia.effective, &ib.effective);
-        d.value(governs, &format!("{what} effective affinity"), ea, eb, list);
-    }
-    for (n, ib) in &mb {
-        if !ma.contains_key(n) {
-            let governs = Governs::Irqs(Some(*n));
-            d.push(
-                governs,
-                format!(
-                    "IRQ {n} ({}) added (affinity {})",
-                    ib.name,
-                    cpus(&ib.affinity)
-                ),
-            );
+        match mb.get(n) {
+            None => add(("gone", String::new()), *n, &ia.name),
+            Some(ib) => {
+                if ia.affinity != ib.affinity {
+                    let change = format!("{} → {}", cpus(&ia.affinity), cpus(&ib.affinity));
+                    add(("affinity", change), *n, &ib.name);
+                }
+                if ia.effective != ib.effective {
+                    let change = format!("{} → {}", list(&ia.effective), list(&ib.effective));
+                    add(("effective affinity", change), *n, &ib.name);
+                }
+            }
         }
+    }
+    for (n, ib) in mb.iter().filter(|(n, _)| !ma.contains_key(n)) {
+        add(("added, affinity", cpus(&ib.affinity)), *n, &ib.name);
+    }
+    for ((what, change), irqs) in shared {
+        let numbers: Vec<u32> = irqs.iter().map(|(n, _)| *n).collect();
+        let tail = if change.is_empty() {
+            what.to_string()
+        } else {
+            format!("{what} {change}")
+        };
+        if irqs.len() < IRQS_GROUPED {
+            for (n, name) in irqs {
+                d.push(
+                    &Governs::Irqs(Some(vec![n])),
+                    format!("IRQ {n} ({name}) {tail}"),
+                );
+            }
+            continue;
+        }
+        let mut names: Vec<&str> = irqs.iter().map(|(_, name)| name.as_str()).collect();
+        names.dedup();
+        let shown = if names.len() > 4 {
+            format!("{}, … {} more", names[..4].join(", "), names.len() - 4)
+        } else {
+            names.join(", ")
+        };
+        let text = format!(
+            "{} IRQs {} ({shown}) {tail}",
+            irqs.len(),
+            format_list(&numbers)
+        );
+        d.push(&Governs::Irqs(Some(numbers)), text);
     }
 }
 
@@ -487,24 +533,24 @@ fn cpusets(d: &mut Diffs, a: &[CpusetConfig], b: &[CpusetConfig]) {
     for sa in a {
         match b.iter().find(|s| s.path == sa.path) {
             None => d.push(
-                governs,
+                &governs,
                 format!("cpuset {} removed (cpus {})", sa.path, cpus(&sa.cpus)),
             ),
             Some(sb) => {
                 let what = format!("cpuset {}", sa.path);
-                d.value(governs, &format!("{what} cpus"), &sa.cpus, &sb.cpus, |l| {
+                d.value(&governs, &format!("{what} cpus"), &sa.cpus, &sb.cpus, |l| {
                     cpus(l)
                 });
                 let part = |p: &Option<String>| p.clone().unwrap_or_else(|| "none".into());
                 let (pa, pb) = (&sa.partition, &sb.partition);
-                d.value(governs, &format!("{what} partition"), pa, pb, part);
+                d.value(&governs, &format!("{what} partition"), pa, pb, part);
             }
         }
     }
     for sb in b {
         if !a.iter().any(|s| s.path == sb.path) {
             d.push(
-                governs,
+                &governs,
                 format!("cpuset {} added (cpus {})", sb.path, cpus(&sb.cpus)),
             );
         }
@@ -524,7 +570,7 @@ fn tasks_allowed(d: &mut Diffs, a: &[TasksAllowed], b: &[TasksAllowed]) {
         let governs = Governs::Tasks(Some(ta.cpu));
         if moved(ta.tasks, tb.tasks) {
             d.push(
-                governs,
+                &governs,
                 format!(
                     "tasks allowed on CPU {} {} → {}",
                     ta.cpu, ta.tasks, tb.tasks
@@ -533,7 +579,7 @@ fn tasks_allowed(d: &mut Diffs, a: &[TasksAllowed], b: &[TasksAllowed]) {
         }
         if moved(ta.kthreads, tb.kthreads) {
             d.push(
-                governs,
+                &governs,
                 format!(
                     "kernel threads allowed on CPU {} {} → {}",
                     ta.cpu, ta.kthreads, tb.kthreads
@@ -545,8 +591,8 @@ fn tasks_allowed(d: &mut Diffs, a: &[TasksAllowed], b: &[TasksAllowed]) {
 
 /// The culprits a change governs whose rate on a CPU of `after`'s run differs from
 /// `before`'s: `tick on CPU 3 250/s → 1/s`, the largest movers first.
-fn moved_with(governs: Governs, before: &RunFile, after: &RunFile) -> Vec<String> {
-    if governs == Governs::Nothing {
+fn moved_with(governs: &Governs, before: &RunFile, after: &RunFile) -> Vec<String> {
+    if *governs == Governs::Nothing {
         return Vec::new();
     }
     let ra = rates(governs, before);
@@ -578,7 +624,7 @@ fn moved_with(governs: Governs, before: &RunFile, after: &RunFile) -> Vec<String
 
 /// Episodes per second of each governed culprit on each CPU of a run, by the culprit's name
 /// (a task's without its pid: pids differ between runs).
-fn rates(governs: Governs, run: &RunFile) -> BTreeMap<(String, Cpu), f64> {
+fn rates(governs: &Governs, run: &RunFile) -> BTreeMap<(String, Cpu), f64> {
     let secs = run.run.duration_ns as f64 / 1e9;
     let mut m = BTreeMap::new();
     if secs <= 0.0 {
@@ -758,6 +804,43 @@ mod tests {
             ["isolcpus=domain,1-3 → domain,2-3", "nowatchdog removed"]
         );
         assert!(changes(&a, &a).is_empty());
+    }
+
+    #[test]
+    fn irqs_steered_together_read_as_one_line() {
+        let irq = |irq: u32, name: &str, affinity: Vec<Cpu>| IrqConfig {
+            irq,
+            name: name.into(),
+            affinity,
+            ..Default::default()
+        };
+        let a = Configured {
+            irqs: vec![
+                irq(9, "acpi", vec![0, 1]),
+                irq(24, "virtio0-config", vec![0, 1]),
+                irq(25, "virtio0-input", vec![0, 1]),
+                irq(26, "virtio0-output", vec![0, 1]),
+                irq(30, "nvme0q1", vec![1]),
+            ],
+            ..Default::default()
+        };
+        let mut b = a.clone();
+        for i in &mut b.irqs[..4] {
+            i.affinity = vec![0];
+        }
+        b.irqs.pop();
+        b.irqs.push(irq(31, "nvme0q2", vec![1]));
+        let changes = changes(&a, &b);
+        let texts: Vec<&str> = changes.iter().map(|c| c.text.as_str()).collect();
+        assert_eq!(
+            texts,
+            [
+                "4 IRQs 9,24-26 (acpi, virtio0-config, virtio0-input, virtio0-output) affinity 0-1 → 0",
+                "IRQ 30 (nvme0q1) gone",
+                "IRQ 31 (nvme0q2) added, affinity 1",
+            ]
+        );
+        assert_eq!(changes[0].governs, Governs::Irqs(Some(vec![9, 24, 25, 26])));
     }
 
     #[test]
