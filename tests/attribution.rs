@@ -894,6 +894,7 @@ fn the_ranking_aggregates_by_culprit_with_shares_of_all_stall_time() {
             measured_ns: 1_100,
             inferred_ns: 0,
             host_ns: 0,
+            episodes: 2,
         }]
     );
 }

@@ -98,7 +98,22 @@ fn progress_stalls(stdout: &str) -> Vec<u64> {
 }
 
 fn read(p: &Path) -> RunFile {
-    RunFile::read(p).unwrap_or_else(|e| panic!("{e}"))
+    let run = RunFile::read(p).unwrap_or_else(|e| panic!("{e}"));
+    configured_for_its_cpus(&run);
+    run
+}
+
+/// Every run file records the configured half for the run's CPUs.
+fn configured_for_its_cpus(run: &RunFile) {
+    let config = run.config.as_ref().expect("the run file records `config`");
+    let cpus: Vec<u32> = config.cpus.iter().map(|c| c.cpu).collect();
+    assert_eq!(cpus, run.run.cpus, "config.cpus");
+    let allowed: Vec<u32> = config.tasks_allowed.iter().map(|t| t.cpu).collect();
+    assert_eq!(allowed, run.run.cpus, "config.tasks_allowed");
+    assert!(
+        !config.online.is_empty() && !config.kernel.is_empty(),
+        "{config:?}"
+    );
 }
 
 /// The culprit with the most stolen time on `cpu` (unexplained excluded).

@@ -208,6 +208,7 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
                     measured_ns: 271_000,
                     inferred_ns: 0,
                     host_ns: 0,
+                    episodes: 0,
                 }],
                 vector: None,
                 processes: None,
@@ -229,6 +230,7 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
                     measured_ns: 120_000,
                     inferred_ns: 0,
                     host_ns: 0,
+                    episodes: 0,
                 }],
                 vector: None,
                 processes: None,
@@ -250,6 +252,7 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
                     measured_ns: 3_100,
                     inferred_ns: 1_200,
                     host_ns: 0,
+                    episodes: 0,
                 }],
                 vector: None,
                 processes: None,
@@ -271,6 +274,7 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
                     measured_ns: 5_000,
                     inferred_ns: 0,
                     host_ns: 0,
+                    episodes: 0,
                 }],
                 vector: None,
                 processes: None,
@@ -292,6 +296,7 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
                     measured_ns: 9_000,
                     inferred_ns: 0,
                     host_ns: 0,
+                    episodes: 0,
                 }],
                 vector: None,
                 processes: None,
@@ -378,6 +383,7 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
             decided_in_run: 0,
             files_cpu_ns: 3_100_000,
         }),
+        config: None,
     }
 }
 
@@ -459,6 +465,36 @@ fn compare_matches_golden_and_its_chart_has_one_curve_per_run() {
     task.detail = "SCHED_OTHER".into();
     task.measured_ns = 50_000;
     b.culprits.push(task);
+    // The configuration: the IRQ was steered off the measured CPUs between the runs.
+    let mut a = a;
+    let irq = |affinity: Vec<u32>| jitterscope::system::config::IrqConfig {
+        irq: 36,
+        name: "virtio1-req.0".into(),
+        affinity,
+        ..Default::default()
+    };
+    a.config = Some(jitterscope::system::config::Configured {
+        kernel: "6.8".into(),
+        irqs: vec![irq(vec![0, 1, 2, 3])],
+        ..Default::default()
+    });
+    for c in a
+        .culprits
+        .iter_mut()
+        .filter(|c| c.class == CulpritClass::Irq)
+    {
+        c.who = Some(jitterscope::report::runfile::WhoEntry {
+            irq: Some(36),
+            action: Some("virtio1-req.0".into()),
+            ..Default::default()
+        });
+        for t in &mut c.cpus {
+            t.episodes = 3_600;
+        }
+    }
+    let mut config = a.config.clone().unwrap();
+    config.irqs = vec![irq(vec![0])];
+    b.config = Some(config);
     let runs = vec![("a.json".to_string(), a), ("b.json".to_string(), b)];
     golden("compare.md", &compare::render(&runs));
     let svg = compare::chart(&runs);

@@ -510,12 +510,15 @@ fn cpu_count() -> impl Strategy<Value = CpuCount> {
 }
 
 fn cpu_theft() -> impl Strategy<Value = CpuTheftEntry> {
-    (cpu(), ns(), ns(), ns()).prop_map(|(cpu, measured_ns, inferred_ns, host_ns)| CpuTheftEntry {
-        cpu,
-        measured_ns,
-        inferred_ns,
-        host_ns,
-    })
+    (cpu(), ns(), ns(), ns(), ns()).prop_map(
+        |(cpu, measured_ns, inferred_ns, host_ns, episodes)| CpuTheftEntry {
+            cpu,
+            measured_ns,
+            inferred_ns,
+            host_ns,
+            episodes,
+        },
+    )
 }
 
 prop_compose! {
@@ -641,13 +644,21 @@ prop_compose! {
                 decided_in_run: bpf_events / 5, files_cpu_ns: tracer_cpu_ns / 7,
             },
         )),
+        config in prop::option::of((text(), small_vec(cpu())).prop_map(|(cmdline, cpus)| {
+            jitterscope::system::config::Configured {
+                cmdline,
+                nohz_full: Some(cpus.clone()),
+                workqueue_cpumask: Some(cpus),
+                ..Default::default()
+            }
+        })),
     ) -> RunFile {
         RunFile {
             schema: SCHEMA.to_string(), run, histograms, stall_summary, stalls, culprits,
             mode: jitterscope::report::runfile::Mode::Run,
             watch: None,
             threads: Vec::new(),
-            spike_count, spikes, lost, probes, overhead,
+            spike_count, spikes, lost, probes, overhead, config,
         }
     }
 }
@@ -768,6 +779,7 @@ fn sample_json() -> String {
                 measured_ns: 2,
                 inferred_ns: 1,
                 host_ns: 0,
+                episodes: 1,
             }],
             vector: None,
             processes: None,
@@ -823,6 +835,7 @@ fn sample_json() -> String {
             decided_in_run: 0,
             files_cpu_ns: 0,
         }),
+        config: None,
     }
     .to_json()
 }

@@ -24,6 +24,11 @@ fn js() -> Command {
 fn read(dir: &Path) -> (String, RunFile) {
     let text = std::fs::read_to_string(run_file_in(dir)).unwrap();
     let run: RunFile = serde_json::from_str(&text).unwrap();
+    // Every watch's run file records the configured half for the CPUs it watched.
+    let config = run.config.as_ref().expect("the run file records `config`");
+    let cpus: Vec<u32> = config.cpus.iter().map(|c| c.cpu).collect();
+    assert_eq!(cpus, run.run.cpus, "config.cpus");
+    assert!(!config.online.is_empty() && !config.kernel.is_empty());
     (text, run)
 }
 

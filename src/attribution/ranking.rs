@@ -69,6 +69,8 @@ pub struct CpuTheft {
     pub measured_ns: Nanos,
     pub inferred_ns: Nanos,
     pub host_ns: Nanos,
+    /// Episodes on this CPU.
+    pub episodes: u64,
 }
 
 impl RankedCulprit {
@@ -89,8 +91,8 @@ struct Tally {
     host: Nanos,
     longest: Nanos,
     last: Nanos,
-    /// (measured, inferred, host) per CPU.
-    per_cpu: FastMap<Cpu, (Nanos, Nanos, Nanos)>,
+    /// (measured, inferred, host, episodes) per CPU.
+    per_cpu: FastMap<Cpu, (Nanos, Nanos, Nanos, u64)>,
     /// A task row (keyed by command name): its processes told apart, by pid.
     processes: FastMap<u32, ProcessTheft>,
     /// A task row: processes past the ranking's bound took part.
@@ -220,6 +222,7 @@ impl Ranking {
             cpu.0 += c.measured_ns;
             cpu.1 += c.inferred_ns;
             cpu.2 += c.host_ns;
+            cpu.3 += u64::from(c.episodes);
             if let Some(pid) = pid {
                 let told_apart =
                     pid != ANY_PID && (t.processes.contains_key(&pid) || self.processes < self.cap);
@@ -288,12 +291,15 @@ impl Ranking {
         let mut cpus: Vec<CpuTheft> = t
             .per_cpu
             .iter()
-            .map(|(&cpu, &(measured_ns, inferred_ns, host_ns))| CpuTheft {
-                cpu,
-                measured_ns,
-                inferred_ns,
-                host_ns,
-            })
+            .map(
+                |(&cpu, &(measured_ns, inferred_ns, host_ns, episodes))| CpuTheft {
+                    cpu,
+                    measured_ns,
+                    inferred_ns,
+                    host_ns,
+                    episodes,
+                },
+            )
             .collect();
         cpus.sort_unstable();
         let (culprit, processes) = match (t.processes.values().next(), t.processes.len()) {

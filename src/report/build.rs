@@ -183,6 +183,7 @@ pub fn culprit_entry(c: RankedCulprit, machine: &Machine) -> CulpritEntry {
                 measured_ns: t.measured_ns,
                 inferred_ns: t.inferred_ns,
                 host_ns: t.host_ns,
+                episodes: t.episodes,
             })
             .collect(),
         processes,

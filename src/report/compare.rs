@@ -1,5 +1,6 @@
 //! `jitterscope compare A.json B.json …`: runs side by side — percentiles with ratios to the
-//! first run, the culprits that appeared or disappeared, and one chart overlaying the runs'
+//! first run, the culprits that appeared or disappeared, what changed in the configuration
+//! (`config`) with the culprits that moved with it, and one chart overlaying the runs'
 //! percentile curves.
 
 use std::collections::BTreeMap;
@@ -9,6 +10,8 @@ use super::chart::{percentile_chart, Series};
 use super::runfile::{Mode, RunFile};
 use super::seed::{Summary, PERCENTILES};
 use crate::units::fmt_ns;
+
+mod config;
 
 /// A culprit's identity across runs: pids differ from run to run, so `comm[pid]` compares as
 /// `comm`.
@@ -204,6 +207,7 @@ pub fn render(runs: &[(String, RunFile)]) -> String {
     if !any {
         s.push_str("the same culprits in every run\n");
     }
+    s.push_str(&config::section(runs, label));
     s
 }
 

@@ -11,6 +11,7 @@ use crate::model::{
     softirq_name, vector, vector_name, Cpu, CulpritClass, Ended, FaultKind, Interruption, Nanos,
     TimerCallback, Who, WorkItem, ANY_PID,
 };
+use crate::system::config::Configured;
 
 pub const SCHEMA: &str = "jitterscope.run/2";
 /// The first schema, still read: its culprit times (`ns`, `total_ns`, `max_ns`,
@@ -65,6 +66,10 @@ pub struct RunFile {
     /// What jitterscope itself cost while it recorded; absent in files of older versions.
     #[serde(default)]
     pub overhead: Option<Overhead>,
+    /// The configured half of isolation, read for the run's CPUs (`run.cpus`) before it
+    /// recorded; absent in files of older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<Configured>,
 }
 
 /// Watch mode: what was asked for.
@@ -730,6 +735,9 @@ pub struct CpuTheftEntry {
     /// Steal inside its runs on this CPU, given to `hypervisor`.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub host_ns: Nanos,
+    /// Its episodes on this CPU; absent in files of older versions (and then 0).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub episodes: u64,
 }
 
 /// Steal-clock growth seen on a CPU over the recorded window.
@@ -951,7 +959,27 @@ pub(crate) mod tests {
             lost: Lost::default(),
             probes: None,
             overhead: None,
+            config: None,
         }
+    }
+
+    #[test]
+    fn the_configured_half_round_trips_and_files_without_it_read() {
+        let mut r = sample();
+        let json = r.to_json();
+        assert!(
+            !json.contains("\"config\""),
+            "no key without a configuration"
+        );
+        assert_eq!(RunFile::from_json("t", &json).unwrap().config, None);
+        r.config = Some(Configured {
+            kernel: "6.18.0".into(),
+            nohz_full: Some(vec![3]),
+            workqueue_cpumask: Some(vec![0]),
+            ..Configured::default()
+        });
+        let back = RunFile::from_json("t", &r.to_json()).unwrap();
+        assert_eq!(back.config, r.config);
     }
 
     #[test]

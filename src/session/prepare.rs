@@ -20,6 +20,7 @@ use crate::report::files::{file_stem, utc_stamp};
 use crate::report::hlog::HlogWriter;
 use crate::report::runfile::Floor;
 use crate::system::claim::CpuClaim;
+use crate::system::config::{Configured, Root};
 use crate::system::cpus::{format_list, Topology};
 use crate::units::fmt_ns;
 use crate::workload::{ThreadStart, Workload, WorkloadConfig, WorkloadThread};
@@ -39,6 +40,8 @@ pub(super) struct Prepared {
     pub preview: Option<PreviewView>,
     pub workload: Workload,
     pub floor: Option<Floor>,
+    /// The configured half of isolation for the measured CPUs, read before the run began.
+    pub config: Option<Configured>,
     pub start_unix: u64,
     /// CLOCK_MONOTONIC at the interval log's start.
     pub base_mono: Nanos,
@@ -71,6 +74,8 @@ pub(super) fn prepare(plan: &RunPlan, out: &mut Console) -> Result<Prepared> {
     }
     let (housekeeping, guard) = place_collector(&cfg, &measured, &topo, plan.decision, out)?;
     let every_cpu_measured = topo.housekeeping(&measured).is_empty();
+    // Read now, off the measured CPUs and before anything records: it walks all of /proc.
+    let config = Configured::read(&Root::live(), &measured);
     // Probes first: attached before the workload starts its clock, and a run that cannot
     // load them (no root) fails before it leaves any file behind.
     // Sharing the producer's CPU, the collector keeps to a budget (see `Budget`). Deciding at
@@ -132,6 +137,7 @@ pub(super) fn prepare(plan: &RunPlan, out: &mut Console) -> Result<Prepared> {
         preview,
         workload,
         floor,
+        config: Some(config),
         start_unix,
         base_mono,
         stem,

@@ -66,8 +66,9 @@ pub struct Configured {
     pub smt_active: Option<bool>,
     /// The machine is a guest: the `hypervisor` CPU flag.
     pub virtual_machine: bool,
-    /// The hypervisor's name where the guest can read it (`/sys/hypervisor/type`, or the
-    /// `Hypervisor vendor`-style CPUID leaf as /proc/cpuinfo shows it): `kvm`, `xen` …
+    /// The hypervisor's name where the guest can tell it: `/sys/hypervisor/type` (Xen), else
+    /// the paravirtual clocksource it offers (`kvm-clock` → `kvm`, `xen`, `hyperv…` →
+    /// `hyperv`), else on a guest the DMI system vendor as written (`QEMU`).
     pub hypervisor: Option<String>,
     /// Every IRQ with a handler (a line of `/proc/interrupts` with a number).
     pub irqs: Vec<IrqConfig>,
@@ -107,7 +108,8 @@ pub struct Isolcpus {
     pub cpus: Vec<Cpu>,
 }
 
-/// Kernel build options; None when the kernel's configuration could not be read.
+/// Kernel build options; each None when the kernel's configuration could not be read (an
+/// option absent from a configuration that was read is `false`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct KernelConfig {
     /// Where the options were read from (`/boot/config-6.18.0`), empty when nowhere.
@@ -116,6 +118,8 @@ pub struct KernelConfig {
     pub rcu_nocb_cpu: Option<bool>,
     /// CONFIG_HZ.
     pub hz: Option<u32>,
+    /// The preemption model by its option's name (`PREEMPT_NONE`, `PREEMPT_VOLUNTARY`,
+    /// `PREEMPT`, `PREEMPT_RT`), with `+PREEMPT_DYNAMIC` when it can be changed at boot.
     pub preempt: Option<String>,
 }
 

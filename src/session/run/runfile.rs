@@ -120,6 +120,7 @@ fn run_file(plan: &RunPlan, p: &Prepared, r: &Recorded) -> RunFile {
         },
         probes: r.probes.as_ref().map(|(a, s)| probe_info(a, s, &r.attr)),
         overhead: overhead(r),
+        config: p.config.clone(),
     }
 }
 

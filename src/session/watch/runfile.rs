@@ -302,6 +302,7 @@ fn run_file(w: &WatchStopped, files: &BTreeMap<u32, Vec<String>>) -> RunFile {
         },
         probes: Some(probes),
         overhead: overhead(s, p),
+        config: s.config.clone(),
     }
 }
 

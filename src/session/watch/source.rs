@@ -29,6 +29,7 @@ use crate::session::source::{StallSource, Words};
 use crate::session::Console;
 use crate::signals;
 use crate::summary::Summary;
+use crate::system::config::Configured;
 
 /// How far behind "now" interruptions are decided (records reach user space within a couple
 /// of drain intervals).
@@ -55,6 +56,8 @@ pub(super) struct Watching {
     /// When recording ended (Nanos::MAX while it goes on).
     pub(super) stop_ns: Nanos,
     pub(super) metrics: Option<MetricsFile>,
+    /// The configured half of isolation for the watched CPUs, read before the watch began.
+    pub(super) config: Option<Configured>,
 }
 
 /// A watch while it records.

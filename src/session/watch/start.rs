@@ -18,6 +18,7 @@ use crate::report::files::{file_stem, utc_stamp};
 use crate::report::hlog::HlogWriter;
 use crate::report::metrics::{MetricsFile, Mode};
 use crate::session::Console;
+use crate::system::config::{Configured, Root};
 
 /// Starts the probes in watch mode, the command if there is one, and watches the target's
 /// threads in the kernel's numbering.
@@ -29,6 +30,8 @@ pub(super) fn start(plan: &WatchPlan, found: Vec<Found>, out: &mut Console) -> R
         crate::platform::affinity::set_current_thread_cpus(&housekeeping)
             .context("cannot move jitterscope's watch thread off the watched CPUs")?;
     }
+    // Read now, off the watched CPUs and before anything records: it walks all of /proc.
+    let config = Configured::read(&Root::live(), &plan.cpus);
     let mut pc = ProbeConfig::new(plan.cpus.clone());
     pc.drain_cpus = housekeeping;
     pc.ringbuf_bytes = plan.ringbuf_bytes;
@@ -114,6 +117,7 @@ pub(super) fn start(plan: &WatchPlan, found: Vec<Found>, out: &mut Console) -> R
         cpu_first: None,
         cpu_last: None,
         stop_ns: Nanos::MAX,
+        config: Some(config),
         metrics: plan
             .metrics
             .clone()
