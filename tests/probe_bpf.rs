@@ -1091,25 +1091,21 @@ fn an_idle_cpu_stops_its_tick_and_a_busy_one_keeps_it() {
         return;
     }
     // Idle: nothing of this test on the CPU. Other work (compilers, other tests) may keep it
-    // busy for a while, so sessions are repeated until the CPU idled; one in which it idled
-    // for long and no stop was counted fails at once.
+    // busy, or wake it more often than the tick (an idle entry with a timer due within a
+    // tick keeps the tick), so sessions are repeated until it stopped its tick a few times.
     let mut idle = None;
+    let mut idled = Vec::new();
     for _ in 0..15 {
         let before = idle_ticks(CPU);
         let t = tick_stops_over(2, false).expect("tick_stop is in BTF: attached");
-        let idled = idle_ticks(CPU) - before;
-        // USER_HZ is 100: 20 ticks are 200 ms of idle.
-        assert!(
-            idled < 20 || t.stopped > 0,
-            "CPU {CPU} idled {idled} ticks of 10 ms and never stopped its tick: {t:?}"
-        );
+        idled.push(idle_ticks(CPU) - before);
         if t.stopped >= 5 {
             idle = Some(t);
             break;
         }
     }
     let idle = idle.unwrap_or_else(|| {
-        panic!("CPU {CPU} never idled long enough in 30 s (other work kept it busy): nothing to compare")
+        panic!("CPU {CPU} never stopped its tick 5 times in 2 s (15 tries; idle ticks of 10 ms in each: {idled:?})")
     });
     // Busy: a thread spinning there never lets it idle.
     let busy = tick_stops_over(2, true).unwrap();
