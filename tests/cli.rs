@@ -795,3 +795,11 @@ fn check_refuses_what_it_cannot_check_with_a_usage_error() {
     usage_error(&["check", "--cpus", "1", "--fifo", "--pid", "1"], "--pid");
     usage_error(&["check", "--cpus", "1", "--duration", "0s"], "--duration");
 }
+
+#[test]
+fn check_of_a_command_that_cannot_start_is_a_usage_error() {
+    usage_error(
+        &["check", "--cpus", "1", "--", "/nonexistent/bin"],
+        "-- /nonexistent/bin: cannot start it",
+    );
+}

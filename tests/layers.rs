@@ -23,6 +23,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("session", 4),
     ("workshop", 5),
     ("verify", 5),
+    ("check", 5),
     ("cli", 6),
 ];
 

@@ -637,14 +637,26 @@ impl Judge<'_> {
         let normal: Vec<&Seen> = seen
             .of(Promise::NoOtherTasks)
             .iter()
-            .filter(|s| matches!(s.who, Some(Who::Task { policy: 0 | 3 | 5, .. })))
+            .filter(|s| {
+                matches!(
+                    s.who,
+                    Some(Who::Task {
+                        policy: 0 | 3 | 5,
+                        ..
+                    })
+                )
+            })
             .collect();
         let by_normal: Nanos = normal.iter().map(|s| s.time_ns).sum();
         let idle = counted.idle_ns.unwrap_or(0);
         let secs = (self.duration_ns as f64 / 1e9).max(1e-9);
         // /proc/stat counts whole USER_HZ ticks (10 ms) at each end of the span: idle time
         // within two of them, plus a millisecond a second, is the counters' resolution.
-        let idle = if idle as f64 > 20e6 + 1e6 * secs { idle } else { 0 };
+        let idle = if idle as f64 > 20e6 + 1e6 * secs {
+            idle
+        } else {
+            0
+        };
         f.count = normal.iter().map(|s| s.count).sum::<u64>() + u64::from(idle > 0);
         f.time_ns = by_normal + idle;
         f.seen = normal.into_iter().cloned().collect();

@@ -98,6 +98,11 @@ impl CheckReport {
     }
 }
 
+/// The command given after `--` could not be started (a usage error for the command line).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct NotStarted(pub String);
+
 /// `jitterscope check`: hold the CPUs, watch them, judge every promise.
 pub fn run(cfg: &CheckConfig) -> Result<CheckReport> {
     let topo = Topology::read();
@@ -270,7 +275,7 @@ impl Holders {
                     .args(&argv[1..])
                     .spawn()
                     .map_err(|e| {
-                        crate::cli::UsageError(format!(
+                        NotStarted(format!(
                             "-- {}: cannot start it: {e} (is it on PATH and executable?)",
                             argv[0]
                         ))

@@ -583,7 +583,8 @@ mod tests {
         });
         let rows = seen[0].of(Promise::QuietSibling);
         assert_eq!(rows.len(), 1, "only what takes the core: {rows:?}");
-        assert_eq!(rows[0].time_ns, 1_000);
+        // Its own time: the timer interrupt nested in its run is not its.
+        assert_eq!(rows[0].time_ns, 990);
     }
 
     #[test]

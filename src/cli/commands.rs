@@ -5,7 +5,7 @@
 
 use std::io::Write;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::CommandFactory;
 
 use super::plan::{census_config, colour_on_stdout, floor_config, metrics_plan, run_plan};
@@ -73,7 +73,11 @@ pub fn probe(args: &ProbeArgs, out: &mut dyn Write) -> Result<()> {
 pub fn check(args: &super::CheckArgs, out: &mut dyn Write) -> Result<()> {
     let cfg = super::plan::check_config(args)?;
     restore_leftovers();
-    let report = crate::check::run(&cfg).context("the check failed")?;
+    let report =
+        crate::check::run(&cfg).map_err(|e| match e.downcast::<crate::check::NotStarted>() {
+            Ok(n) => UsageError(n.0).into(),
+            Err(e) => e.context("the check failed"),
+        })?;
     crate::check::write(&report, cfg.format, colour_on_stdout(), out)?;
     if let Some(path) = &cfg.json_file {
         write_file(path, serde_json::to_string_pretty(&report)?.as_bytes())?;
