@@ -243,3 +243,83 @@ fn the_checked_threads_of_a_process_are_left_out_of_what_is_seen() {
         "{r}"
     );
 }
+
+/// `run --cpus 0,1 --duration 3s` into `dir`, labelled `label`: its run file.
+fn run_into(dir: &std::path::Path, label: &str) -> std::path::PathBuf {
+    let out = Command::new(env!("CARGO_BIN_EXE_jitterscope"))
+        .args([
+            "--cpus",
+            "0,1",
+            "--duration",
+            "3s",
+            "--no-tui",
+            "--label",
+            label,
+        ])
+        .arg("--output")
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{label}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().to_string();
+            name.starts_with(&format!("{label}-")) && name.ends_with("Z.json")
+        })
+        .unwrap_or_else(|| panic!("no run file for {label}"))
+}
+
+#[test]
+fn compare_shows_a_held_tunes_changes_beside_the_culprits_that_went_away() {
+    if skip_bpf("compare_shows_a_held_tunes_changes_beside_the_culprits_that_went_away")
+        || nproc() < 2
+    {
+        return;
+    }
+    let _cpus = exclusive();
+    let before_settings = snapshot();
+    let competitor = Competitor::start(1);
+    let dir = tempfile::tempdir().unwrap();
+    let before = run_into(dir.path(), "before");
+    let mut tune = start_tune();
+    // Started inside the shield (the tune moved this test there), the run leaves it for the
+    // CPUs it measures.
+    let after = run_into(dir.path(), "after");
+    // SAFETY: signalling our own child by its pid.
+    unsafe { libc::kill(tune.id() as i32, libc::SIGINT) };
+    assert!(tune.wait().unwrap().success());
+    drop(competitor);
+    assert_eq!(snapshot(), before_settings, "a setting was left changed");
+    let out = Command::new(env!("CARGO_BIN_EXE_jitterscope"))
+        .arg("compare")
+        .args([&before, &after])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let config: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("## Configuration"))
+        .collect();
+    let line = |what: &str| {
+        config
+            .iter()
+            .find(|l| l.contains(what))
+            .unwrap_or_else(|| panic!("no {what:?} line in the configuration section:\n{text}"))
+            .to_string()
+    };
+    assert!(line("workqueue cpumask").contains("0-1 → 0"), "{text}");
+    let tasks = line("tasks allowed on CPU 1");
+    let sh = "sh SCHED_OTHER on CPU 1";
+    assert!(
+        tasks.contains(sh) && tasks.contains("/s → 0/s"),
+        "the competitor is not shown gone beside the shield: {tasks}"
+    );
+}

@@ -129,7 +129,14 @@ pub fn run_plan(args: &RunArgs) -> Result<RunPlan, UsageError> {
             "--cpus is required: give the producer's CPU then one or more consumer CPUs, e.g. --cpus 1,3".into(),
         ));
     };
-    let topo = Topology::read();
+    let mut topo = Topology::read();
+    if parse_cpus(cpus_text, &topo).is_err() && crate::system::actions::leave_shield() {
+        eprintln!(
+            "note: left the cpuset {} (a `tune --shield` holds it) for the cpuset root: the run's threads need CPU {cpus_text}",
+            crate::system::actions::SHIELD_NAME
+        );
+        topo = Topology::read();
+    }
     let cpus = parse_cpus(cpus_text, &topo)?;
     let metrics = metrics_plan(
         args.session.metrics.as_deref(),

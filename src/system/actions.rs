@@ -96,6 +96,23 @@ pub fn cpuset_root() -> Option<(String, &'static str, bool)> {
 
 pub const SHIELD_NAME: &str = "jitterscope-system";
 
+/// Moves this process out of jitterscope's shield (a `tune --shield` holds it) into the
+/// cpuset root: a run started inside the shield needs the CPUs the shield keeps everything
+/// else off. False when the process is not in the shield or cannot move.
+pub fn leave_shield() -> bool {
+    let Some((root, _, _)) = cpuset_root() else {
+        return false;
+    };
+    let me = std::process::id().to_string();
+    // `cgroup.procs` (v1 and v2) moves every thread of the process.
+    let members =
+        std::fs::read_to_string(format!("{root}/{SHIELD_NAME}/cgroup.procs")).unwrap_or_default();
+    if !members.lines().any(|l| l.trim() == me) {
+        return false;
+    }
+    std::fs::write(format!("{root}/cgroup.procs"), &me).is_ok()
+}
+
 /// Moves every movable task except this process into a cpuset of `housekeeping` CPUs, so
 /// the measured CPUs run only the workload (and the per-CPU kernel threads that cannot move).
 pub fn shield(t: &mut Tuner, housekeeping: &[Cpu]) -> Result<Outcome, String> {
