@@ -316,15 +316,23 @@ impl Holders {
         }
     }
 
-    /// Ends the spinners (and a command started here, which the check outlived), by pid.
+    /// Ends the spinners (and a command started here, which the check outlived), by pid;
+    /// why the holding ended early, if it did.
     fn stop(mut self) -> Option<String> {
+        self.ended.take()
+    }
+}
+
+impl Drop for Holders {
+    /// The children end with the holder, also when a later one could not start or the
+    /// probes failed.
+    fn drop(&mut self) {
         for c in &mut self.children {
             if matches!(c.try_wait(), Ok(None)) {
                 let _ = c.kill();
             }
             let _ = c.wait();
         }
-        self.ended
     }
 }
 

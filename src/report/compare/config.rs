@@ -567,24 +567,22 @@ fn tasks_allowed(d: &mut Diffs, a: &[TasksAllowed], b: &[TasksAllowed]) {
         let Some(tb) = b.iter().find(|t| t.cpu == ta.cpu) else {
             continue;
         };
-        let governs = Governs::Tasks(Some(ta.cpu));
+        // One line for both counts: they govern the same task rows.
+        let mut parts = Vec::new();
         if moved(ta.tasks, tb.tasks) {
-            d.push(
-                &governs,
-                format!(
-                    "tasks allowed on CPU {} {} → {}",
-                    ta.cpu, ta.tasks, tb.tasks
-                ),
-            );
+            parts.push(format!(
+                "tasks allowed on CPU {} {} → {}",
+                ta.cpu, ta.tasks, tb.tasks
+            ));
         }
         if moved(ta.kthreads, tb.kthreads) {
-            d.push(
-                &governs,
-                format!(
-                    "kernel threads allowed on CPU {} {} → {}",
-                    ta.cpu, ta.kthreads, tb.kthreads
-                ),
-            );
+            parts.push(format!(
+                "kernel threads allowed on CPU {} {} → {}",
+                ta.cpu, ta.kthreads, tb.kthreads
+            ));
+        }
+        if !parts.is_empty() {
+            d.push(&Governs::Tasks(Some(ta.cpu)), parts.join(", "));
         }
     }
 }
