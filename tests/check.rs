@@ -166,6 +166,10 @@ fn nothing_configured_and_culprits_seen_is_not_configured_with_the_boot_line_for
     assert_eq!(irqs.verdict, Verdict::Held);
     assert!(irqs.fixes.is_empty());
     assert!(irqs.why.contains("by observation only"), "{}", irqs.why);
+    // Nothing configures the IPIs: a quiet CPU is not said to be configured.
+    let ipis = of(&f, Promise::NoCrossCpuInterrupts);
+    assert_eq!(ipis.verdict, Verdict::Held);
+    assert!(!ipis.why.contains("configured, and"), "{}", ipis.why);
 }
 
 #[test]

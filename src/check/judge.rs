@@ -606,13 +606,18 @@ impl Judge<'_> {
             f.settings
                 .push(format!("kernel.nmi_watchdog={}", u8::from(w)));
         }
-        if f.count > 0 {
-            f.why = format!(
+        f.why = if f.count > 0 {
+            format!(
                 "{} seen ({}); no setting keeps them away: their senders do",
                 plural(f.count, "IPI or NMI"),
                 self.rate(f.count, f.time_ns)
-            );
-        }
+            )
+        } else {
+            format!(
+                "no IPI or NMI seen in {} (no setting promises it: nothing sent one)",
+                fmt_ns(self.duration_ns)
+            )
+        };
         self.culprit_fixes(f);
     }
 
