@@ -164,7 +164,7 @@ impl Judge<'_> {
 
     /// `12×/s, 1.1ms/s` of a finding over the check.
     fn rate(&self, count: u64, time_ns: Nanos) -> String {
-        let secs = (self.duration_ns as f64 / 1e9).max(1e-9);
+        let secs = self.secs();
         format!(
             "{}/s, {}/s",
             per_second(count as f64 / secs),
@@ -195,6 +195,11 @@ impl Judge<'_> {
                 format!("{seen} (held by observation only: no setting promises it)")
             }
         }
+    }
+
+    /// The check's length in seconds (never zero: rates divide by it).
+    fn secs(&self) -> f64 {
+        (self.duration_ns as f64 / 1e9).max(1e-9)
     }
 
     fn hk(&self) -> Vec<Cpu> {
@@ -262,11 +267,7 @@ impl Judge<'_> {
             i.cpus.contains(&cpu) && (i.flags.is_empty() || i.flags.iter().any(|x| x == "domain"))
         });
         let isolated = has(&c.isolated, cpu);
-        let partition = c.cpusets.iter().find(|s| {
-            s.path != "/"
-                && s.cpus.contains(&cpu)
-                && matches!(s.partition.as_deref(), Some("isolated" | "root"))
-        });
+        let partition = c.partition_holding(cpu);
         let fenced: Vec<&crate::system::config::CpusetConfig> = c
             .cpusets
             .iter()
@@ -352,7 +353,7 @@ impl Judge<'_> {
         }
         // The tick's residual rate on a nohz_full CPU: at most one a second (the 1 Hz
         // maximum deferment, kernel/sched/core.c `sched_tick_offload` moves even that off).
-        let secs = (self.duration_ns as f64 / 1e9).max(1e-9);
+        let secs = self.secs();
         let rate = seen.ticks as f64 / secs;
         if rate <= 1.5 {
             f.count = 0;
@@ -654,7 +655,7 @@ impl Judge<'_> {
             .collect();
         let by_normal: Nanos = normal.iter().map(|s| s.time_ns).sum();
         let idle = counted.idle_ns.unwrap_or(0);
-        let secs = (self.duration_ns as f64 / 1e9).max(1e-9);
+        let secs = self.secs();
         // /proc/stat counts whole USER_HZ ticks (10 ms) at each end of the span: idle time
         // within two of them, plus a millisecond a second, is the counters' resolution.
         let idle = if idle as f64 > 20e6 + 1e6 * secs {

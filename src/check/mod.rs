@@ -338,13 +338,11 @@ impl Drop for Holders {
 
 /// `__spin`: a spinner pinned to `cpu` (SCHED_FIFO priority 1 when `fifo`), until killed.
 pub fn spin(cpu: Cpu, fifo: bool, cgroup: Option<PathBuf>) -> ! {
-    let name = std::ffi::CString::new(format!("js-spin-{cpu}")).unwrap_or_default();
-    // SAFETY: PR_SET_NAME copies at most 16 bytes from a valid NUL-terminated string.
-    unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr() as libc::c_ulong, 0, 0, 0) };
+    crate::platform::affinity::name_current_thread(&format!("js-spin-{cpu}"));
     if crate::platform::affinity::pin_current_thread(cpu).is_err() {
         // A cpuset that leaves the CPU out (a shield, a partition elsewhere): the spinner
         // moves to the cgroup that holds the CPU — a partition given, or the cpuset root.
-        let moved = into_cgroup_of(cgroup.as_deref());
+        let moved = crate::system::actions::join_cpuset(cgroup.as_deref());
         if let Err(e) = crate::platform::affinity::pin_current_thread(cpu) {
             eprintln!(
                 "spinner: cannot pin to CPU {cpu}: {e}{}",
@@ -372,28 +370,12 @@ pub fn spin(cpu: Cpu, fifo: bool, cgroup: Option<PathBuf>) -> ! {
     }
 }
 
-/// Moves this process into `dir` (a cgroup directory), or into the cpuset hierarchy's root.
-fn into_cgroup_of(dir: Option<&std::path::Path>) -> Result<(), String> {
-    let (root, tasks, _) = crate::system::actions::cpuset_root()
-        .ok_or("no cpuset hierarchy is mounted to move into")?;
-    let dir = dir.map_or_else(|| PathBuf::from(&root), PathBuf::from);
-    let file = dir.join(tasks);
-    std::fs::write(&file, std::process::id().to_string())
-        .map_err(|e| format!("cannot move into {}: {e}", file.display()))
-}
-
 /// The cgroup that holds `cpu` for a spinner: a cpuset partition of it, where one is
 /// configured (`Configured::cpusets`); None: the cpuset root.
 fn partition_of(config: &Configured, cpu: Cpu) -> Option<PathBuf> {
     let (root, _, _) = crate::system::actions::cpuset_root()?;
     config
-        .cpusets
-        .iter()
-        .find(|s| {
-            s.path != "/"
-                && s.cpus.contains(&cpu)
-                && matches!(s.partition.as_deref(), Some("isolated" | "root"))
-        })
+        .partition_holding(cpu)
         .map(|s| PathBuf::from(&root).join(s.path.trim_start_matches('/')))
 }
 

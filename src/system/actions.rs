@@ -104,13 +104,19 @@ pub fn leave_shield() -> bool {
         return false;
     };
     let me = std::process::id().to_string();
-    // `cgroup.procs` (v1 and v2) moves every thread of the process.
     let members =
         std::fs::read_to_string(format!("{root}/{SHIELD_NAME}/cgroup.procs")).unwrap_or_default();
-    if !members.lines().any(|l| l.trim() == me) {
-        return false;
-    }
-    std::fs::write(format!("{root}/cgroup.procs"), &me).is_ok()
+    members.lines().any(|l| l.trim() == me) && join_cpuset(None).is_ok()
+}
+
+/// Moves this process into the cpuset `dir` (a cgroup directory), or into the cpuset
+/// hierarchy's root; `cgroup.procs` (v1 and v2) moves every thread of the process.
+pub fn join_cpuset(dir: Option<&std::path::Path>) -> Result<(), String> {
+    let (root, _, _) = cpuset_root().ok_or("no cpuset hierarchy is mounted to move into")?;
+    let dir = dir.map_or_else(|| std::path::PathBuf::from(&root), std::path::PathBuf::from);
+    let file = dir.join("cgroup.procs");
+    std::fs::write(&file, std::process::id().to_string())
+        .map_err(|e| format!("cannot move into {}: {e}", file.display()))
 }
 
 /// Moves every movable task except this process into a cpuset of `housekeeping` CPUs, so

@@ -230,6 +230,15 @@ impl Configured {
         read::configured(root, cpus)
     }
 
+    /// A cpuset partition (`root` or `isolated`, below the top) that holds `cpu`.
+    pub fn partition_holding(&self, cpu: Cpu) -> Option<&CpusetConfig> {
+        self.cpusets.iter().find(|s| {
+            s.path != "/"
+                && s.cpus.contains(&cpu)
+                && matches!(s.partition.as_deref(), Some("isolated" | "root"))
+        })
+    }
+
     /// The entry of `cpu`, if it was read.
     pub fn cpu(&self, cpu: Cpu) -> Option<&CpuConfig> {
         self.cpus.iter().find(|c| c.cpu == cpu)

@@ -211,7 +211,7 @@ pub fn inject_each(
 /// `__noise-task`: pinned to `cpu`, named `js-noise-task`, busy for 1 ms `rate` times a second.
 pub fn run_task(cpu: Cpu, rate: u32) -> ! {
     let _ = affinity::pin_current_thread(cpu);
-    set_name("js-noise-task");
+    affinity::name_current_thread("js-noise-task");
     let period = 1_000_000_000 / u64::from(rate.clamp(1, 900));
     loop {
         let t0 = monotonic_ns();
@@ -229,17 +229,11 @@ pub fn run_task(cpu: Cpu, rate: u32) -> ! {
 /// sleep arms an hrtimer that fires on that CPU.
 pub fn run_timer(cpu: Cpu, rate: u32) -> ! {
     let _ = affinity::pin_current_thread(cpu);
-    set_name("js-noise-timer");
+    affinity::name_current_thread("js-noise-timer");
     let period = std::time::Duration::from_nanos(1_000_000_000 / u64::from(rate.max(1)));
     loop {
         std::thread::sleep(period);
     }
-}
-
-fn set_name(name: &str) {
-    let c = std::ffi::CString::new(name).unwrap_or_default();
-    // SAFETY: PR_SET_NAME copies at most 16 bytes from a valid NUL-terminated string.
-    unsafe { libc::prctl(libc::PR_SET_NAME, c.as_ptr() as libc::c_ulong, 0, 0, 0) };
 }
 
 /// Several injectors running at once, each on its own thread kept on `run_on` (off the CPUs
