@@ -67,7 +67,7 @@ pub enum Command {
     Probe(ProbeArgs),
     /// Measure the cross-core transfer floor between two CPUs (cache-line ping-pong)
     Floor(FloorArgs),
-    /// Inject known noise on a CPU (kworker, irq, task, timer, freq), logging each injection
+    /// Inject known noise on a CPU (kworker, irq, task, timer, freq, writeback), logging each injection
     #[command(
         after_help = "Examples:\n  sudo jitterscope noise --cpu 1 --kind kworker --rate 100 --duration 10s\n  sudo jitterscope noise --cpu 1 --kind irq --rate 200 --log irq.jsonl"
     )]
@@ -172,7 +172,7 @@ pub struct RunArgs {
     #[arg(long, display_order = SessionArgs::RUN_OWN[0])]
     pub no_probes: bool,
 
-    /// Inject known noise during the run: KIND@CPU:RATE (kworker, irq, task, timer, freq), repeatable
+    /// Inject known noise during the run: KIND@CPU:RATE (kworker, irq, task, timer, freq, writeback), repeatable
     #[arg(long, value_name = "KIND@CPU:RATE", value_parser = crate::workshop::noise::parse_spec, display_order = SessionArgs::RUN_OWN[1])]
     pub inject: Vec<(crate::workshop::noise::NoiseKind, Cpu, u32)>,
 

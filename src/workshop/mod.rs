@@ -1,8 +1,11 @@
 //! The workshop: known noise, injected on purpose, so that each tuning step has a culprit to
-//! find and then remove (`noise`, `steps`), and `run`, the whole course of steps, graded.
+//! find and then remove (`noise`, `steps`), each fix graded on the step's own before → after
+//! runs (`grade`, and `vm` for a guest's host share), and `run`, the whole course of steps.
 
+pub mod grade;
 pub mod noise;
 pub mod steps;
+pub mod vm;
 
 use std::io::Write;
 use std::path::Path;
@@ -104,7 +107,7 @@ fn introduce(
     let (producer, consumer) = (cfg.producer_cpu, cfg.consumer_cpu);
     writeln!(
         out,
-        "workshop: producer CPU {producer}, consumer CPU {consumer}; noise on CPU {consumer}: a competing task, stat_refresh kworkers{}; fixes go to CPU {}",
+        "workshop: producer CPU {producer}, consumer CPU {consumer}; noise on CPU {consumer}: a competing task, stat_refresh kworkers, unbound writeback work{}; fixes go to CPU {}",
         if noise::steerable_irq().is_some() { ", the virtio-rng IRQ" } else { "" },
         format_list(others)
     )?;
@@ -132,7 +135,21 @@ fn run_steps(
             writeln!(out, "\n=== GOVERNOR ===\n  skipped: no cpufreq driver on CPU {} (a VM, or a driver-less machine): the frequency is the host's or firmware's to set", cfg.consumer_cpu)?;
             continue;
         }
-        let (run, checks) = run_step(step, base, others, out)?;
+        if step == Step::Vm
+            && !crate::system::config::Configured::read(
+                &crate::system::config::Root::live(),
+                &[cfg.consumer_cpu],
+            )
+            .virtual_machine
+        {
+            writeln!(out, "\n=== VM ===\n  skipped: not a guest (no hypervisor CPU flag): no host shares these CPUs")?;
+            continue;
+        }
+        let step_runs = run_step(step, base, others, out)?;
+        let checks = step_runs.checks;
+        let Some(run) = step_runs.runs.into_iter().next_back() else {
+            continue;
+        };
         let interrupted = run.run.ended != crate::model::Ended::Completed;
         course.passed += checks.iter().filter(|c| c.passed).count();
         course.total += checks.len();

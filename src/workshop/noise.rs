@@ -1,6 +1,7 @@
 //! Known noise on a chosen CPU: per-CPU kworkers (`stat_refresh`), a device IRQ steered there
 //! (virtio-rng, raised by reading `/dev/hwrng`), a competing pinned task named
-//! `js-noise-task`, an hrtimer storm, and frequency changes where cpufreq exists. Every
+//! `js-noise-task`, an hrtimer storm, unbound writeback work (`wb_workfn`), and frequency
+//! changes where cpufreq exists. Every
 //! injection is logged with its CLOCK_MONOTONIC window so results can be graded; every
 //! setting changed on the way (IRQ affinity, frequency limits) goes through the restore
 //! journal.
@@ -34,6 +35,10 @@ pub enum NoiseKind {
     Timer,
     /// frequency changes through cpufreq's scaling_max_freq
     Freq,
+    /// a file dirtied and `sync()` called: the flusher's `wb_workfn`, unbound work
+    /// (`kworker/uN:M`) that runs wherever the workqueue cpumask allows (the CPU given is where
+    /// it should be seen)
+    Writeback,
 }
 
 /// One injection: what, where, when.
@@ -121,8 +126,10 @@ pub fn inject_each(
     let mut helper = None;
     let mut rng = None;
     let mut freqs = None;
+    let mut dirty = None;
     match kind {
         NoiseKind::Kworker => {}
+        NoiseKind::Writeback => dirty = Some(DirtyFile::create().map_err(fail)?),
         NoiseKind::Irq => {
             let (irq, name) = steerable_irq().ok_or_else(|| {
                 NoiseError::Unavailable(
@@ -178,6 +185,11 @@ pub fn inject_each(
         match kind {
             NoiseKind::Kworker => std::fs::write("/proc/sys/vm/stat_refresh", "1")
                 .map_err(|e| fail(format!("writing /proc/sys/vm/stat_refresh: {e}")))?,
+            NoiseKind::Writeback => {
+                if let Some(d) = dirty.as_mut() {
+                    d.dirty_and_sync().map_err(fail)?;
+                }
+            }
             NoiseKind::Irq => {
                 let mut buf = [0u8; 32];
                 if let Some(f) = rng.as_mut() {
@@ -206,6 +218,45 @@ pub fn inject_each(
     // Dropping the tuner restores IRQ affinity and frequency limits.
     drop(tuner);
     Ok(())
+}
+
+/// A file of ours whose pages are dirtied and handed to the flusher: `sync()` queues
+/// `wb_workfn` on the unbound `writeback` workqueue and waits for it. Removed on drop.
+struct DirtyFile {
+    path: PathBuf,
+    file: std::fs::File,
+}
+
+impl DirtyFile {
+    fn create() -> Result<DirtyFile, String> {
+        let path = std::env::temp_dir().join(format!("jitterscope-dirty-{}", std::process::id()));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .open(&path)
+            .map_err(|e| format!("creating {}: {e}", path.display()))?;
+        Ok(DirtyFile { path, file })
+    }
+
+    /// One page rewritten and flushed: the file stays one page long.
+    fn dirty_and_sync(&mut self) -> Result<(), String> {
+        use std::io::Seek;
+        let page = [0x5au8; 4096];
+        self.file
+            .seek(std::io::SeekFrom::Start(0))
+            .and_then(|_| self.file.write_all(&page))
+            .map_err(|e| format!("writing {}: {e}", self.path.display()))?;
+        // SAFETY: sync(2) takes no arguments and cannot fail.
+        unsafe { libc::sync() };
+        Ok(())
+    }
+}
+
+impl Drop for DirtyFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
 }
 
 /// `__noise-task`: pinned to `cpu`, named `js-noise-task`, busy for 1 ms `rate` times a second.
@@ -351,7 +402,7 @@ pub fn run_injection(cfg: &InjectionConfig, out: &mut dyn Write) -> anyhow::Resu
 pub fn parse_spec(text: &str) -> Result<(NoiseKind, Cpu, u32), String> {
     use clap::ValueEnum;
     let bad = || {
-        format!("--inject {text}: write KIND@CPU:RATE, e.g. kworker@3:100 (kinds: kworker, irq, task, timer, freq)")
+        format!("--inject {text}: write KIND@CPU:RATE, e.g. kworker@3:100 (kinds: kworker, irq, task, timer, freq, writeback)")
     };
     let (kind, rest) = text.split_once('@').ok_or_else(bad)?;
     let (cpu, rate) = rest.split_once(':').ok_or_else(bad)?;

@@ -1,16 +1,17 @@
 //! `jitterscope workshop`: the perf-workshop's tuning steps with the same injected noise in
-//! every step — BASELINE (unpinned), PINNED, SHIELDED, IRQS-MOVED, KWORKERS-MOVED, GOVERNOR —
-//! each measured, its culprits named, and graded: is the culprit the step should expose found,
-//! and is the one it should remove gone? Steps are cumulative, as in the tutorial; each is
-//! run with its own journalled tuning, restored before the next.
+//! every step — BASELINE (unpinned), PINNED, SHIELDED, IRQS-MOVED, KWORKERS-MOVED, GOVERNOR,
+//! VM — each step measured before and after each of its fixes, in its own runs, and graded on
+//! those figures (`grade`). Fixes are cumulative, as in the tutorial; each step's are
+//! journalled and restored before the next.
 
 use std::io::Write;
 
 use anyhow::{Context, Result};
 
+use super::grade::{self, Check, Goal, Target};
 use super::noise::{steerable_irq, NoiseKind, NoiseSet};
 use crate::model::{Cpu, CulpritClass};
-use crate::report::runfile::{RunFile, WhoEntry};
+use crate::report::runfile::RunFile;
 use crate::session::{self, RunPlan};
 use crate::system::actions;
 use crate::system::tuning::Tuner;
@@ -24,16 +25,18 @@ pub enum Step {
     IrqsMoved,
     KworkersMoved,
     Governor,
+    Vm,
 }
 
 impl Step {
-    pub const ALL: [Step; 6] = [
+    pub const ALL: [Step; 7] = [
         Step::Baseline,
         Step::Pinned,
         Step::Shielded,
         Step::IrqsMoved,
         Step::KworkersMoved,
         Step::Governor,
+        Step::Vm,
     ];
 
     pub fn title(self) -> &'static str {
@@ -44,250 +47,365 @@ impl Step {
             Step::IrqsMoved => "IRQS-MOVED",
             Step::KworkersMoved => "KWORKERS-MOVED",
             Step::Governor => "GOVERNOR",
+            Step::Vm => "VM",
         }
+    }
+
+    /// This step's own fixes, each measured before and after.
+    pub fn fixes(self) -> &'static [Fix] {
+        match self {
+            Step::Baseline | Step::Vm => &[],
+            Step::Pinned => &[Fix::Pin],
+            Step::Shielded => &[Fix::Shield],
+            Step::IrqsMoved => &[Fix::MoveIrqs],
+            Step::KworkersMoved => &[Fix::WorkqueueCpumask, Fix::StatInterval],
+            Step::Governor => &[Fix::Governor],
+        }
+    }
+
+    /// The fixes in force before this step's own: every earlier step's.
+    pub fn carried(self) -> Vec<Fix> {
+        Step::ALL
+            .iter()
+            .filter(|s| **s < self)
+            .flat_map(|s| s.fixes().iter().copied())
+            .collect()
     }
 }
 
-/// One check of a step's grade.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Check {
-    pub passed: bool,
-    pub text: String,
+/// One fix of the tutorial.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fix {
+    Pin,
+    Shield,
+    MoveIrqs,
+    WorkqueueCpumask,
+    StatInterval,
+    Governor,
 }
 
-/// Time a culprit stole on `cpu` in a run, matched by class and who it is.
-fn stolen(run: &RunFile, cpu: Cpu, class: CulpritClass, pick: &dyn Fn(&WhoEntry) -> bool) -> u64 {
-    run.culprits
+impl Fix {
+    fn title(self) -> &'static str {
+        match self {
+            Fix::Pin => "pinning",
+            Fix::Shield => "the cpuset shield",
+            Fix::MoveIrqs => "the IRQ affinity change",
+            Fix::WorkqueueCpumask => "the workqueue cpumask",
+            Fix::StatInterval => "vm.stat_interval=10",
+            Fix::Governor => "the performance governor",
+        }
+    }
+
+    fn slug(self) -> &'static str {
+        match self {
+            Fix::Pin => "pinned",
+            Fix::Shield => "shield",
+            Fix::MoveIrqs => "irqs",
+            Fix::WorkqueueCpumask => "wq-cpumask",
+            Fix::StatInterval => "stat-interval",
+            Fix::Governor => "governor",
+        }
+    }
+
+    /// What it should remove from the consumer's CPU.
+    fn targets(self, irq: Option<&(u32, String)>) -> Vec<Target> {
+        match self {
+            Fix::Pin => vec![Target {
+                what: "the consumer's stalls away from its CPU".into(),
+                injected: false,
+                goal: Goal::Remove,
+                matcher: grade::Matcher::StallsElsewhere,
+            }],
+            Fix::Shield => vec![noise_task()],
+            Fix::MoveIrqs => irq.map(|i| vec![injected_irq(i)]).unwrap_or_default(),
+            Fix::WorkqueueCpumask => vec![Target::culprits(
+                "unbound work (kworker/u*: the injected writeback's wb_workfn)",
+                true,
+                |c| c.class == CulpritClass::Kworker && c.name.starts_with("kworker/u"),
+            )],
+            Fix::StatInterval => vec![Target {
+                goal: Goal::AtMost { per_s: 0.1 },
+                ..kworker_function("vmstat_update", false)
+            }],
+            Fix::Governor => vec![Target::culprits("frequency changes", false, |c| {
+                c.class == CulpritClass::FreqChange
+            })],
+        }
+    }
+
+    /// Applies it (pinning is the run's, not a setting).
+    fn apply(
+        self,
+        t: &mut Tuner,
+        consumers: &[Cpu],
+        others: &[Cpu],
+        out: &mut dyn Write,
+    ) -> Result<()> {
+        match self {
+            Fix::Pin => writeln!(out, "  tuning: the workload's threads pinned to their CPUs")?,
+            Fix::Shield => {
+                let o =
+                    actions::shield(t, others).map_err(|e| anyhow::anyhow!("shielding: {e}"))?;
+                for d in o.done.iter().chain(&o.refused) {
+                    writeln!(out, "  tuning: {d}")?;
+                }
+            }
+            Fix::MoveIrqs => {
+                let o = actions::move_irqs(t, others);
+                writeln!(
+                    out,
+                    "  tuning: {} IRQs moved to CPU {}",
+                    o.done.len(),
+                    crate::system::cpus::format_list(others)
+                )?;
+                for r in &o.refused {
+                    writeln!(out, "  tuning: not moved: {r}")?;
+                }
+            }
+            Fix::WorkqueueCpumask => {
+                writeln!(out, "  tuning: {}", actions::workqueue_cpumask(t, others)?)?
+            }
+            Fix::StatInterval => writeln!(out, "  tuning: {}", actions::stat_interval(t, 10)?)?,
+            Fix::Governor => {
+                let o = actions::governor(t, consumers, "performance");
+                for d in o.done.iter().chain(&o.refused) {
+                    writeln!(out, "  tuning: {d}")?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn noise_task() -> Target {
+    Target::culprits("task js-noise-task", true, |c| {
+        c.class == CulpritClass::Task && c.who().comm.as_deref() == Some("js-noise-task")
+    })
+}
+
+fn injected_irq((n, name): &(u32, String)) -> Target {
+    let (n, name) = (u64::from(*n), name.clone());
+    Target::culprits(format!("IRQ {n} {name}"), true, move |c| {
+        let w = c.who();
+        c.class == CulpritClass::Irq && w.irq == Some(n) && w.action.as_deref() == Some(&name)
+    })
+}
+
+fn kworker_function(function: &'static str, injected: bool) -> Target {
+    Target::culprits(format!("kworker {function}"), injected, move |c| {
+        c.class == CulpritClass::Kworker && c.who().function.as_deref() == Some(function)
+    })
+}
+
+fn unbound_writeback() -> Target {
+    Target::culprits("unbound kworker wb_workfn", true, |c| {
+        c.class == CulpritClass::Kworker
+            && c.name.starts_with("kworker/u")
+            && c.who().function.as_deref() == Some("wb_workfn")
+    })
+}
+
+/// BASELINE's grade: every injected culprit named on the consumer's CPU.
+pub fn found(run: &RunFile, cpu: Cpu, irq: Option<&(u32, String)>) -> Vec<Check> {
+    let mut expected = vec![noise_task()];
+    expected.extend(irq.map(injected_irq));
+    expected.push(kworker_function("refresh_vm_stats", true));
+    expected.push(unbound_writeback());
+    expected
         .iter()
-        .filter(|c| c.class == class && pick(&c.who()))
-        .flat_map(|c| {
-            c.cpus
-                .iter()
-                .filter(|x| x.cpu == cpu)
-                .map(|x| x.measured_ns)
-        })
-        .sum()
-}
-
-/// Grades a step's run on the consumer CPU `cpu`.
-pub fn grade(step: Step, run: &RunFile, cpu: Cpu, irq: Option<&(u32, String)>) -> Vec<Check> {
-    let task = |r: &RunFile| {
-        stolen(r, cpu, CulpritClass::Task, &|w| {
-            w.comm.as_deref() == Some("js-noise-task")
-        })
-    };
-    let irq_ns = |r: &RunFile| {
-        irq.map_or(0, |(n, name)| {
-            stolen(r, cpu, CulpritClass::Irq, &|w| {
-                w.irq == Some(u64::from(*n)) && w.action.as_deref() == Some(name.as_str())
-            })
-        })
-    };
-    let kworker = |r: &RunFile| {
-        stolen(r, cpu, CulpritClass::Kworker, &|w| {
-            w.function.as_deref() == Some("refresh_vm_stats")
-        })
-    };
-    let found = |what: &str, ns: u64| Check {
-        passed: ns > 0,
-        text: if ns > 0 {
-            format!(
-                "expected culprit {what} found on CPU {cpu} ({}) ✓",
-                fmt_ns(ns)
-            )
-        } else {
-            format!("expected culprit {what} NOT found on CPU {cpu} ✗")
-        },
-    };
-    let gone = |what: &str, ns: u64, why: &str| Check {
-        passed: ns == 0,
-        text: if ns == 0 {
-            format!("{what} is gone from CPU {cpu} ✓ ({why})")
-        } else {
-            format!(
-                "{what} still on CPU {cpu} ({}) ✗ — {why} should have removed it",
-                fmt_ns(ns)
-            )
-        },
-    };
-    let irq_name = irq.map_or("the device IRQ".to_string(), |(n, name)| {
-        format!("IRQ {n} {name}")
-    });
-    match step {
-        Step::Baseline | Step::Pinned => {
-            let mut v = vec![found("task js-noise-task", task(run))];
-            if irq.is_some() {
-                v.push(found(&irq_name, irq_ns(run)));
-            }
-            v.push(found("kworker refresh_vm_stats", kworker(run)));
-            v
-        }
-        Step::Shielded => {
-            let mut v = vec![gone(
-                "task js-noise-task",
-                task(run),
-                "the cpuset shield moved it",
-            )];
-            if irq.is_some() {
-                v.push(found(&irq_name, irq_ns(run)));
-            }
-            v
-        }
-        Step::IrqsMoved => {
-            let mut v = vec![gone(
-                "task js-noise-task",
-                task(run),
-                "the shield still holds",
-            )];
-            if irq.is_some() {
-                v.push(gone(&irq_name, irq_ns(run), "the IRQ affinity change"));
-            }
-            v
-        }
-        Step::KworkersMoved | Step::Governor => {
-            let k = kworker(run);
-            vec![Check {
-                // refresh_vm_stats is queued on every CPU by name (schedule_on_each_cpu):
-                // no cpumask moves it. The grade is that jitterscope says so, not that it left.
-                passed: k > 0,
-                text: if k > 0 {
-                    format!("kworker refresh_vm_stats still on CPU {cpu} ({}) ✓ — expected: it is per-CPU work queued on every CPU, which the workqueue cpumask cannot move; only stopping the writes to /proc/sys/vm/stat_refresh removes it", fmt_ns(k))
+        .map(|t| {
+            let a = t.measure(run, cpu);
+            Check {
+                passed: a.ns > 0,
+                text: if a.ns > 0 {
+                    format!(
+                        "expected culprit {} found on CPU {cpu} ({} in {}×) ✓",
+                        t.what,
+                        fmt_ns(a.ns),
+                        a.count
+                    )
                 } else {
-                    format!("kworker refresh_vm_stats not seen on CPU {cpu} ✗ (the noise should still reach it)")
+                    format!("expected culprit {} NOT found on CPU {cpu} ✗", t.what)
                 },
-            }]
-        }
-    }
+            }
+        })
+        .collect()
 }
 
-/// Applies the tuning of every step up to and including `step` (cumulative).
-fn tune(
-    t: &mut Tuner,
-    step: Step,
-    consumers: &[Cpu],
-    others: &[Cpu],
-    out: &mut dyn Write,
-) -> Result<()> {
-    if step >= Step::Shielded {
-        let o = actions::shield(t, others).map_err(|e| anyhow::anyhow!("shielding: {e}"))?;
-        for d in o.done.iter().chain(&o.refused) {
-            writeln!(out, "  tuning: {d}")?;
-        }
-    }
-    if step >= Step::IrqsMoved {
-        let o = actions::move_irqs(t, others);
-        writeln!(
-            out,
-            "  tuning: {} IRQs moved to CPU {}",
-            o.done.len(),
-            crate::system::cpus::format_list(others)
-        )?;
-        for r in &o.refused {
-            writeln!(out, "  tuning: not moved: {r}")?;
-        }
-    }
-    if step >= Step::KworkersMoved {
-        writeln!(out, "  tuning: {}", actions::workqueue_cpumask(t, others)?)?;
-        writeln!(out, "  tuning: {}", actions::stat_interval(t, 10)?)?;
-    }
-    if step >= Step::Governor {
-        let o = actions::governor(t, consumers, "performance");
-        for d in o.done.iter().chain(&o.refused) {
-            writeln!(out, "  tuning: {d}")?;
-        }
-    }
-    Ok(())
+/// A step's runs: before its fixes, then after each (the last is the step's result).
+pub struct StepRuns {
+    pub runs: Vec<RunFile>,
+    pub checks: Vec<Check>,
 }
 
-/// Runs one step: noise on, tuning on, the measured run, noise off, tuning restored.
+/// The noise every step injects on the consumer's CPU (injections per second).
+fn noise_specs(consumer: Cpu, irq: bool) -> Vec<(NoiseKind, Cpu, u32)> {
+    let mut specs = vec![
+        (NoiseKind::Task, consumer, 100),
+        (NoiseKind::Kworker, consumer, 200),
+        (NoiseKind::Writeback, consumer, 50),
+    ];
+    if irq {
+        specs.push((NoiseKind::Irq, consumer, 100));
+    }
+    specs
+}
+
+/// Runs one step: noise on, the earlier steps' fixes, a run, then each of this step's fixes
+/// and a run after it; the noise stopped and every setting restored, also on failure.
 pub fn run_step(
     step: Step,
     base: &RunPlan,
     others: &[Cpu],
     out: &mut dyn Write,
-) -> Result<(RunFile, Vec<Check>)> {
+) -> Result<StepRuns> {
     let consumer = base.workload.consumer_cpus[0];
     writeln!(out, "\n=== {} ===", step.title())?;
     let irq = steerable_irq();
-    // Noise first (the IRQ is steered to the consumer CPU by the noise's own tuner), then
-    // the step's tuning on top; they are undone in the opposite order.
-    let mut specs = vec![
-        (NoiseKind::Task, consumer, 100),
-        (NoiseKind::Kworker, consumer, 200),
-    ];
-    if irq.is_some() {
-        specs.push((NoiseKind::Irq, consumer, 100));
-    }
-    let noise = NoiseSet::start(&specs, others);
+    // Noise first (the IRQ is steered to the consumer CPU by the noise's own tuner), then the
+    // tuning on top; they are undone in the opposite order.
+    let noise = NoiseSet::start(&noise_specs(consumer, irq.is_some()), others);
     std::thread::sleep(std::time::Duration::from_millis(300));
-    let result = (|| {
-        let mut t = Tuner::new();
-        tune(&mut t, step, &base.workload.consumer_cpus, others, out)?;
-        let mut plan = base.clone();
-        plan.workload.pin = step != Step::Baseline;
-        plan.label = format!("{}-{}", base.label, step.title().to_lowercase());
-        plan.progress = false;
-        plan.tui = false;
-        let mut sink: Vec<u8> = Vec::new();
-        let outcome = session::run(plan, &mut sink).context("the step's run failed");
-        // The next step runs in this process: what the run freed goes back first.
-        crate::system::trim_memory();
-        let outcome = outcome?;
-        drop(t);
-        Ok::<_, anyhow::Error>(outcome.run)
-    })();
+    let result = measure_step(step, base, others, out);
     for (kind, r) in noise.stop() {
         if let Err(e) = r {
             writeln!(out, "  noise {kind:?}: {e}")?;
         }
     }
-    let run = result?;
-    let h = &run.histograms[0].transit;
-    writeln!(
-        out,
-        "  transit p50 {}  p99 {}  p99.99 {}  max {}  ({} messages{})",
-        fmt_ns(h.percentile("50").unwrap_or(0)),
-        fmt_ns(h.percentile("99").unwrap_or(0)),
-        fmt_ns(h.percentile("99.99").unwrap_or(0)),
-        fmt_ns(h.max),
-        h.count,
-        if run.run.settings.pinned {
-            ""
-        } else {
-            ", unpinned"
-        }
-    )?;
-    let on_cpu = |c: &crate::report::runfile::CulpritEntry| -> u64 {
-        c.cpus
-            .iter()
-            .filter(|x| x.cpu == consumer)
-            .map(|x| x.measured_ns)
-            .sum()
-    };
-    let mut here: Vec<_> = run.culprits.iter().filter(|c| on_cpu(c) > 0).collect();
-    here.sort_by_key(|c| std::cmp::Reverse(on_cpu(c)));
-    for c in here.into_iter().take(5) {
+    let runs = result?;
+    let checks = grade_step(step, &runs, consumer, irq.as_ref(), out)?;
+    Ok(StepRuns { runs, checks })
+}
+
+/// The step's runs, with its tuning held (restored when this returns).
+fn measure_step(
+    step: Step,
+    base: &RunPlan,
+    others: &[Cpu],
+    out: &mut dyn Write,
+) -> Result<Vec<RunFile>> {
+    let consumers = base.workload.consumer_cpus.clone();
+    let mut t = Tuner::new();
+    let carried = step.carried();
+    for fix in &carried {
+        fix.apply(&mut t, &consumers, others, &mut std::io::sink())?;
+    }
+    if !carried.is_empty() {
+        let names: Vec<&str> = carried.iter().map(|f| f.title()).collect();
         writeln!(
             out,
-            "  culprit on CPU {consumer}: {} {}{}{} {}",
-            c.class,
-            c.name,
-            if c.detail.is_empty() { "" } else { " " },
-            c.detail,
-            fmt_ns(on_cpu(c))
+            "  in force from the steps before: {}",
+            names.join(", ")
         )?;
     }
-    let checks = grade(step, &run, consumer, irq.as_ref());
+    let mut pinned = carried.contains(&Fix::Pin);
+    let mut runs = vec![one_run(base, step, "before", pinned)?];
+    for fix in step.fixes() {
+        if runs
+            .last()
+            .is_some_and(|r| r.run.ended != crate::model::Ended::Completed)
+        {
+            break;
+        }
+        fix.apply(&mut t, &consumers, others, out)?;
+        pinned |= *fix == Fix::Pin;
+        runs.push(one_run(base, step, fix.slug(), pinned)?);
+    }
+    drop(t);
+    Ok(runs)
+}
+
+/// One measured run of a step.
+fn one_run(base: &RunPlan, step: Step, tag: &str, pinned: bool) -> Result<RunFile> {
+    let mut plan = base.clone();
+    plan.workload.pin = pinned;
+    plan.label = if step.fixes().is_empty() {
+        format!("{}-{}", base.label, step.title().to_lowercase())
+    } else {
+        format!("{}-{}-{tag}", base.label, step.title().to_lowercase())
+    };
+    plan.progress = false;
+    plan.tui = false;
+    let mut sink: Vec<u8> = Vec::new();
+    let outcome = session::run(plan, &mut sink).context("the step's run failed");
+    // The next run is in this process: what the run freed goes back first.
+    crate::system::trim_memory();
+    Ok(outcome?.run)
+}
+
+/// The transit percentiles of the step's runs, side by side.
+fn transit_line(runs: &[RunFile]) -> String {
+    let of = |p: &str| {
+        runs.iter()
+            .map(|r| fmt_ns(r.histograms[0].transit.percentile(p).unwrap_or(0)))
+            .collect::<Vec<_>>()
+            .join(" → ")
+    };
+    let max = runs
+        .iter()
+        .map(|r| fmt_ns(r.histograms[0].transit.max))
+        .collect::<Vec<_>>()
+        .join(" → ");
+    let unpinned = if runs[0].run.settings.pinned {
+        ""
+    } else {
+        "; the first run unpinned"
+    };
+    format!(
+        "transit p99 {}  p99.99 {}  max {}  ({} messages{unpinned})",
+        of("99"),
+        of("99.99"),
+        max,
+        runs.iter()
+            .map(|r| r.histograms[0].transit.count.to_string())
+            .collect::<Vec<_>>()
+            .join(" → ")
+    )
+}
+
+/// Prints and grades the step's runs on the consumer's CPU.
+fn grade_step(
+    step: Step,
+    runs: &[RunFile],
+    consumer: Cpu,
+    irq: Option<&(u32, String)>,
+    out: &mut dyn Write,
+) -> Result<Vec<Check>> {
+    writeln!(out, "  {}", transit_line(runs))?;
+    let last = runs.last().expect("a step has a run");
+    let mut checks = Vec::new();
+    let mut targets = Vec::new();
+    match step {
+        Step::Baseline => checks = found(last, consumer, irq),
+        Step::Vm => checks = super::vm::grade(last, consumer, out)?,
+        _ => {
+            for (i, fix) in step.fixes().iter().enumerate() {
+                for t in fix.targets(irq) {
+                    checks.push(grade::across(
+                        &t,
+                        fix.title(),
+                        &runs[i],
+                        &runs[i + 1],
+                        consumer,
+                    ));
+                    targets.push(t);
+                }
+            }
+        }
+    }
+    for line in grade::remains(last, consumer, &targets, 8) {
+        writeln!(out, "  {line}")?;
+    }
     for c in &checks {
         writeln!(out, "  {}", c.text)?;
     }
-    Ok((run, checks))
+    Ok(checks)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::runfile::{tests as rf, CpuTheftEntry};
+    use crate::report::runfile::{tests as rf, CpuTheftEntry, WhoEntry};
 
     fn on_cpu(
         mut c: crate::report::runfile::CulpritEntry,
@@ -312,15 +430,15 @@ mod tests {
         });
         let mut run = rf::sample();
         run.culprits = vec![on_cpu(task, 1)];
-        let checks = grade(Step::Baseline, &run, 1, None);
+        let checks = found(&run, 1, None);
         assert!(checks[0].passed, "{checks:?}");
         // A file written before `who` is matched by its words (`comm[pid]`).
         let old = rf::culprit(CulpritClass::Task, "js-noise-task[42]", 5_000);
         run.culprits = vec![on_cpu(old, 1)];
-        assert!(grade(Step::Baseline, &run, 1, None)[0].passed);
+        assert!(found(&run, 1, None)[0].passed);
         // Another command is not the noise task.
         let other = rf::culprit(CulpritClass::Task, "js-noise-taskx[42]", 5_000);
         run.culprits = vec![on_cpu(other, 1)];
-        assert!(!grade(Step::Baseline, &run, 1, None)[0].passed);
+        assert!(!found(&run, 1, None)[0].passed);
     }
 }
