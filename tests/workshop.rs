@@ -6,7 +6,8 @@ use std::process::Command;
 
 use common::*;
 
-fn step(name: &str) -> String {
+/// Runs one step in a fresh output directory: its output and that directory.
+fn step(name: &str) -> (String, tempfile::TempDir) {
     let every_cpu_measured = nproc() == 2;
     let dir = tempfile::tempdir().unwrap();
     let before = snapshot();
@@ -46,7 +47,49 @@ fn step(name: &str) -> String {
         at_end, every_cpu_measured,
         "workshop --step {name}: at the end {at_end}"
     );
-    stdout
+    (stdout, dir)
+}
+
+/// The run file of `dir` whose name starts with `label`, as JSON — read directly, not through
+/// the workshop's own grading.
+fn run_json(dir: &std::path::Path, label: &str) -> serde_json::Value {
+    let path = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().to_string();
+            name.starts_with(&format!("{label}-2"))
+                && name.ends_with(".json")
+                && !name.ends_with(".trace.json")
+        })
+        .unwrap_or_else(|| panic!("no run file {label}-*.json in {}", dir.display()));
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
+/// Time and episodes on `cpu` of the culprit rows `pick` chooses, in `label`'s run file.
+fn on_cpu(
+    dir: &std::path::Path,
+    label: &str,
+    cpu: u64,
+    pick: &dyn Fn(&serde_json::Value) -> bool,
+) -> (u64, u64) {
+    let run = run_json(dir, label);
+    let mut total = (0, 0);
+    for c in run["culprits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| pick(c))
+    {
+        for x in c["cpus"].as_array().unwrap() {
+            if x["cpu"].as_u64() == Some(cpu) {
+                total.0 += x["measured_ns"].as_u64().unwrap_or(0);
+                total.1 += x["episodes"].as_u64().unwrap_or(0);
+            }
+        }
+    }
+    total
 }
 
 #[test]
@@ -57,7 +100,7 @@ fn baseline_pinned_and_shielded_find_and_remove_their_culprits() {
     let _cpus = exclusive();
     let irq = jitterscope::workshop::noise::steerable_irq();
 
-    let out = step("baseline");
+    let (out, _dir) = step("baseline");
     assert!(out.contains("=== BASELINE ==="), "{out}");
     assert!(out.contains("unpinned"), "{out}");
     assert!(
@@ -69,23 +112,40 @@ fn baseline_pinned_and_shielded_find_and_remove_their_culprits() {
         "{out}"
     );
 
-    let out = step("pinned");
+    let (out, dir) = step("pinned");
+    // Pinned, the consumer stalls on its own CPU only; the competing task pinned there keeps
+    // its share, which pinning cannot take away: it remains, and is said to.
+    let after = run_json(dir.path(), "workshop-pinned-after");
+    let elsewhere = after["stalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["thread"] != "producer" && s["cpu"].as_u64() != Some(1))
+        .count();
+    assert_eq!(elsewhere, 0, "{out}");
+    let task = |c: &serde_json::Value| c["who"]["comm"] == "js-noise-task";
     assert!(
-        out.contains("expected culprit task js-noise-task found on CPU 1"),
+        on_cpu(dir.path(), "workshop-pinned-after", 1, &task).0 > 0,
         "{out}"
     );
+    assert!(out.contains("remains: task js-noise-task["), "{out}");
     if let Some((n, name)) = &irq {
+        let irq = |c: &serde_json::Value| {
+            c["who"]["irq"].as_u64() == Some(u64::from(*n)) && c["who"]["action"] == name.as_str()
+        };
         assert!(
-            out.contains(&format!("expected culprit IRQ {n} {name} found on CPU 1")),
+            on_cpu(dir.path(), "workshop-pinned-after", 1, &irq).0 > 0,
             "{out}"
         );
     }
 
-    let out = step("shielded");
+    let (out, dir) = step("shielded");
     assert!(out.contains("tasks shielded into"), "{out}");
+    let before = on_cpu(dir.path(), "workshop-shielded-before", 1, &task);
+    let after = on_cpu(dir.path(), "workshop-shielded-after", 1, &task);
     assert!(
-        out.contains("task js-noise-task is gone from CPU 1 ✓"),
-        "{out}"
+        before.0 > 0 && after == (0, 0),
+        "{before:?} → {after:?}\n{out}"
     );
     let checks = out
         .lines()
@@ -115,9 +175,42 @@ fn irqs_moved_removes_the_steered_irq() {
         return;
     };
     let _cpus = exclusive();
-    let out = step("irqs-moved");
+    let (out, dir) = step("irqs-moved");
+    let irq = |c: &serde_json::Value| {
+        c["who"]["irq"].as_u64() == Some(u64::from(n)) && c["who"]["action"] == name.as_str()
+    };
+    let before = on_cpu(dir.path(), "workshop-irqs-moved-before", 1, &irq);
+    let after = on_cpu(dir.path(), "workshop-irqs-moved-after", 1, &irq);
     assert!(
-        out.contains(&format!("IRQ {n} {name} is gone from CPU 1 ✓")),
-        "{out}"
+        before.0 > 0 && after == (0, 0),
+        "{before:?} → {after:?}\n{out}"
     );
+    assert!(out.contains(&format!("IRQ {n} {name} on CPU 1:")), "{out}");
+}
+
+#[test]
+fn kworkers_moved_takes_the_injected_unbound_work_off_the_cpu() {
+    if skip_bpf("kworkers_moved_takes_the_injected_unbound_work_off_the_cpu") || nproc() < 2 {
+        return;
+    }
+    let _cpus = exclusive();
+    let (out, dir) = step("kworkers-moved");
+    let unbound = |c: &serde_json::Value| {
+        c["class"] == "kworker" && c["name"].as_str().unwrap_or("").starts_with("kworker/u")
+    };
+    let writeback = |c: &serde_json::Value| unbound(c) && c["who"]["function"] == "wb_workfn";
+    let before = on_cpu(dir.path(), "workshop-kworkers-moved-before", 1, &writeback);
+    let after = on_cpu(
+        dir.path(),
+        "workshop-kworkers-moved-after-wq-cpumask",
+        1,
+        &unbound,
+    );
+    assert!(
+        before.0 > 0 && after == (0, 0),
+        "{before:?} → {after:?}\n{out}"
+    );
+    // The per-CPU work queued on every CPU by name stays, and is said to.
+    assert!(out.contains("remains: kworker kworker/1:"), "{out}");
+    assert!(out.contains("refresh_vm_stats"), "{out}");
 }

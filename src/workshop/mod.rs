@@ -151,8 +151,8 @@ fn run_steps(
             continue;
         };
         let interrupted = run.run.ended != crate::model::Ended::Completed;
-        course.passed += checks.iter().filter(|c| c.passed).count();
-        course.total += checks.len();
+        course.passed += checks.iter().filter(|c| c.counted && c.passed).count();
+        course.total += checks.iter().filter(|c| c.counted).count();
         course.runs.push((step.title().to_string(), run));
         if interrupted {
             writeln!(out, "\nworkshop: stopped after step {} (the run ended early); the steps after it did not run", step.title())?;

@@ -63,11 +63,12 @@ impl Step {
         }
     }
 
-    /// The fixes in force before this step's own: every earlier step's.
-    pub fn carried(self) -> Vec<Fix> {
+    /// The fixes in force before this step's own: every earlier step's that this machine
+    /// can apply (`governs`: a cpufreq driver on the consumer's CPU).
+    pub fn carried(self, governs: bool) -> Vec<Fix> {
         Step::ALL
             .iter()
-            .filter(|s| **s < self)
+            .filter(|s| **s < self && (**s != Step::Governor || governs))
             .flat_map(|s| s.fixes().iter().copied())
             .collect()
     }
@@ -215,9 +216,9 @@ pub fn found(run: &RunFile, cpu: Cpu, irq: Option<&(u32, String)>) -> Vec<Check>
         .iter()
         .map(|t| {
             let a = t.measure(run, cpu);
-            Check {
-                passed: a.ns > 0,
-                text: if a.ns > 0 {
+            Check::new(
+                a.ns > 0,
+                if a.ns > 0 {
                     format!(
                         "expected culprit {} found on CPU {cpu} ({} in {}×) ✓",
                         t.what,
@@ -227,7 +228,7 @@ pub fn found(run: &RunFile, cpu: Cpu, irq: Option<&(u32, String)>) -> Vec<Check>
                 } else {
                     format!("expected culprit {} NOT found on CPU {cpu} ✗", t.what)
                 },
-            }
+            )
         })
         .collect()
 }
@@ -286,7 +287,12 @@ fn measure_step(
 ) -> Result<Vec<RunFile>> {
     let consumers = base.workload.consumer_cpus.clone();
     let mut t = Tuner::new();
-    let carried = step.carried();
+    let governs = std::path::Path::new(&format!(
+        "/sys/devices/system/cpu/cpu{}/cpufreq",
+        consumers[0]
+    ))
+    .exists();
+    let carried = step.carried(governs);
     for fix in &carried {
         fix.apply(&mut t, &consumers, others, &mut std::io::sink())?;
     }
@@ -299,8 +305,10 @@ fn measure_step(
         )?;
     }
     let mut pinned = carried.contains(&Fix::Pin);
-    let mut runs = vec![one_run(base, step, "before", pinned)?];
-    for fix in step.fixes() {
+    let fixes = step.fixes();
+    let before = if fixes.is_empty() { "" } else { "-before" };
+    let mut runs = vec![one_run(base, step, before, pinned)?];
+    for fix in fixes {
         if runs
             .last()
             .is_some_and(|r| r.run.ended != crate::model::Ended::Completed)
@@ -309,7 +317,12 @@ fn measure_step(
         }
         fix.apply(&mut t, &consumers, others, out)?;
         pinned |= *fix == Fix::Pin;
-        runs.push(one_run(base, step, fix.slug(), pinned)?);
+        let after = if fixes.len() == 1 {
+            "-after".to_string()
+        } else {
+            format!("-after-{}", fix.slug())
+        };
+        runs.push(one_run(base, step, &after, pinned)?);
     }
     drop(t);
     Ok(runs)
@@ -319,11 +332,7 @@ fn measure_step(
 fn one_run(base: &RunPlan, step: Step, tag: &str, pinned: bool) -> Result<RunFile> {
     let mut plan = base.clone();
     plan.workload.pin = pinned;
-    plan.label = if step.fixes().is_empty() {
-        format!("{}-{}", base.label, step.title().to_lowercase())
-    } else {
-        format!("{}-{}-{tag}", base.label, step.title().to_lowercase())
-    };
+    plan.label = format!("{}-{}{tag}", base.label, step.title().to_lowercase());
     plan.progress = false;
     plan.tui = false;
     let mut sink: Vec<u8> = Vec::new();

@@ -77,17 +77,17 @@ pub fn grade(run: &RunFile, cpu: Cpu, out: &mut dyn Write) -> Result<Vec<Check>>
         writeln!(out, "  {line}")?;
     }
     Ok(vec![if steal_clock {
-        Check {
-            passed: true,
-            text: format!("the host's share is measured: the steal clock of CPU {cpu} was read through the run ✓ (it and the unexplained time remain: no guest setting removes them)"),
-        }
+        Check::new(
+            true,
+            format!("the host's share is measured: the steal clock of CPU {cpu} was read through the run ✓ (it and the unexplained time remain: no guest setting removes them)"),
+        )
     } else {
-        Check {
-            passed: false,
-            text: format!(
+        Check::new(
+            false,
+            format!(
                 "the host's share is not measured on CPU {cpu} ✗ — {}: the host's time cannot be told from unexplained time",
                 probes.map_or("the run had no probes".to_string(), |p| p.steal_note.clone())
             ),
-        }
+        )
     }])
 }
