@@ -199,7 +199,12 @@ fn kworkers_moved_takes_the_injected_unbound_work_off_the_cpu() {
         c["class"] == "kworker" && c["name"].as_str().unwrap_or("").starts_with("kworker/u")
     };
     let writeback = |c: &serde_json::Value| unbound(c) && c["who"]["function"] == "wb_workfn";
-    let before = on_cpu(dir.path(), "workshop-kworkers-moved-before", 1, &writeback);
+    let before = on_cpu(
+        dir.path(),
+        "workshop-kworkers-moved-after-stat-interval",
+        1,
+        &writeback,
+    );
     let after = on_cpu(
         dir.path(),
         "workshop-kworkers-moved-after-wq-cpumask",

@@ -58,7 +58,7 @@ impl Step {
             Step::Pinned => &[Fix::Pin],
             Step::Shielded => &[Fix::Shield],
             Step::IrqsMoved => &[Fix::MoveIrqs],
-            Step::KworkersMoved => &[Fix::WorkqueueCpumask, Fix::StatInterval],
+            Step::KworkersMoved => &[Fix::StatInterval, Fix::WorkqueueCpumask],
             Step::Governor => &[Fix::Governor],
         }
     }
