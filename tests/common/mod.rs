@@ -293,6 +293,7 @@ pub fn snapshot() -> Vec<(String, String)> {
     let mut paths = vec![
         jitterscope::system::actions::WORKQUEUE_CPUMASK.to_string(),
         jitterscope::system::actions::STAT_INTERVAL.to_string(),
+        "/proc/sys/kernel/sched_rt_runtime_us".to_string(),
     ];
     let mut irqs: Vec<u32> = std::fs::read_dir("/proc/irq")
         .unwrap()
