@@ -1,6 +1,7 @@
 //! The workshop: known noise, injected on purpose, so that each tuning step has a culprit to
 //! find and then remove (`noise`, `steps`), and `run`, the whole course of steps, graded.
 
+pub mod boot;
 pub mod noise;
 pub mod steps;
 
@@ -29,6 +30,9 @@ pub struct WorkshopConfig {
     pub step: Option<Step>,
     pub duration_ns: Nanos,
     pub output: OutputDir,
+    /// `--after-reboot`: the BOOT step's run file saved before the reboot, and one measured
+    /// after it (when absent, the step measures now). Empty: the steps run.
+    pub after_reboot: Vec<std::path::PathBuf>,
 }
 
 /// The steps' runs and how many of their checks passed.
@@ -51,6 +55,9 @@ pub fn run(cfg: &WorkshopConfig, out: &mut dyn Write) -> Result<()> {
     let decision =
         crate::session::decision_by_default(true, false, every_cpu_measured, cfg.duration_ns);
     let base = base_plan(cfg, decision);
+    if !cfg.after_reboot.is_empty() {
+        return boot::after_reboot(&cfg.after_reboot, &base, &others, out);
+    }
     introduce(cfg, &others, topo.online.len(), out)?;
     let course = run_steps(cfg, &base, &others, out)?;
     if course.runs.len() > 1 {
@@ -132,7 +139,11 @@ fn run_steps(
             writeln!(out, "\n=== GOVERNOR ===\n  skipped: no cpufreq driver on CPU {} (a VM, or a driver-less machine): the frequency is the host's or firmware's to set", cfg.consumer_cpu)?;
             continue;
         }
-        let (run, checks) = run_step(step, base, others, out)?;
+        let (run, checks) = if step == Step::Boot {
+            boot::run_step(base, others, out)?
+        } else {
+            run_step(step, base, others, out)?
+        };
         let interrupted = run.run.ended != crate::model::Ended::Completed;
         course.passed += checks.iter().filter(|c| c.passed).count();
         course.total += checks.len();

@@ -24,16 +24,18 @@ pub enum Step {
     IrqsMoved,
     KworkersMoved,
     Governor,
+    Boot,
 }
 
 impl Step {
-    pub const ALL: [Step; 6] = [
+    pub const ALL: [Step; 7] = [
         Step::Baseline,
         Step::Pinned,
         Step::Shielded,
         Step::IrqsMoved,
         Step::KworkersMoved,
         Step::Governor,
+        Step::Boot,
     ];
 
     pub fn title(self) -> &'static str {
@@ -44,6 +46,7 @@ impl Step {
             Step::IrqsMoved => "IRQS-MOVED",
             Step::KworkersMoved => "KWORKERS-MOVED",
             Step::Governor => "GOVERNOR",
+            Step::Boot => "BOOT",
         }
     }
 }
@@ -157,11 +160,13 @@ pub fn grade(step: Step, run: &RunFile, cpu: Cpu, irq: Option<&(u32, String)>) -
                 },
             }]
         }
+        // Graded by `boot`: on the check and the advice, not on this run.
+        Step::Boot => Vec::new(),
     }
 }
 
 /// Applies the tuning of every step up to and including `step` (cumulative).
-fn tune(
+pub(super) fn tune(
     t: &mut Tuner,
     step: Step,
     consumers: &[Cpu],
