@@ -380,8 +380,8 @@ pub fn with_params(line: &str, args: &[String]) -> String {
 /// unquoted.
 pub fn grub_default(text: &str) -> Option<String> {
     text.lines()
-        .filter_map(|l| l.trim().strip_prefix("GRUB_CMDLINE_LINUX_DEFAULT="))
-        .last()
+        .rev()
+        .find_map(|l| l.trim().strip_prefix("GRUB_CMDLINE_LINUX_DEFAULT="))
         .map(|v| v.trim().trim_matches(|c| c == '"' || c == '\'').to_string())
 }
 
@@ -449,6 +449,10 @@ pub fn run_step(
     out: &mut dyn Write,
 ) -> Result<(RunFile, Vec<Check>)> {
     let (run, _) = steps::run_step(Step::Boot, base, others, out)?;
+    if run.run.ended != crate::model::Ended::Completed {
+        // The run ended early (a signal, a lost CPU): the workshop stops here, check too.
+        return Ok((run, Vec::new()));
+    }
     let path = saved_path(base, &run);
     let online = crate::system::cpus::Topology::read().online;
     let config = run.config.clone().unwrap_or_default();

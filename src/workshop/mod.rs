@@ -1,5 +1,6 @@
 //! The workshop: known noise, injected on purpose, so that each tuning step has a culprit to
-//! find and then remove (`noise`, `steps`), and `run`, the whole course of steps, graded.
+//! find and then remove (`noise`, `steps`, the BOOT step and its after-reboot comparison in
+//! `boot`), and `run`, the whole course of steps, graded.
 
 pub mod boot;
 pub mod noise;
