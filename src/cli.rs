@@ -74,7 +74,7 @@ pub enum Command {
     Noise(NoiseArgs),
     /// The perf-workshop's tuning steps with injected noise, each measured and graded
     #[command(
-        after_help = "Examples:\n  sudo jitterscope workshop --cpus 1,3\n  sudo jitterscope workshop --cpus 0,1 --step pinned --duration 5s"
+        after_help = "Examples:\n  sudo jitterscope workshop --cpus 1,3\n  sudo jitterscope workshop --cpus 0,1 --step pinned --duration 5s\n  sudo jitterscope workshop --cpus 0,1 --step boot --after-reboot jitterscope-runs/workshop-boot-20261127T212000Z.json"
     )]
     Workshop(WorkshopArgs),
     /// Apply tuning steps for the measured CPUs and hold them (restored at the end, on Ctrl-C,
@@ -379,6 +379,10 @@ pub struct WorkshopArgs {
     /// Directory for the steps' run files
     #[arg(long, default_value = "jitterscope-runs")]
     pub output: PathBuf,
+    /// With --step boot: compare the run file the BOOT step saved before a reboot with a run
+    /// measured now (or with AFTER.json, without measuring)
+    #[arg(long, num_args = 1..=2, value_names = ["BEFORE.json", "AFTER.json"])]
+    pub after_reboot: Vec<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -803,3 +803,159 @@ fn check_of_a_command_that_cannot_start_is_a_usage_error() {
         "-- /nonexistent/bin: cannot start it",
     );
 }
+
+#[test]
+fn after_reboot_is_only_for_the_boot_step() {
+    if nproc() < 2 {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let o = d.path().to_str().unwrap();
+    usage_error(
+        &[
+            "workshop",
+            "--cpus",
+            "0,1",
+            "--after-reboot",
+            "run.json",
+            "--output",
+            o,
+        ],
+        "--after-reboot compares runs of the BOOT step: give --step boot too",
+    );
+    usage_error(
+        &[
+            "workshop",
+            "--cpus",
+            "0,1",
+            "--step",
+            "pinned",
+            "--after-reboot",
+            "run.json",
+            "--output",
+            o,
+        ],
+        "give --step boot too",
+    );
+}
+
+/// A run file of the BOOT step on CPUs 0,1 (`tests/golden/run_v1.json` reshaped) with
+/// `config` and the culprits on CPU 1 `(class, name, episodes, ns)`.
+fn boot_run_file(
+    path: &std::path::Path,
+    config: &jitterscope::system::config::Configured,
+    culprits: &[(&str, &str, u64, u64)],
+) {
+    let golden = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/run_v1.json");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(golden).unwrap()).unwrap();
+    v["run"]["label"] = "workshop-boot".into();
+    v["run"]["cpus"] = serde_json::json!([0, 1]);
+    v["run"]["producer_cpu"] = 0.into();
+    v["run"]["consumer_cpus"] = serde_json::json!([1]);
+    v["run"]["duration_ns"] = 1_000_000_000u64.into();
+    v["culprits"] = culprits
+        .iter()
+        .map(|(class, name, n, ns)| {
+            serde_json::json!({"class": class, "name": name, "detail": "", "episodes": n,
+                "measured_ns": ns, "longest_ns": ns, "share": 0.1, "advice": "",
+                "cpus": [{"cpu": 1, "measured_ns": ns, "episodes": n}]})
+        })
+        .collect();
+    v["config"] = serde_json::to_value(config).unwrap();
+    std::fs::write(path, v.to_string()).unwrap();
+}
+
+#[test]
+fn after_reboot_compares_a_saved_pair_without_measuring() {
+    if nproc() < 2 {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let before = jitterscope::system::config::Configured {
+        kernel: "6.18.0".into(),
+        cmdline: "console=ttyS0 quiet".into(),
+        online: vec![0, 1],
+        ..Default::default()
+    };
+    let mut after = before.clone();
+    after.cmdline = "console=ttyS0 quiet nohz_full=1 rcu_nocbs=1".into();
+    after.boot.nohz_full = Some(vec![1]);
+    after.boot.rcu_nocbs = Some(vec![1]);
+    after.nohz_full = Some(vec![1]);
+    let (a, b) = (d.path().join("before.json"), d.path().join("after.json"));
+    boot_run_file(
+        &a,
+        &before,
+        &[("timer_tick", "scheduler tick", 250, 1_100_000)],
+    );
+    boot_run_file(&b, &after, &[]);
+    let out = js()
+        .args([
+            "workshop",
+            "--cpus",
+            "0,1",
+            "--step",
+            "boot",
+            "--after-reboot",
+        ])
+        .arg(&a)
+        .arg(&b)
+        .arg("--output")
+        .arg(d.path().join("runs"))
+        .env("JITTERSCOPE_JOURNAL", d.path().join("restore.json"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // isolcpus= and irqaffinity= were advised too and are not on the line after: exit 1.
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    for expected in [
+        "nohz_full=1 added: scheduler tick on CPU 1 250/s → 0/s",
+        "- gone: timer_tick scheduler tick — 250/s, 1.10ms/s → none",
+        "- nohz_full=1 took ✓",
+        "- isolcpus=managed_irq,domain,1 did not take ✗",
+        "workshop: 2 of 4 checks passed",
+    ] {
+        assert!(stdout.contains(expected), "{expected:?} not in:\n{stdout}");
+    }
+    // Nothing was measured: no run file written.
+    assert!(!stdout.contains("=== BOOT ==="), "{stdout}");
+    assert!(
+        stderr.contains("2 advised boot parameter(s) did not take"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn after_reboot_names_a_file_it_cannot_read() {
+    if nproc() < 2 {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let missing = d.path().join("gone.json");
+    let out = js()
+        .args([
+            "workshop",
+            "--cpus",
+            "0,1",
+            "--step",
+            "boot",
+            "--after-reboot",
+        ])
+        .arg(&missing)
+        .arg("--output")
+        .arg(d.path().join("runs"))
+        .env("JITTERSCOPE_JOURNAL", d.path().join("restore.json"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "--after-reboot {}: cannot read it as a run file",
+            missing.display()
+        )) && stderr.contains("No such file"),
+        "{stderr}"
+    );
+}

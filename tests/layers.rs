@@ -21,10 +21,11 @@ const LAYERS: &[(&str, u8)] = &[
     ("report", 3),
     ("live", 3),
     ("session", 4),
-    ("workshop", 5),
     ("verify", 5),
     ("check", 5),
-    ("cli", 6),
+    // The workshop's BOOT step runs `check`.
+    ("workshop", 6),
+    ("cli", 7),
 ];
 
 fn layer(module: &str) -> Option<u8> {

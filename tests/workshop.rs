@@ -219,3 +219,64 @@ fn kworkers_moved_takes_the_injected_unbound_work_off_the_cpu() {
     assert!(out.contains("remains: kworker kworker/1:"), "{out}");
     assert!(out.contains("refresh_vm_stats"), "{out}");
 }
+
+#[test]
+fn boot_advises_the_missing_parameters_from_what_check_saw_and_restores_everything() {
+    if skip_bpf("boot_advises_the_missing_parameters_from_what_check_saw_and_restores_everything")
+        || nproc() != 2
+    {
+        return;
+    }
+    let _cpus = exclusive();
+    let (out, _dir) = step("boot");
+    assert!(out.contains("=== BOOT ==="), "{out}");
+    assert!(
+        out.contains("check: CPU 1 only — every CPU is measured, and the kernel keeps boot CPU 0 for housekeeping"),
+        "{out}"
+    );
+    let config = jitterscope::system::config::Configured::read(
+        &jitterscope::system::config::Root::live(),
+        &[1],
+    );
+    if !config.nohz_full.as_ref().is_some_and(|l| l.contains(&1)) {
+        // The tick's line: `nohz_full=1` (never 0-1), with the rate check saw.
+        let line = out
+            .lines()
+            .find(|l| l.trim_start().starts_with("nohz_full="))
+            .unwrap_or_else(|| panic!("no nohz_full advice in:\n{out}"));
+        assert!(
+            line.trim_start()
+                .starts_with("nohz_full=1: the scheduler tick, "),
+            "{line}"
+        );
+        let rate: f64 = line
+            .split("the scheduler tick, ")
+            .nth(1)
+            .and_then(|r| r.split("/s").next())
+            .and_then(|r| r.parse().ok())
+            .unwrap_or_else(|| panic!("no tick rate in {line}"));
+        assert!(rate > 1.5, "{line}");
+        assert!(
+            out.contains("grubby --update-kernel=ALL --args=\""),
+            "{out}"
+        );
+        assert!(out.contains("GRUB: in /etc/default/grub"), "{out}");
+        assert!(
+            out.contains("kernel command line after the reboot: "),
+            "{out}"
+        );
+        assert!(
+            out.contains("remains: the scheduler tick on CPU 1")
+                && out.contains("only a reboot with nohz_full=1 removes it"),
+            "{out}"
+        );
+    }
+    assert!(
+        out.contains("--step boot --after-reboot ") && out.contains("this step's run file: "),
+        "{out}"
+    );
+    assert!(
+        out.contains("check ran on CPU 1 and the boot advice is above"),
+        "{out}"
+    );
+}

@@ -24,6 +24,7 @@ use crate::verify::{CheckRequest, PerfSource, Swapped, Tolerances, VerifyRequest
 use crate::workload::pingpong::FloorConfig;
 use crate::workload::{auto_stall_threshold_ns, WorkloadConfig};
 use crate::workshop::noise::InjectionConfig;
+use crate::workshop::steps::Step;
 use crate::workshop::WorkshopConfig;
 
 /// ANSI colour on standard output: it is a terminal and `NO_COLOR` is not set.
@@ -295,6 +296,13 @@ pub fn workshop_config(args: &WorkshopArgs) -> Result<WorkshopConfig, UsageError
             args.cpus
         )));
     };
+    if !args.after_reboot.is_empty() && args.step != Some(Step::Boot) {
+        return Err(UsageError(format!(
+            "--after-reboot compares runs of the BOOT step: give --step boot too, e.g. sudo jitterscope workshop --cpus {} --step boot --after-reboot {}",
+            args.cpus,
+            args.after_reboot[0].display()
+        )));
+    }
     let output = OutputDir::prepare(&args.output).map_err(|e| UsageError(e.to_string()))?;
     Ok(WorkshopConfig {
         producer_cpu,
@@ -302,6 +310,7 @@ pub fn workshop_config(args: &WorkshopArgs) -> Result<WorkshopConfig, UsageError
         step: args.step,
         duration_ns: args.duration,
         output,
+        after_reboot: args.after_reboot.clone(),
     })
 }
 

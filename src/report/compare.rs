@@ -15,7 +15,7 @@ mod config;
 
 /// A culprit's identity across runs: pids differ from run to run, so `comm[pid]` compares as
 /// `comm`.
-fn identity(class: &str, name: &str, detail: &str) -> (String, String, String) {
+pub(crate) fn identity(class: &str, name: &str, detail: &str) -> (String, String, String) {
     (
         class.to_string(),
         without_pid(name).to_string(),
@@ -209,6 +209,12 @@ pub fn render(runs: &[(String, RunFile)]) -> String {
     }
     s.push_str(&config::section(runs, label));
     s
+}
+
+/// The "Configuration" section alone: what changed in the configured half from the first run
+/// to each later one, with the culprits that moved with each change.
+pub fn configuration(runs: &[(String, RunFile)]) -> String {
+    config::section(runs, label)
 }
 
 /// A percentile table across runs, ratios to the first run; `of` picks the distribution

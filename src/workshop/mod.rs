@@ -1,7 +1,9 @@
 //! The workshop: known noise, injected on purpose, so that each tuning step has a culprit to
 //! find and then remove (`noise`, `steps`), each fix graded on the step's own before → after
-//! runs (`grade`, and `vm` for a guest's host share), and `run`, the whole course of steps.
+//! runs (`grade`, and `vm` for a guest's host share), the BOOT step and its after-reboot
+//! comparison (`boot`), and `run`, the whole course of steps.
 
+pub mod boot;
 pub mod grade;
 pub mod noise;
 pub mod steps;
@@ -32,6 +34,9 @@ pub struct WorkshopConfig {
     pub step: Option<Step>,
     pub duration_ns: Nanos,
     pub output: OutputDir,
+    /// `--after-reboot`: the BOOT step's run file saved before the reboot, and one measured
+    /// after it (when absent, the step measures now). Empty: the steps run.
+    pub after_reboot: Vec<std::path::PathBuf>,
 }
 
 /// The steps' runs and how many of their checks passed.
@@ -54,6 +59,9 @@ pub fn run(cfg: &WorkshopConfig, out: &mut dyn Write) -> Result<()> {
     let decision =
         crate::session::decision_by_default(true, false, every_cpu_measured, cfg.duration_ns);
     let base = base_plan(cfg, decision);
+    if !cfg.after_reboot.is_empty() {
+        return boot::after_reboot(&cfg.after_reboot, &base, &others, out);
+    }
     introduce(cfg, &others, topo.online.len(), out)?;
     let course = run_steps(cfg, &base, &others, out)?;
     if course.runs.len() > 1 {
@@ -145,10 +153,14 @@ fn run_steps(
             writeln!(out, "\n=== VM ===\n  skipped: not a guest (no hypervisor CPU flag): no host shares these CPUs")?;
             continue;
         }
-        let step_runs = run_step(step, base, others, out)?;
-        let checks = step_runs.checks;
-        let Some(run) = step_runs.runs.into_iter().next_back() else {
-            continue;
+        let (run, checks) = if step == Step::Boot {
+            boot::run_step(base, others, out)?
+        } else {
+            let step_runs = run_step(step, base, others, out)?;
+            let Some(run) = step_runs.runs.into_iter().next_back() else {
+                continue;
+            };
+            (run, step_runs.checks)
         };
         let interrupted = run.run.ended != crate::model::Ended::Completed;
         course.passed += checks.iter().filter(|c| c.counted && c.passed).count();

@@ -1,6 +1,6 @@
 //! `jitterscope workshop`: the perf-workshop's tuning steps with the same injected noise in
 //! every step — BASELINE (unpinned), PINNED, SHIELDED, IRQS-MOVED, KWORKERS-MOVED, GOVERNOR,
-//! VM — each step measured before and after each of its fixes, in its own runs, and graded on
+//! VM, BOOT (`boot`) — each step measured before and after each of its fixes, in its own runs, and graded on
 //! those figures (`grade`). Fixes are cumulative, as in the tutorial; each step's are
 //! journalled and restored before the next.
 
@@ -26,10 +26,11 @@ pub enum Step {
     KworkersMoved,
     Governor,
     Vm,
+    Boot,
 }
 
 impl Step {
-    pub const ALL: [Step; 7] = [
+    pub const ALL: [Step; 8] = [
         Step::Baseline,
         Step::Pinned,
         Step::Shielded,
@@ -37,6 +38,7 @@ impl Step {
         Step::KworkersMoved,
         Step::Governor,
         Step::Vm,
+        Step::Boot,
     ];
 
     pub fn title(self) -> &'static str {
@@ -48,13 +50,14 @@ impl Step {
             Step::KworkersMoved => "KWORKERS-MOVED",
             Step::Governor => "GOVERNOR",
             Step::Vm => "VM",
+            Step::Boot => "BOOT",
         }
     }
 
     /// This step's own fixes, each measured before and after.
     pub fn fixes(self) -> &'static [Fix] {
         match self {
-            Step::Baseline | Step::Vm => &[],
+            Step::Baseline | Step::Vm | Step::Boot => &[],
             Step::Pinned => &[Fix::Pin],
             Step::Shielded => &[Fix::Shield],
             Step::IrqsMoved => &[Fix::MoveIrqs],
@@ -326,6 +329,26 @@ fn measure_step(
     }
     drop(t);
     Ok(runs)
+}
+
+/// Applies, through `t`, the fixes of every step before `step` that this machine can apply
+/// (the governor only with a cpufreq driver on the consumer's CPU); which they were.
+pub(super) fn apply_carried(
+    t: &mut Tuner,
+    step: Step,
+    consumers: &[Cpu],
+    others: &[Cpu],
+) -> Result<Vec<Fix>> {
+    let governs = std::path::Path::new(&format!(
+        "/sys/devices/system/cpu/cpu{}/cpufreq",
+        consumers[0]
+    ))
+    .exists();
+    let carried = step.carried(governs);
+    for fix in &carried {
+        fix.apply(t, consumers, others, &mut std::io::sink())?;
+    }
+    Ok(carried)
 }
 
 /// One measured run of a step.
