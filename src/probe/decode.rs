@@ -68,6 +68,7 @@ fn culprit_of(class: abi::Class) -> Option<CulpritClass> {
         K::Nmi => CulpritClass::Nmi,
         K::Freq => CulpritClass::FreqChange,
         K::Fault => CulpritClass::Fault,
+        K::Throttled => CulpritClass::Throttled,
         // An hrtimer callback: the timer interrupt's work (see `hrtimer`).
         K::Hrtimer => CulpritClass::TimerTick,
     })
@@ -370,6 +371,7 @@ fn who_of(
                 (false, false) => FaultKind::Minor,
             },
         },
+        CulpritClass::Throttled => Who::Throttled { policy: r.aux },
         CulpritClass::Hypervisor | CulpritClass::Unexplained | CulpritClass::Lost => return None,
     })
 }

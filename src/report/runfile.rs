@@ -6,6 +6,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::culprit::policy_name;
 use super::seed::Summary;
 use crate::model::{
     softirq_name, vector, vector_name, Cpu, CulpritClass, Ended, FaultKind, Interruption, Nanos,
@@ -576,7 +577,8 @@ pub struct ProcessEntry {
 /// present only where that kind of culprit has it — a task `{comm, pid}`, a kernel thread
 /// `{comm}`, a kworker `{worker, function}`, an IRQ `{irq, action}`, a softirq `{softirq}`,
 /// a system vector `{vector}`, an hrtimer `{timer, function | comm, pid}`, an NMI
-/// `{handler}`, a CPU's frequency or host preemption `{cpu}`, a page fault `{fault}`.
+/// `{handler}`, a CPU's frequency or host preemption `{cpu}`, a page fault `{fault}`, a
+/// throttled thread's policy `{policy}`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WhoEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -609,6 +611,9 @@ pub struct WhoEntry {
     /// `minor`, `major`, `failed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fault: Option<String>,
+    /// The scheduling policy of the thread a `throttled` row held off (`SCHED_FIFO`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
 }
 
 impl WhoEntry {
@@ -660,6 +665,7 @@ impl WhoEntry {
                 };
                 e.fault = Some(k.to_string());
             }
+            Who::Throttled { policy } => e.policy = Some(policy_name(*policy).to_string()),
             Who::AnyHost | Who::Unexplained { .. } | Who::Lost | Who::Others => {}
         }
         e
