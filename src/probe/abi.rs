@@ -314,7 +314,7 @@ mod tests {
             assert_eq!(CauseCode::from_code(c as u16), Some(c));
         }
         assert_eq!(Kind::from_code(99), None);
-        assert_eq!(Class::from_code(13), None);
+        assert_eq!(Class::from_code(14), None);
         assert_eq!(CauseCode::from_code(0), None);
     }
 }
