@@ -63,6 +63,9 @@ fn who(class: C, name: &str, detail: &str) -> Who {
         C::Fault => Who::Fault {
             kind: FaultKind::Minor,
         },
+        C::Throttled => Who::Throttled {
+            policy: if detail.contains("SCHED_FIFO") { 1 } else { 0 },
+        },
         C::Hypervisor => Who::Host { cpu: 0 },
         C::Unexplained => Who::Unexplained { steal_clock: true },
         C::Lost => Who::Lost,

@@ -169,6 +169,7 @@ pub fn run_plan(args: &RunArgs) -> Result<RunPlan, UsageError> {
     let probes = (!args.no_probes).then(|| ringbuf_bytes(args.session.ringbuf_size));
     let mut workload = WorkloadConfig::new(cpus[0], cpus[1..].to_vec());
     workload.pin = !args.no_pin;
+    workload.consumer_fifo = args.fifo;
     workload.interval_ns = args.interval;
     workload.warmup_ns = args.warmup;
     workload.duration_ns = args.duration;

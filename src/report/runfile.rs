@@ -354,6 +354,9 @@ pub struct Settings {
     pub stall_threshold_auto: bool,
     /// True when kernel probes ran, i.e. stalls were attributed.
     pub probes: bool,
+    /// The consumers' SCHED_FIFO priority (`--fifo`); absent: SCHED_OTHER (and older files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consumer_fifo: Option<u8>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -928,6 +931,7 @@ pub(crate) mod tests {
                     spike_threshold_ns: 10_000,
                     stall_threshold_auto: true,
                     probes: true,
+                    consumer_fifo: None,
                 },
                 floor: None,
             },
