@@ -468,6 +468,37 @@ mod tests {
     }
 
     #[test]
+    fn a_thread_held_off_an_idle_cpu_decodes_as_throttled_with_its_policy() {
+        let mut syms = Kallsyms::parse("");
+        let mut r = rec(Kind::Interruption, abi::Class::Throttled as u16);
+        r.name = name("js-consumer-1");
+        r.pid = 4122;
+        r.id = 4122;
+        r.aux = 1;
+        let Some(Record::Interruption(i)) = decode(&r, &mut syms) else {
+            panic!()
+        };
+        assert_eq!(
+            (i.class, i.who, i.pid, i.start_ns, i.end_ns),
+            (
+                CulpritClass::Throttled,
+                Who::Throttled { policy: 1 },
+                4122,
+                100,
+                250
+            )
+        );
+        assert_eq!(
+            i.class.level(),
+            1,
+            "a task-level stretch: interrupts nest in it"
+        );
+        // Its flags are not a task's: never a run whose end went unseen.
+        r.flags = abi::F_END_UNSEEN;
+        assert!(!end_unseen(&r));
+    }
+
+    #[test]
     fn decodes_each_class_readably() {
         let mut syms = Kallsyms::parse("ffffffff81000100 t vmstat_update\n");
         let mut k = rec(Kind::Interruption, 2);
