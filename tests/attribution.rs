@@ -233,7 +233,7 @@ fn the_idle_stretches_of_a_throttling_window_are_the_schedulers_not_unexplained(
         "stress[7]",
         "SCHED_OTHER",
     ));
-    let mut irq = rec(1, C::Irq, 35_000_000, 35_010_000, "36 virtio1-req.0", "");
+    let irq = rec(1, C::Irq, 35_000_000, 35_010_000, "36 virtio1-req.0", "");
     e.push_interruption(irq);
     e.push_interruption(rec(
         1,
