@@ -168,6 +168,14 @@ struct cpu_state {
 	__u32 cur_victim;
 	__u32 cur_gen;
 	__u32 pad3;
+	/* a workload (or watched) thread switched out here while runnable, until it runs here
+	 * again: `held_task` its task_struct (for probe reads only), and `held_start` the start
+	 * of an idle stretch of this CPU while it is held (0: none open) */
+	__u64 held_task;
+	__u64 held_start;
+	__u32 held_pid;
+	__u32 held_policy;
+	char held_comm[JS_COMM_LEN];
 };
 
 /* Drops noted where the per-CPU state cannot be used: in NMI context, or from another CPU
@@ -857,12 +865,77 @@ static __always_inline void watch_switch(__u32 cpu, struct cpu_state *st, bool p
 	}
 }
 
+/* ---- throttling: a runnable measured thread held off a CPU that idles ------------------ */
+
+/* The CPU idled from `held_start` to now while the held thread was runnable on it: the
+ * kernel held it off (RT throttling, a cgroup's CPU quota). One record of the stretch. */
+static __noinline void end_held_idle(__u32 cpu, struct cpu_state *st, __u64 now)
+{
+	__u64 start = st->held_start;
+	struct js_record *r;
+
+	st->held_start = 0;
+	r = reserve_here(cpu, st, start, now);
+	if (!r)
+		return;
+	r->start_ns = start;
+	r->end_ns = now;
+	r->id = st->held_pid;
+	r->pid = st->held_pid;
+	r->class_ = JS_CLASS_THROTTLED;
+	r->aux = st->held_policy;
+	__builtin_memcpy(r->name, st->held_comm, JS_COMM_LEN);
+	__builtin_memset(r->name + JS_COMM_LEN, 0, JS_NAME_LEN - JS_COMM_LEN);
+	submit(r);
+}
+
+/* Whether the held thread is still runnable on `cpu` (it may have migrated, blocked or exited
+ * since another task replaced it here): probe reads of the task_struct kept at the hold, whose
+ * pid must still be the held one. */
+static __noinline bool still_held(__u32 cpu, struct cpu_state *st)
+{
+	struct task_struct *t = (struct task_struct *)st->held_task;
+
+	if (!t || BPF_CORE_READ(t, pid) != (int)st->held_pid)
+		return false;
+	return BPF_CORE_READ(t, __state) == 0 && BPF_CORE_READ(t, thread_info.cpu) == cpu;
+}
+
+/* Notes the switch's effect on the held thread: `prev`, a measured thread (`measured`)
+ * switched out runnable, is now held here; the held thread switched in is no longer. */
+static __always_inline void note_held(struct cpu_state *st, struct task_struct *prev,
+				      __u32 prev_pid, bool measured, bool runnable, __u32 next_pid)
+{
+	if (measured && runnable) {
+		st->held_task = (__u64)prev;
+		st->held_pid = prev_pid;
+		st->held_policy = prev->policy;
+		__builtin_memcpy(st->held_comm, prev->comm, JS_COMM_LEN);
+	} else if (st->held_pid == prev_pid || st->held_pid == next_pid) {
+		st->held_pid = 0;
+		st->held_task = 0;
+	}
+}
+
+/* The CPU switches to idle: a stretch of throttling begins if a thread is held here. */
+static __always_inline void begin_idle(__u32 cpu, struct cpu_state *st, __u32 prev_pid,
+				       __u64 now)
+{
+	if (!st->held_pid)
+		return;
+	if (st->held_pid == prev_pid || still_held(cpu, st))
+		st->held_start = now;
+	else
+		st->held_pid = 0;
+}
+
 static __always_inline int handle_sched_switch(bool preempt, struct task_struct *prev,
 					       struct task_struct *next, unsigned int prev_state)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct cpu_state *st;
 	__u32 prev_pid, next_pid;
+	bool measured;
 	__u64 now;
 
 	if (!is_target(cpu)) {
@@ -876,18 +949,29 @@ static __always_inline int handle_sched_switch(bool preempt, struct task_struct 
 	now = clock_now(cpu, st);
 	prev_pid = prev->pid;
 	end_task_episode(cpu, st, now, prev_pid);
+	/* An idle stretch ends at the switch away from the idle task (pid 0). */
+	if (st->held_start && prev_pid == 0)
+		end_held_idle(cpu, st, now);
+	st->held_start = 0;
+	/* The switch's `prev` is still current here: current_victim says whether it is watched. */
+	measured = is_workload(prev_pid) || (prev_pid && current_victim(st) == prev_pid);
 	if (watch_mode)
 		watch_switch(cpu, st, preempt, prev, next, prev_state, now);
 
 	next_pid = next->pid;
-	if (next_pid == 0 || is_workload(next_pid))
+	/* `preempt` covers a thread preempted after it set a sleeping state. */
+	note_held(st, prev, prev_pid, measured, preempt || prev_state == 0, next_pid);
+	if (next_pid == 0) {
+		begin_idle(cpu, st, prev_pid, now);
+		return 0;
+	}
+	if (is_workload(next_pid))
 		return 0;
 	st->task_start = now;
 	st->task_pid = next_pid;
 	st->task_class = task_class_of(next);
 	st->task_policy = next->policy;
 	st->task_flags = 0;
-	/* `preempt` covers a thread preempted after it set a sleeping state. */
 	if (is_workload(prev_pid))
 		st->task_flags = preempt || prev_state == 0 ? JS_F_PREEMPTED_WORKLOAD
 							    : JS_F_BLOCKED_WORKLOAD;

@@ -40,6 +40,9 @@ enum js_class {
 	JS_CLASS_FREQ = 10,
 	JS_CLASS_HRTIMER = 11, /* one expired hrtimer's callback (id: its address) */
 	JS_CLASS_FAULT = 12,   /* a page fault of a watched thread (flags: JS_FAULT_*) */
+	/* the CPU idled while a workload (or watched) thread was runnable on it: RT throttling
+	 * or a cgroup CPU quota held the thread off (pid, name: the thread; aux: its policy) */
+	JS_CLASS_THROTTLED = 13,
 };
 
 /* Why a watched thread waited (JS_REC_WAIT `class_`). */

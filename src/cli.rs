@@ -144,6 +144,11 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_pin: bool,
 
+    /// Run the consumers SCHED_FIFO at PRIO (1-99; 50 when given alone), the producer
+    /// SCHED_OTHER: RT throttling then shows as `throttled`
+    #[arg(long, value_name = "PRIO", num_args = 0..=1, default_missing_value = "50", value_parser = clap::value_parser!(u8).range(1..=99))]
+    pub fifo: Option<u8>,
+
     /// Time between two messages, busy-spun by the producer
     #[arg(long, allow_hyphen_values = true, default_value = "10us", value_parser = parse_interval)]
     pub interval: Nanos,
@@ -221,7 +226,7 @@ pub struct SessionArgs {
 
 impl SessionArgs {
     /// Where the shared flags show in `--help`: after each command's own leading flags
-    /// (clap numbers flags from 0 in the order they are declared; run has 7, watch 5)...
+    /// (clap numbers flags from 0 in the order they are declared; run has 8, watch 5)...
     const ORDER: usize = 100;
     /// ...with run's --no-probes and --inject in the places left between them...
     const RUN_OWN: [usize; 2] = [Self::ORDER + 3, Self::ORDER + 5];

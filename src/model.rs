@@ -74,6 +74,10 @@ pub enum CulpritClass {
     FreqChange,
     /// A page fault of a watched thread: its own time in the kernel's fault path.
     Fault,
+    /// The CPU idled while a workload (or watched) thread was runnable on it: the scheduler
+    /// held the thread off (RT throttling, a cgroup's CPU quota). Measured between the two
+    /// context switches.
+    Throttled,
     #[serde(rename = "self")]
     SelfNoise,
     /// Uncovered time during which the CPU's KVM steal clock grew: the host kept the vCPU off
@@ -86,7 +90,7 @@ pub enum CulpritClass {
 }
 
 impl CulpritClass {
-    pub const ALL: [CulpritClass; 14] = [
+    pub const ALL: [CulpritClass; 15] = [
         CulpritClass::Kworker,
         CulpritClass::Kthread,
         CulpritClass::Task,
@@ -97,6 +101,7 @@ impl CulpritClass {
         CulpritClass::Nmi,
         CulpritClass::FreqChange,
         CulpritClass::Fault,
+        CulpritClass::Throttled,
         CulpritClass::SelfNoise,
         CulpritClass::Hypervisor,
         CulpritClass::Unexplained,
@@ -115,6 +120,7 @@ impl CulpritClass {
             CulpritClass::Nmi => "nmi",
             CulpritClass::FreqChange => "freq_change",
             CulpritClass::Fault => "fault",
+            CulpritClass::Throttled => "throttled",
             CulpritClass::SelfNoise => "self",
             CulpritClass::Hypervisor => "hypervisor",
             CulpritClass::Unexplained => "unexplained",
@@ -167,6 +173,8 @@ impl CulpritClass {
             C::FreqChange => (0, "32", Tone::Normal, false, true),
             // The thread's own kernel time: anything nesting in it (an IRQ) is deeper.
             C::Fault => (1, "32", Tone::Normal, false, true),
+            // Nothing ran: a task-level stretch between two context switches.
+            C::Throttled => (1, "1;33", Tone::Normal, false, true),
             C::Hypervisor => (0, "2;36", Tone::Normal, false, true),
             C::Unexplained => (0, "2", Tone::Faint, false, false),
             C::Lost => (0, "1;31", Tone::Alarm, false, false),
@@ -184,7 +192,8 @@ impl CulpritClass {
             | C::Softirq
             | C::Nmi
             | C::FreqChange
-            | C::Fault => "measured",
+            | C::Fault
+            | C::Throttled => "measured",
         };
         ClassInfo {
             level,
@@ -369,6 +378,11 @@ pub enum Who {
     Fault {
         kind: FaultKind,
     },
+    /// The scheduler held a runnable thread of this `policy` (`SCHED_*`) off its idle CPU:
+    /// RT throttling for SCHED_FIFO/RR, a cgroup's CPU quota for the others.
+    Throttled {
+        policy: u32,
+    },
     /// An IPI jitterscope sent itself (`vector`), and why.
     OwnIpi {
         vector: u64,
@@ -432,6 +446,7 @@ impl Who {
             | Who::LocalTimer { .. }
             | Who::Freq { .. }
             | Who::Fault { .. }
+            | Who::Throttled { .. }
             | Who::Host { .. }
             | Who::AnyHost
             | Who::Unexplained { .. }

@@ -63,6 +63,9 @@ fn who(class: C, name: &str, detail: &str) -> Who {
         C::Fault => Who::Fault {
             kind: FaultKind::Minor,
         },
+        C::Throttled => Who::Throttled {
+            policy: if detail.contains("SCHED_FIFO") { 1 } else { 0 },
+        },
         C::Hypervisor => Who::Host { cpu: 0 },
         C::Unexplained => Who::Unexplained { steal_clock: true },
         C::Lost => Who::Lost,
@@ -187,6 +190,16 @@ fn each_class_is_named_with_its_overlap() {
         (C::Ipi, "call-function", ""),
         (C::Nmi, "nmi", ""),
         (C::SelfNoise, "js-probe-drain[7]", "SCHED_OTHER"),
+        (
+            C::Throttled,
+            "scheduler",
+            "RT throttling (sched_rt_runtime_us) of a SCHED_FIFO thread",
+        ),
+        (
+            C::Throttled,
+            "scheduler",
+            "a cgroup CPU quota (cpu.max) of a SCHED_OTHER thread",
+        ),
     ] {
         let mut e = exact();
         e.push_interruption(rec(1, class, 1_200, 1_700, name, detail));
@@ -203,6 +216,46 @@ fn each_class_is_named_with_its_overlap() {
         assert_eq!(v.explained_share, 0.5);
         assert_eq!(v.culprits[0].share, 0.5);
     }
+}
+
+#[test]
+fn the_idle_stretches_of_a_throttling_window_are_the_schedulers_not_unexplained() {
+    // A SCHED_FIFO consumer held off for 50 ms: the CPU idles 10 ms (throttled), a task runs
+    // 20 ms, the CPU idles again until 49.9 ms with an IRQ inside the idle stretch.
+    let fifo = "RT throttling (sched_rt_runtime_us) of a SCHED_FIFO thread";
+    let mut e = exact();
+    e.push_interruption(rec(1, C::Throttled, 0, 10_000_000, "scheduler", fifo));
+    e.push_interruption(rec(
+        1,
+        C::Task,
+        10_000_000,
+        30_000_000,
+        "stress[7]",
+        "SCHED_OTHER",
+    ));
+    let irq = rec(1, C::Irq, 35_000_000, 35_010_000, "36 virtio1-req.0", "");
+    e.push_interruption(irq);
+    e.push_interruption(rec(
+        1,
+        C::Throttled,
+        30_000_000,
+        49_900_000,
+        "scheduler",
+        fifo,
+    ));
+    let v = one(&mut e, stall(1, 0, 50_000_000));
+    assert_eq!(
+        parts(&v),
+        [
+            (C::Throttled, "scheduler".to_string(), 29_890_000),
+            (C::Task, "stress[7]".to_string(), 20_000_000),
+            (C::Irq, "36 virtio1-req.0".to_string(), 10_000),
+            (C::Unexplained, "no kernel event".to_string(), 100_000),
+        ]
+    );
+    assert_eq!(v.culprits[0].episodes, 2);
+    assert_eq!(&*v.culprits[0].detail(), fifo);
+    assert_eq!(C::Throttled.info().how, "measured");
 }
 
 #[test]

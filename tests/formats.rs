@@ -104,6 +104,7 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
                 spike_threshold_ns: 10_000,
                 stall_threshold_auto: true,
                 probes: true,
+                consumer_fifo: None,
             },
             floor: Some(Floor {
                 from_cpu: 1,

@@ -578,10 +578,11 @@ prop_compose! {
         pinned in any::<bool>(), interval_ns in ns(), warmup_ns in ns(),
         planned_duration_ns in ns(), stall_threshold_ns in ns(), spike_threshold_ns in ns(),
         stall_threshold_auto in any::<bool>(), probes in any::<bool>(),
+        consumer_fifo in prop::option::of(1u8..=99),
     ) -> Settings {
         Settings {
             pinned, interval_ns, warmup_ns, planned_duration_ns, stall_threshold_ns,
-            spike_threshold_ns, stall_threshold_auto, probes,
+            spike_threshold_ns, stall_threshold_auto, probes, consumer_fifo,
         }
     }
 }
@@ -714,6 +715,7 @@ fn sample_json() -> String {
                 spike_threshold_ns: 10_000,
                 stall_threshold_auto: true,
                 probes: true,
+                consumer_fifo: None,
             },
             floor: Some(Floor {
                 from_cpu: 1,

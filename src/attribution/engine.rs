@@ -1158,6 +1158,7 @@ fn sort_shares(list: &mut [Share]) {
                 | CulpritClass::Nmi
                 | CulpritClass::FreqChange
                 | CulpritClass::Fault
+                | CulpritClass::Throttled
                 | CulpritClass::SelfNoise => 0,
             },
             std::cmp::Reverse((c.ns(), c.measured_ns)),
@@ -1205,6 +1206,7 @@ fn sender<'c>(cfg: &EngineConfig, c: &'c CpuRecords, r: &Interruption) -> Option
         | CulpritClass::Nmi
         | CulpritClass::FreqChange
         | CulpritClass::Fault
+        | CulpritClass::Throttled
         | CulpritClass::SelfNoise
         | CulpritClass::Hypervisor
         | CulpritClass::Unexplained

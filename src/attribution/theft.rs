@@ -110,6 +110,8 @@ pub enum Label {
     /// A frequency change of a CPU.
     Freq(Cpu),
     Fault,
+    /// The scheduler held the thread off, by the thread's policy.
+    Throttled(u32),
     /// An IPI jitterscope sent itself, by vector.
     OwnIpi(u64),
     Host,
@@ -136,6 +138,7 @@ impl Label {
             Who::Nmi { .. } => Label::Nmi,
             Who::Freq { cpu, .. } => Label::Freq(*cpu),
             Who::Fault { .. } => Label::Fault,
+            Who::Throttled { policy } => Label::Throttled(*policy),
             Who::OwnIpi { vector, .. } => Label::OwnIpi(*vector),
             Who::Host { .. } | Who::AnyHost => Label::Host,
             Who::Unexplained { .. } => Label::Unexplained,

@@ -170,6 +170,7 @@ pub fn run_plan(args: &RunArgs) -> Result<RunPlan, UsageError> {
     let probes = (!args.no_probes).then(|| ringbuf_bytes(args.session.ringbuf_size));
     let mut workload = WorkloadConfig::new(cpus[0], cpus[1..].to_vec());
     workload.pin = !args.no_pin;
+    workload.consumer_fifo = args.fifo;
     workload.interval_ns = args.interval;
     workload.warmup_ns = args.warmup;
     workload.duration_ns = args.duration;
@@ -415,6 +416,31 @@ mod tests {
             panic!("not the probe command: {flags:?}");
         };
         census_config(&args).unwrap().floor
+    }
+
+    /// The consumers' SCHED_FIFO priority a `run` with `flags` plans.
+    fn consumer_fifo(flags: &[&str]) -> Result<Option<u8>, String> {
+        let out = tempfile::tempdir().unwrap();
+        let out = out.path().to_str().unwrap();
+        let head = ["jitterscope", "run", "--cpus", "0,1", "--output", out];
+        let argv = head.iter().chain(flags);
+        let cli = Cli::try_parse_from(argv).map_err(|e| e.to_string())?;
+        let Some(Command::Run(args)) = cli.command else {
+            panic!("not the run command: {flags:?}");
+        };
+        Ok(run_plan(&args).map_err(|e| e.0)?.workload.consumer_fifo)
+    }
+
+    #[test]
+    fn fifo_makes_the_consumers_sched_fifo_at_50_or_the_priority_given() {
+        assert_eq!(consumer_fifo(&[]), Ok(None));
+        assert_eq!(consumer_fifo(&["--fifo"]), Ok(Some(50)));
+        assert_eq!(consumer_fifo(&["--fifo", "70"]), Ok(Some(70)));
+        assert_eq!(consumer_fifo(&["--fifo=1"]), Ok(Some(1)));
+        for bad in ["0", "100"] {
+            let e = consumer_fifo(&["--fifo", bad]).unwrap_err();
+            assert!(e.contains("--fifo") && e.contains(bad), "{e}");
+        }
     }
 
     #[test]

@@ -112,3 +112,17 @@ pub fn name_current_thread(name: &str) {
     // SAFETY: PR_SET_NAME copies at most 16 bytes from a valid NUL-terminated string.
     unsafe { libc::prctl(libc::PR_SET_NAME, c.as_ptr() as libc::c_ulong, 0, 0, 0) };
 }
+
+/// Makes the calling thread SCHED_FIFO at `priority` (1-99): it then runs until it blocks,
+/// yields to a higher priority, or RT throttling (`kernel.sched_rt_runtime_us`) takes the CPU
+/// from it.
+pub fn set_current_thread_fifo(priority: u8) -> std::io::Result<()> {
+    let param = libc::sched_param {
+        sched_priority: priority.into(),
+    };
+    // SAFETY: sets this thread's policy; `param` outlives the call.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}

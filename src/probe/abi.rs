@@ -62,10 +62,13 @@ pub enum Class {
     Hrtimer = 11,
     /// A page fault of a watched thread (flags `FAULT_*`).
     Fault = 12,
+    /// The CPU idled while a workload (or watched) thread was runnable on it (`pid`, `name`:
+    /// the thread; `aux`: its policy).
+    Throttled = 13,
 }
 
 impl Class {
-    pub const ALL: [Class; 13] = [
+    pub const ALL: [Class; 14] = [
         Class::None,
         Class::Task,
         Class::Kworker,
@@ -79,6 +82,7 @@ impl Class {
         Class::Freq,
         Class::Hrtimer,
         Class::Fault,
+        Class::Throttled,
     ];
 
     /// None for a code the header does not define.
@@ -226,6 +230,7 @@ mod tests {
             ("JS_REC_THREAD_NEW", Kind::ThreadNew as u64),
             ("JS_REC_THREAD_EXIT", Kind::ThreadExit as u64),
             ("JS_CLASS_FAULT", Class::Fault as u64),
+            ("JS_CLASS_THROTTLED", Class::Throttled as u64),
             ("JS_WAIT_PREEMPTED", WaitCode::Preempted as u64),
             ("JS_WAIT_WAKEUP", WaitCode::Wakeup as u64),
             ("JS_WAIT_NEW", WaitCode::New as u64),
@@ -309,7 +314,7 @@ mod tests {
             assert_eq!(CauseCode::from_code(c as u16), Some(c));
         }
         assert_eq!(Kind::from_code(99), None);
-        assert_eq!(Class::from_code(13), None);
+        assert_eq!(Class::from_code(14), None);
         assert_eq!(CauseCode::from_code(0), None);
     }
 }

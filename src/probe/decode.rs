@@ -68,6 +68,7 @@ fn culprit_of(class: abi::Class) -> Option<CulpritClass> {
         K::Nmi => CulpritClass::Nmi,
         K::Freq => CulpritClass::FreqChange,
         K::Fault => CulpritClass::Fault,
+        K::Throttled => CulpritClass::Throttled,
         // An hrtimer callback: the timer interrupt's work (see `hrtimer`).
         K::Hrtimer => CulpritClass::TimerTick,
     })
@@ -370,6 +371,7 @@ fn who_of(
                 (false, false) => FaultKind::Minor,
             },
         },
+        CulpritClass::Throttled => Who::Throttled { policy: r.aux },
         CulpritClass::Hypervisor | CulpritClass::Unexplained | CulpritClass::Lost => return None,
     })
 }
@@ -463,6 +465,37 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_thread_held_off_an_idle_cpu_decodes_as_throttled_with_its_policy() {
+        let mut syms = Kallsyms::parse("");
+        let mut r = rec(Kind::Interruption, abi::Class::Throttled as u16);
+        r.name = name("js-consumer-1");
+        r.pid = 4122;
+        r.id = 4122;
+        r.aux = 1;
+        let Some(Record::Interruption(i)) = decode(&r, &mut syms) else {
+            panic!()
+        };
+        assert_eq!(
+            (i.class, i.who, i.pid, i.start_ns, i.end_ns),
+            (
+                CulpritClass::Throttled,
+                Who::Throttled { policy: 1 },
+                4122,
+                100,
+                250
+            )
+        );
+        assert_eq!(
+            i.class.level(),
+            1,
+            "a task-level stretch: interrupts nest in it"
+        );
+        // Its flags are not a task's: never a run whose end went unseen.
+        r.flags = abi::F_END_UNSEEN;
+        assert!(!end_unseen(&r));
     }
 
     #[test]

@@ -168,6 +168,22 @@ fn softirq_advice(vector: u64, m: &Machine) -> String {
     }
 }
 
+/// RT throttling (a SCHED_FIFO/RR thread) or a cgroup's CPU quota (any other policy): the
+/// knob that removes it, and what removing RT throttling costs.
+fn throttled_advice(who: &Who, m: &Machine) -> String {
+    let realtime = matches!(who, Who::Throttled { policy } if is_realtime(*policy));
+    if realtime {
+        format!("RT throttling: the kernel gives real-time tasks kernel.sched_rt_runtime_us of every kernel.sched_rt_period_us (950000 of 1000000 by default) and idles the CPU for the rest; sysctl kernel.sched_rt_runtime_us=-1 removes it, but then the spinner starves the CPU's own kernel threads (per-CPU kworkers, ksoftirqd, RCU) — only on an isolated CPU ({}); or do not run the spinner SCHED_FIFO", boot_with("nohz_full=", &m.nohz_full(), m))
+    } else {
+        "a cgroup's CPU quota (cpu.max, CFS bandwidth) throttled the thread's group: raise it (echo max > /sys/fs/cgroup/<group>/cpu.max, or systemctl set-property <unit> CPUQuota=) or run the thread outside the limited group".to_string()
+    }
+}
+
+/// SCHED_FIFO (1) or SCHED_RR (2): the policies RT throttling applies to (`sched.h`).
+pub fn is_realtime(policy: u32) -> bool {
+    matches!(policy, 1 | 2)
+}
+
 pub fn advice(c: &Culprit, cpus: &[Cpu], m: &Machine) -> String {
     let who = &c.who;
     let hk = m.housekeeping();
@@ -260,6 +276,7 @@ pub fn advice(c: &Culprit, cpus: &[Cpu], m: &Machine) -> String {
         } else {
             "minor page faults: first touches of memory (or copy-on-write) in the latency-critical thread — pre-fault it at start (mlockall(MCL_CURRENT|MCL_FUTURE), MAP_POPULATE, touch every page), avoid allocating in the hot loop, and keep transparent huge pages from being split or compacted (echo never > /sys/kernel/mm/transparent_hugepage/defrag)".to_string()
         },
+        CulpritClass::Throttled => throttled_advice(who, m),
         CulpritClass::SelfNoise => self_advice(m.tracer, all_measured, &measured),
         CulpritClass::Hypervisor => "the host ran something else on this vCPU's physical CPU (KVM steal time; `steal` in /proc/stat): ask for dedicated, pinned vCPUs (cpu pinning with no overcommit, a 'dedicated host' or 'isolated' instance type), or move the workload to bare metal".to_string(),
         CulpritClass::Lost => "the probes' record rings overflowed, so these stalls cannot be explained: raise --ringbuf-size (e.g. 64M), or find the storm on these CPUs with `jitterscope probe --cpus <cpu> --no-log`".to_string(),
@@ -360,6 +377,8 @@ mod tests {
                     why: OwnIpiWhy::WakeUp { sender: t("js") },
                 },
             ),
+            (CulpritClass::Throttled, Who::Throttled { policy: 1 }),
+            (CulpritClass::Throttled, Who::Throttled { policy: 0 }),
             (CulpritClass::Hypervisor, Who::AnyHost),
             (
                 CulpritClass::Unexplained,

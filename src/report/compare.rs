@@ -119,13 +119,17 @@ pub fn render(runs: &[(String, RunFile)]) -> String {
     for (i, (path, r)) in runs.iter().enumerate() {
         let _ = writeln!(
             s,
-            "- {}: {path} — CPUs {:?}, {}, {}{}",
+            "- {}: {path} — CPUs {:?}, {}{}, {}{}",
             label(r, i),
             r.run.cpus,
             match (&r.watch, r.run.settings.pinned) {
                 (Some(w), _) => format!("watch {}", w.target),
                 (None, true) => "pinned".to_string(),
                 (None, false) => "unpinned".to_string(),
+            },
+            match r.run.settings.consumer_fifo {
+                Some(priority) => format!(", consumers SCHED_FIFO {priority}"),
+                None => String::new(),
             },
             fmt_ns(r.run.duration_ns),
             if r.run.settings.probes {

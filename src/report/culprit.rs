@@ -32,6 +32,20 @@ pub const LOST_DETAIL: &str = "a BPF record ring was full; cause unknown";
 /// The row of a class's culprits past those a bounded list tells apart.
 pub const OTHERS_NAME: &str = "others (past the culprits told apart)";
 
+/// A `throttled` culprit's name: the scheduler held the thread off.
+pub const THROTTLED_NAME: &str = "scheduler";
+
+/// A `throttled` culprit's detail: which kind of throttling, told by the held thread's
+/// policy — RT throttling applies to SCHED_FIFO/RR only, a CPU quota to the others.
+pub fn throttled_detail(policy: u32) -> String {
+    let name = policy_name(policy);
+    match policy {
+        1 | 2 => format!("RT throttling (sched_rt_runtime_us) of a {name} thread"),
+        0 | 3 | 5 => format!("a cgroup CPU quota (cpu.max) of a {name} thread"),
+        _ => format!("RT throttling or a cgroup CPU quota of a {name} thread"),
+    }
+}
+
 /// The hypervisor culprit's detail for `cpu`.
 pub fn hypervisor_detail(cpu: Cpu) -> String {
     format!("the host kept vCPU {cpu} off its physical CPU (KVM steal clock)")
@@ -77,6 +91,7 @@ pub fn name(who: &Who) -> String {
         Who::Nmi { .. } => "nmi".to_string(),
         Who::Freq { cpu, .. } => format!("cpu {cpu}"),
         Who::Fault { .. } => "page fault".to_string(),
+        Who::Throttled { .. } => THROTTLED_NAME.to_string(),
         Who::OwnIpi { vector, .. } => format!("{} IPI", vector_name(*vector)),
         Who::Host { .. } | Who::AnyHost => HYPERVISOR_NAME.to_string(),
         Who::Unexplained { .. } => UNEXPLAINED_NAME.to_string(),
@@ -151,6 +166,7 @@ pub fn detail(who: &Who) -> String {
             OwnIpiWhy::WakeUp { sender } => format!("wake-up sent by {sender}"),
             OwnIpiWhy::Callback { function, sender } => format!("{function} from {sender}"),
         },
+        Who::Throttled { policy } => throttled_detail(*policy),
         Who::Host { cpu } => hypervisor_detail(*cpu),
         Who::AnyHost => "KVM steal clock".to_string(),
         Who::Unexplained { steal_clock: true } => UNEXPLAINED_DETAIL.to_string(),
@@ -249,6 +265,7 @@ pub fn label(l: &Label) -> String {
         Label::Nmi => "nmi".to_string(),
         Label::Freq(cpu) => format!("cpu {cpu}"),
         Label::Fault => "page fault".to_string(),
+        Label::Throttled(policy) => format!("{THROTTLED_NAME} ({})", policy_name(*policy)),
         Label::OwnIpi(v) => format!("{} IPI", vector_name(*v)),
         Label::Host => HYPERVISOR_NAME.to_string(),
         Label::Unexplained => UNEXPLAINED_NAME.to_string(),

@@ -163,6 +163,8 @@ impl Mode {
             | C::Ipi
             | C::Nmi
             | C::SelfNoise => true,
+            // Only the probes' switches of a workload or watched thread make it.
+            C::Throttled => self != Mode::Probe,
             // Named beside a stall, never given time.
             C::FreqChange => false,
             C::Fault => self == Mode::Watch,

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::culprit::policy_name;
 use super::seed::Summary;
 use crate::model::{
     softirq_name, vector, vector_name, Cpu, CulpritClass, Ended, FaultKind, Interruption, Nanos,
@@ -353,6 +354,9 @@ pub struct Settings {
     pub stall_threshold_auto: bool,
     /// True when kernel probes ran, i.e. stalls were attributed.
     pub probes: bool,
+    /// The consumers' SCHED_FIFO priority (`--fifo`); absent: SCHED_OTHER (and older files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consumer_fifo: Option<u8>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -576,7 +580,8 @@ pub struct ProcessEntry {
 /// present only where that kind of culprit has it — a task `{comm, pid}`, a kernel thread
 /// `{comm}`, a kworker `{worker, function}`, an IRQ `{irq, action}`, a softirq `{softirq}`,
 /// a system vector `{vector}`, an hrtimer `{timer, function | comm, pid}`, an NMI
-/// `{handler}`, a CPU's frequency or host preemption `{cpu}`, a page fault `{fault}`.
+/// `{handler}`, a CPU's frequency or host preemption `{cpu}`, a page fault `{fault}`, a
+/// throttled thread's policy `{policy}`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WhoEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -609,6 +614,9 @@ pub struct WhoEntry {
     /// `minor`, `major`, `failed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fault: Option<String>,
+    /// The scheduling policy of the thread a `throttled` row held off (`SCHED_FIFO`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
 }
 
 impl WhoEntry {
@@ -660,6 +668,7 @@ impl WhoEntry {
                 };
                 e.fault = Some(k.to_string());
             }
+            Who::Throttled { policy } => e.policy = Some(policy_name(*policy).to_string()),
             Who::AnyHost | Who::Unexplained { .. } | Who::Lost | Who::Others => {}
         }
         e
@@ -922,6 +931,7 @@ pub(crate) mod tests {
                     spike_threshold_ns: 10_000,
                     stall_threshold_auto: true,
                     probes: true,
+                    consumer_fifo: None,
                 },
                 floor: None,
             },

@@ -97,6 +97,7 @@ fn culprit_phrases(c: &StallCulprit) -> Vec<String> {
         | CulpritClass::Ipi
         | CulpritClass::Nmi
         | CulpritClass::Fault
+        | CulpritClass::Throttled
         | CulpritClass::SelfNoise => {}
     }
     let mut out = Vec::new();

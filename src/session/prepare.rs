@@ -76,6 +76,7 @@ pub(super) fn prepare(plan: &RunPlan, out: &mut Console) -> Result<Prepared> {
     let every_cpu_measured = topo.housekeeping(&measured).is_empty();
     // Read now, off the measured CPUs and before anything records: it walks all of /proc.
     let config = Configured::read(&Root::live(), &measured);
+    note_fifo_unthrottled(&cfg, &config, out)?;
     // Probes first: attached before the workload starts its clock, and a run that cannot
     // load them (no root) fails before it leaves any file behind.
     // Sharing the producer's CPU, the collector keeps to a budget (see `Budget`). Deciding at
@@ -146,6 +147,27 @@ pub(super) fn prepare(plan: &RunPlan, out: &mut Console) -> Result<Prepared> {
     };
     print_banner(plan, &prepared, &kernel_tids.get(), out)?;
     Ok(prepared)
+}
+
+/// A SCHED_FIFO consumer where RT throttling is off (`kernel.sched_rt_runtime_us=-1`) never
+/// leaves its CPU: one note that the CPU's own kernel threads starve for the run. Not refused:
+/// it is what a user who turned throttling off measures.
+fn note_fifo_unthrottled(
+    cfg: &WorkloadConfig,
+    config: &Configured,
+    out: &mut Console,
+) -> Result<()> {
+    let Some(priority) = cfg.consumer_fifo else {
+        return Ok(());
+    };
+    if config.sysctls.sched_rt_runtime_us == Some(-1) {
+        writeln!(
+            out,
+            "note: RT throttling is off (kernel.sched_rt_runtime_us=-1): the SCHED_FIFO (priority {priority}) consumer on CPU {} will starve that CPU's own kernel threads (per-CPU kworkers, ksoftirqd, RCU) for the run",
+            format_list(&cfg.consumer_cpus)
+        )?;
+    }
+    Ok(())
 }
 
 /// Moves the collector (this thread) off the measured CPUs for the run; its CPUs come back

@@ -67,6 +67,8 @@ impl Tolerances {
             | CulpritClass::Nmi => Some(self.task_and_irq),
             // perf records no fault durations (the check does not record them).
             CulpritClass::Fault => None,
+            // perf's idle time is not told apart from a held-off thread's.
+            CulpritClass::Throttled => None,
             // No duration (a frequency change) or no kernel record at all.
             CulpritClass::FreqChange
             | CulpritClass::Hypervisor

@@ -44,6 +44,9 @@ pub struct WorkloadConfig {
     pub stall_queue_capacity: usize,
     /// Interval histogram boxes made before recording, per consumer (see `interval_pool_at_end`).
     pub interval_pool: usize,
+    /// The consumers' SCHED_FIFO priority (`--fifo`); None: SCHED_OTHER. The producer stays
+    /// SCHED_OTHER.
+    pub consumer_fifo: Option<u8>,
 }
 
 /// The default stall threshold (`--stall-threshold auto`, and every workshop step): 10× the
@@ -68,6 +71,7 @@ impl WorkloadConfig {
             ring_capacity: 4096,
             stall_queue_capacity: 32768,
             interval_pool: POOL_PER_CONSUMER,
+            consumer_fifo: None,
         }
     }
 
@@ -113,6 +117,12 @@ pub enum WorkloadError {
     #[error("cannot start thread {thread}: {source}")]
     Spawn {
         thread: String,
+        source: std::io::Error,
+    },
+    #[error("cannot make {thread} SCHED_FIFO (priority {priority}): {source}; this needs root or CAP_SYS_NICE, and where the kernel groups RT time (CONFIG_RT_GROUP_SCHED) a cgroup with RT runtime of its own (cpu.rt_runtime_us) — run it with sudo from the root cgroup, or without --fifo")]
+    Policy {
+        thread: String,
+        priority: u8,
         source: std::io::Error,
     },
     #[error("cannot prepare {thread}: {cause}")]
@@ -191,6 +201,8 @@ struct ThreadSetup {
     cpu: Cpu,
     pin: bool,
     float_cpus: Vec<Cpu>,
+    /// SCHED_FIFO at this priority, set by the thread itself once it is placed.
+    fifo: Option<u8>,
     name: String,
     on_start: Option<ThreadStart>,
     ready: mpsc::Sender<Result<WorkloadThread, WorkloadError>>,
@@ -210,6 +222,16 @@ impl ThreadSetup {
                 let _ = ready.send(Err(WorkloadError::Pin {
                     thread: self.name,
                     cpu,
+                    source,
+                }));
+                return;
+            }
+        }
+        if let Some(priority) = self.fifo {
+            if let Err(source) = affinity::set_current_thread_fifo(priority) {
+                let _ = ready.send(Err(WorkloadError::Policy {
+                    thread: self.name,
+                    priority,
                     source,
                 }));
                 return;
@@ -288,6 +310,10 @@ impl Workload {
                 cpu,
                 pin: config.pin,
                 float_cpus: config.float_cpus.clone(),
+                fifo: match role {
+                    ThreadRole::Consumer(_) => config.consumer_fifo,
+                    ThreadRole::Producer | ThreadRole::Watched(_) => None,
+                },
                 name: name.clone(),
                 on_start: on_start.clone(),
                 ready: ready_tx.clone(),

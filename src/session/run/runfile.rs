@@ -148,6 +148,7 @@ fn run_info(plan: &RunPlan, p: &Prepared, r: &Recorded) -> RunInfo {
             spike_threshold_ns: cfg.spike_threshold_ns,
             stall_threshold_auto: plan.stall_threshold_auto,
             probes: r.probes.is_some(),
+            consumer_fifo: cfg.consumer_fifo,
         },
     }
 }

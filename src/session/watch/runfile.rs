@@ -242,6 +242,7 @@ fn run_file(w: &WatchStopped, files: &BTreeMap<u32, Vec<String>>) -> RunFile {
                 spike_threshold_ns: 0,
                 stall_threshold_auto: false,
                 probes: true,
+                consumer_fifo: None,
             },
             floor: None,
         },
