@@ -268,6 +268,7 @@ pub fn why_remains(c: &CulpritEntry) -> String {
         CulpritClass::Hypervisor => "the host kept the vCPU off its CPU (steal): no guest setting removes it (VM)".into(),
         CulpritClass::Unexplained => "no kernel event and no steal covered it: on a guest, the host's own work the steal clock does not count (VM)".into(),
         CulpritClass::Lost => "kernel records were lost here: the cause of that time is unknown".into(),
+        CulpritClass::Throttled => "the scheduler held the runnable thread off its CPU (RT throttling, or a cgroup's CPU quota): kernel.sched_rt_runtime_us=-1 (RT), the quota (cpu.max)".into(),
     }
 }
 

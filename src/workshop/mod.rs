@@ -143,6 +143,10 @@ fn run_steps(
             writeln!(out, "\n=== GOVERNOR ===\n  skipped: no cpufreq driver on CPU {} (a VM, or a driver-less machine): the frequency is the host's or firmware's to set", cfg.consumer_cpu)?;
             continue;
         }
+        if step == Step::Rt && steps::rt_setting("sched_rt_runtime_us") == "-1" {
+            writeln!(out, "\n=== RT ===\n  skipped: RT throttling is already off here (kernel.sched_rt_runtime_us=-1): nothing throttles a SCHED_FIFO consumer")?;
+            continue;
+        }
         if step == Step::Vm
             && !crate::system::config::Configured::read(
                 &crate::system::config::Root::live(),

@@ -25,18 +25,20 @@ pub enum Step {
     IrqsMoved,
     KworkersMoved,
     Governor,
+    Rt,
     Vm,
     Boot,
 }
 
 impl Step {
-    pub const ALL: [Step; 8] = [
+    pub const ALL: [Step; 9] = [
         Step::Baseline,
         Step::Pinned,
         Step::Shielded,
         Step::IrqsMoved,
         Step::KworkersMoved,
         Step::Governor,
+        Step::Rt,
         Step::Vm,
         Step::Boot,
     ];
@@ -49,6 +51,7 @@ impl Step {
             Step::IrqsMoved => "IRQS-MOVED",
             Step::KworkersMoved => "KWORKERS-MOVED",
             Step::Governor => "GOVERNOR",
+            Step::Rt => "RT",
             Step::Vm => "VM",
             Step::Boot => "BOOT",
         }
@@ -63,15 +66,17 @@ impl Step {
             Step::IrqsMoved => &[Fix::MoveIrqs],
             Step::KworkersMoved => &[Fix::StatInterval, Fix::WorkqueueCpumask],
             Step::Governor => &[Fix::Governor],
+            Step::Rt => &[Fix::RtUnthrottled],
         }
     }
 
     /// The fixes in force before this step's own: every earlier step's that this machine
-    /// can apply (`governs`: a cpufreq driver on the consumer's CPU).
+    /// can apply (`governs`: a cpufreq driver on the consumer's CPU), RT's excepted — it
+    /// concerns a SCHED_FIFO consumer, which only the RT step runs.
     pub fn carried(self, governs: bool) -> Vec<Fix> {
         Step::ALL
             .iter()
-            .filter(|s| **s < self && (**s != Step::Governor || governs))
+            .filter(|s| **s < self && **s != Step::Rt && (**s != Step::Governor || governs))
             .flat_map(|s| s.fixes().iter().copied())
             .collect()
     }
@@ -86,6 +91,7 @@ pub enum Fix {
     WorkqueueCpumask,
     StatInterval,
     Governor,
+    RtUnthrottled,
 }
 
 impl Fix {
@@ -97,6 +103,7 @@ impl Fix {
             Fix::WorkqueueCpumask => "the workqueue cpumask",
             Fix::StatInterval => "vm.stat_interval=10",
             Fix::Governor => "the performance governor",
+            Fix::RtUnthrottled => "kernel.sched_rt_runtime_us=-1",
         }
     }
 
@@ -108,6 +115,7 @@ impl Fix {
             Fix::WorkqueueCpumask => "wq-cpumask",
             Fix::StatInterval => "stat-interval",
             Fix::Governor => "governor",
+            Fix::RtUnthrottled => "rt-runtime",
         }
     }
 
@@ -134,6 +142,11 @@ impl Fix {
             Fix::Governor => vec![Target::culprits("frequency changes", false, |c| {
                 c.class == CulpritClass::FreqChange
             })],
+            Fix::RtUnthrottled => vec![Target::culprits(
+                "the SCHED_FIFO consumer throttled",
+                true,
+                |c| c.class == CulpritClass::Throttled,
+            )],
         }
     }
 
@@ -176,10 +189,28 @@ impl Fix {
                     writeln!(out, "  tuning: {d}")?;
                 }
             }
+            Fix::RtUnthrottled => {
+                t.set(RT_RUNTIME, "-1")
+                    .map_err(|e| anyhow::anyhow!("turning RT throttling off: {e}"))?;
+                writeln!(out, "  tuning: kernel.sched_rt_runtime_us = -1 (RT throttling off; the consumer's CPU's own kernel threads now wait for it)")?;
+            }
         }
         Ok(())
     }
 }
+
+/// RT throttling's budget: a real-time task may hold a CPU this many µs of each period.
+const RT_RUNTIME: &str = "/proc/sys/kernel/sched_rt_runtime_us";
+
+/// `kernel.<name>` as the kernel says it ("?" when unreadable).
+pub fn rt_setting(name: &str) -> String {
+    std::fs::read_to_string(format!("/proc/sys/kernel/{name}"))
+        .map(|v| v.trim().to_string())
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// The SCHED_FIFO priority of the RT step's consumer (as `run --fifo` gives alone).
+const RT_PRIORITY: u8 = 50;
 
 fn noise_task() -> Target {
     Target::culprits("task js-noise-task", true, |c| {
@@ -235,13 +266,17 @@ pub struct StepRuns {
     pub checks: Vec<Check>,
 }
 
-/// The noise every step injects on the consumer's CPU (injections per second).
-fn noise_specs(consumer: Cpu, irq: bool) -> Vec<(NoiseKind, Cpu, u32)> {
+/// The noise every step injects on the consumer's CPU (injections per second). The RT step
+/// leaves out the stat_refresh kworkers: each write waits for a kworker on every CPU, which an
+/// unthrottled SCHED_FIFO consumer starves until its run ends.
+fn noise_specs(step: Step, consumer: Cpu, irq: bool) -> Vec<(NoiseKind, Cpu, u32)> {
     let mut specs = vec![
         (NoiseKind::Task, consumer, 100),
-        (NoiseKind::Kworker, consumer, 200),
         (NoiseKind::Writeback, consumer, 50),
     ];
+    if step != Step::Rt {
+        specs.push((NoiseKind::Kworker, consumer, 200));
+    }
     if irq {
         specs.push((NoiseKind::Irq, consumer, 100));
     }
@@ -261,7 +296,7 @@ pub fn run_step(
     let irq = steerable_irq();
     // Noise first (the IRQ is steered to the consumer CPU by the noise's own tuner), then the
     // tuning on top; they are undone in the opposite order.
-    let noise = NoiseSet::start(&noise_specs(consumer, irq.is_some()), others);
+    let noise = NoiseSet::start(&noise_specs(step, consumer, irq.is_some()), others);
     std::thread::sleep(std::time::Duration::from_millis(300));
     let result = measure_step(step, base, others, out);
     for (kind, r) in noise.stop() {
@@ -282,16 +317,16 @@ fn measure_step(
     out: &mut dyn Write,
 ) -> Result<Vec<RunFile>> {
     let consumers = base.workload.consumer_cpus.clone();
-    let mut t = Tuner::new();
-    let governs = std::path::Path::new(&format!(
-        "/sys/devices/system/cpu/cpu{}/cpufreq",
-        consumers[0]
-    ))
-    .exists();
-    let carried = step.carried(governs);
-    for fix in &carried {
-        fix.apply(&mut t, &consumers, others, &mut std::io::sink())?;
+    if step == Step::Rt {
+        writeln!(
+            out,
+            "  the consumer runs SCHED_FIFO priority {RT_PRIORITY}; kernel.sched_rt_runtime_us={} of sched_rt_period_us={}",
+            rt_setting("sched_rt_runtime_us"),
+            rt_setting("sched_rt_period_us")
+        )?;
     }
+    let mut t = Tuner::new();
+    let carried = apply_carried(&mut t, step, &consumers, others)?;
     if !carried.is_empty() {
         let names: Vec<&str> = carried.iter().map(|f| f.title()).collect();
         writeln!(
@@ -348,6 +383,9 @@ pub(super) fn apply_carried(
 fn one_run(base: &RunPlan, step: Step, tag: &str, pinned: bool) -> Result<RunFile> {
     let mut plan = base.clone();
     plan.workload.pin = pinned;
+    if step == Step::Rt {
+        plan.workload.consumer_fifo = Some(RT_PRIORITY);
+    }
     plan.label = format!("{}-{}{tag}", base.label, step.title().to_lowercase());
     plan.progress = false;
     plan.tui = false;
