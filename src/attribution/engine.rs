@@ -168,9 +168,14 @@ pub struct SpikeVerdict {
     pub consumer_culprits: Vec<Share>,
 }
 
-/// A run of the watched thread `own` itself (not its page faults, which interrupt its code).
+/// A run of the watched thread `own` itself (not its page faults, which interrupt its code,
+/// nor a stretch in which the scheduler held it off its idle CPU, which is its wait).
 fn is_own_run(r: &Interruption, own: u32) -> bool {
-    own != 0 && r.pid == own && r.class.level() == 1 && r.class != CulpritClass::Fault
+    own != 0
+        && r.pid == own
+        && r.class.level() == 1
+        && r.class != CulpritClass::Fault
+        && r.class != CulpritClass::Throttled
 }
 
 /// Maps keyed by CPU: the engine looks a CPU up for every record and every stall.
