@@ -1084,6 +1084,29 @@ fn a_reschedule_ipi_that_wakes_a_kworker_keeps_its_time_and_names_it() {
 }
 
 #[test]
+fn a_reschedule_ipi_before_a_throttled_stretch_woke_nothing() {
+    let mut e = Engine::new(EngineConfig {
+        edge_ns: 1_000,
+        ..EngineConfig::default()
+    });
+    e.push_interruption(Interruption {
+        id: vector::RESCHEDULE,
+        ..rec(1, C::Ipi, 1_000, 4_000, "reschedule", "")
+    });
+    e.push_interruption(rec(
+        1,
+        C::Throttled,
+        4_500,
+        9_000,
+        "scheduler",
+        "RT throttling (sched_rt_runtime_us) of a SCHED_FIFO thread",
+    ));
+    let v = one(&mut e, stall(1, 1_000, 9_000));
+    let ipi = v.culprits.iter().find(|c| c.class() == C::Ipi).unwrap();
+    assert_eq!(via(ipi), "");
+}
+
+#[test]
 fn spikes_are_decided_in_receipt_order_however_they_arrive() {
     let mut e = exact();
     // Out of order, with a tie: decided by receipt, a tie in the order pushed, and only

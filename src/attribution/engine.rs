@@ -401,7 +401,8 @@ impl<'a> Sweep<'a> {
     }
 
     /// A reschedule IPI immediately followed by a task-level run was that run's wake-up
-    /// (`records` is sorted by start: the first such run from the IPI's end on).
+    /// (`records` is sorted by start: the first such run from the IPI's end on). A throttled
+    /// stretch is no run: nothing ran in it to be woken.
     fn find_wake_ups(&mut self, edge_ns: Nanos) {
         let records = &self.records;
         self.woke.extend(records.iter().map(|r| {
@@ -412,7 +413,7 @@ impl<'a> Sweep<'a> {
             records[from..]
                 .iter()
                 .take_while(|t| t.start_ns - r.end_ns <= edge_ns)
-                .position(|t| t.class.level() == 1)
+                .position(|t| t.class.level() == 1 && t.class != CulpritClass::Throttled)
                 .map(|i| from + i)
         }));
     }
