@@ -259,6 +259,32 @@ fn the_idle_stretches_of_a_throttling_window_are_the_schedulers_not_unexplained(
 }
 
 #[test]
+fn a_watched_threads_own_throttling_is_its_wait_not_its_own_run() {
+    // A watched SCHED_FIFO thread (tid 7) preempted at 0 and run again at 50 ms: the probes'
+    // throttled record carries its pid, as its own runs do, yet it is what held it off.
+    let fifo = "RT throttling (sched_rt_runtime_us) of a SCHED_FIFO thread";
+    let mut e = exact();
+    let mut held = rec(1, C::Throttled, 0, 40_000_000, "scheduler", fifo);
+    held.pid = 7;
+    e.push_interruption(held);
+    let mut own = rec(1, C::Task, 50_000_000, 60_000_000, "spin[7]", "SCHED_FIFO");
+    own.pid = 7;
+    e.push_interruption(own);
+    let wait = Stall {
+        thread: ThreadRole::Watched(7),
+        ..stall(1, 0, 50_000_000)
+    };
+    let v = one(&mut e, wait);
+    assert_eq!(
+        parts(&v),
+        [
+            (C::Throttled, "scheduler".to_string(), 40_000_000),
+            (C::Unexplained, "no kernel event".to_string(), 10_000_000),
+        ]
+    );
+}
+
+#[test]
 fn records_of_other_cpus_do_not_count() {
     let mut e = exact();
     e.push_interruption(rec(0, C::Irq, 1_000, 2_000, "36 x", ""));
@@ -1055,6 +1081,29 @@ fn a_reschedule_ipi_that_wakes_a_kworker_keeps_its_time_and_names_it() {
     assert_eq!(split(&v.culprits[1..2]), [(C::Ipi, 4_000, 500)]);
     assert_eq!(via(&v.culprits[1]), "woke kworker/1:2");
     assert_eq!(v.culprits[1].episodes, 2);
+}
+
+#[test]
+fn a_reschedule_ipi_before_a_throttled_stretch_woke_nothing() {
+    let mut e = Engine::new(EngineConfig {
+        edge_ns: 1_000,
+        ..EngineConfig::default()
+    });
+    e.push_interruption(Interruption {
+        id: vector::RESCHEDULE,
+        ..rec(1, C::Ipi, 1_000, 4_000, "reschedule", "")
+    });
+    e.push_interruption(rec(
+        1,
+        C::Throttled,
+        4_500,
+        9_000,
+        "scheduler",
+        "RT throttling (sched_rt_runtime_us) of a SCHED_FIFO thread",
+    ));
+    let v = one(&mut e, stall(1, 1_000, 9_000));
+    let ipi = v.culprits.iter().find(|c| c.class() == C::Ipi).unwrap();
+    assert_eq!(via(ipi), "");
 }
 
 #[test]

@@ -138,3 +138,85 @@ fn a_fifo_consumer_is_throttled_tens_of_ms_each_second_and_not_at_all_with_throt
         "longest stall on CPU {CONSUMER} with throttling off: {longest} ns"
     );
 }
+
+/// A thread of this process spinning SCHED_FIFO (priority 50) on `cpu` until dropped.
+struct FifoSpinner {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    handle: Option<std::thread::JoinHandle<()>>,
+    tid: u32,
+}
+
+impl FifoSpinner {
+    fn start(cpu: usize) -> FifoSpinner {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let s = stop.clone();
+        let handle = std::thread::spawn(move || {
+            pin(0, cpu);
+            jitterscope::platform::affinity::set_current_thread_fifo(50)
+                .expect("become SCHED_FIFO");
+            tx.send(jitterscope::platform::affinity::current_tid())
+                .unwrap();
+            while !s.load(Ordering::Relaxed) {
+                std::hint::spin_loop();
+            }
+        });
+        let tid = rx.recv().expect("the FIFO spinner started");
+        FifoSpinner {
+            stop,
+            handle: Some(handle),
+            tid,
+        }
+    }
+}
+
+impl Drop for FifoSpinner {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+#[test]
+fn a_watched_fifo_thread_held_off_by_rt_throttling_is_throttled_not_unexplained() {
+    let name = "a_watched_fifo_thread_held_off_by_rt_throttling_is_throttled_not_unexplained";
+    if skip_bpf(name) || nproc() < 2 {
+        return;
+    }
+    let _cpus = exclusive();
+    let runtime: i64 = read_setting(RT_RUNTIME).parse().unwrap();
+    let period: i64 = read_setting(RT_PERIOD).parse().unwrap();
+    assert!(
+        runtime > 0 && runtime < period,
+        "test assumes RT throttling is on (sched_rt_runtime_us {runtime} of {period})"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let spinner = FifoSpinner::start(CONSUMER as usize);
+    let out = Command::new(env!("CARGO_BIN_EXE_jitterscope"))
+        .args(["watch", "--tid", &spinner.tid.to_string()])
+        .args(["--duration", &format!("{SECS}s"), "--no-tui", "--output"])
+        .arg(dir.path())
+        .output()
+        .expect("start jitterscope");
+    drop(spinner);
+    assert!(
+        out.status.success(),
+        "jitterscope watch failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run = RunFile::read(&run_file_in(dir.path())).unwrap();
+    let (ns, episodes) = throttled_on(&run, CONSUMER);
+    eprintln!(
+        "watch: throttled {:.2} ms/s in {episodes} episodes on CPU {CONSUMER}",
+        per_second_ms(&run, ns)
+    );
+    // One throttling window a second; the part of it no other task took is throttled.
+    assert!(
+        episodes >= SECS - 1 && per_second_ms(&run, ns) <= 100.0,
+        "throttled {ns} ns in {episodes} episodes on CPU {CONSUMER}"
+    );
+}

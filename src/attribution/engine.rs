@@ -168,9 +168,14 @@ pub struct SpikeVerdict {
     pub consumer_culprits: Vec<Share>,
 }
 
-/// A run of the watched thread `own` itself (not its page faults, which interrupt its code).
+/// A run of the watched thread `own` itself (not its page faults, which interrupt its code,
+/// nor a stretch in which the scheduler held it off its idle CPU, which is its wait).
 fn is_own_run(r: &Interruption, own: u32) -> bool {
-    own != 0 && r.pid == own && r.class.level() == 1 && r.class != CulpritClass::Fault
+    own != 0
+        && r.pid == own
+        && r.class.level() == 1
+        && r.class != CulpritClass::Fault
+        && r.class != CulpritClass::Throttled
 }
 
 /// Maps keyed by CPU: the engine looks a CPU up for every record and every stall.
@@ -396,7 +401,8 @@ impl<'a> Sweep<'a> {
     }
 
     /// A reschedule IPI immediately followed by a task-level run was that run's wake-up
-    /// (`records` is sorted by start: the first such run from the IPI's end on).
+    /// (`records` is sorted by start: the first such run from the IPI's end on). A throttled
+    /// stretch is no run: nothing ran in it to be woken.
     fn find_wake_ups(&mut self, edge_ns: Nanos) {
         let records = &self.records;
         self.woke.extend(records.iter().map(|r| {
@@ -407,7 +413,7 @@ impl<'a> Sweep<'a> {
             records[from..]
                 .iter()
                 .take_while(|t| t.start_ns - r.end_ns <= edge_ns)
-                .position(|t| t.class.level() == 1)
+                .position(|t| t.class.level() == 1 && t.class != CulpritClass::Throttled)
                 .map(|i| from + i)
         }));
     }

@@ -486,6 +486,32 @@ mod tests {
     }
 
     #[test]
+    fn throttling_is_advised_by_the_held_threads_policy() {
+        let m = machine(&[0, 1], &[0, 1], Tracer::Run(Decision::Live));
+        let throttled = |policy| Culprit {
+            class: CulpritClass::Throttled,
+            who: Who::Throttled { policy },
+        };
+        for policy in [1, 2] {
+            let a = advice(&throttled(policy), &[1], &m);
+            assert!(
+                a.contains("kernel.sched_rt_runtime_us=-1")
+                    && a.contains("starves")
+                    && a.contains("nohz_full=1")
+                    && a.contains("SCHED_FIFO"),
+                "{a}"
+            );
+        }
+        for policy in [0, 3, 5] {
+            let a = advice(&throttled(policy), &[1], &m);
+            assert!(
+                a.contains("cpu.max") && !a.contains("sched_rt_runtime_us"),
+                "{a}"
+            );
+        }
+    }
+
+    #[test]
     fn every_cpu_measured_on_two_cpus_names_only_cpu_1() {
         let m = machine(&[0, 1], &[0, 1], Tracer::Run(Decision::Live));
         let tick = Culprit {
