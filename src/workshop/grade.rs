@@ -109,7 +109,20 @@ pub fn on_cpu(
     run.culprits
         .iter()
         .filter(|c| pick(c))
-        .flat_map(|c| c.cpus.iter().filter(|x| x.cpu == cpu))
+        .fold(Amount::default(), |a, c| {
+            let b = row_on(c, cpu);
+            Amount {
+                ns: a.ns + b.ns,
+                count: a.count + b.count,
+            }
+        })
+}
+
+/// One culprit row's amount on `cpu`.
+fn row_on(c: &CulpritEntry, cpu: crate::model::Cpu) -> Amount {
+    c.cpus
+        .iter()
+        .filter(|x| x.cpu == cpu)
         .fold(Amount::default(), |a, x| Amount {
             ns: a.ns + x.measured_ns,
             count: a.count + x.episodes,
@@ -207,7 +220,7 @@ pub fn remains(run: &RunFile, cpu: u32, targets: &[Target], limit: usize) -> Vec
         .culprits
         .iter()
         .filter(|c| !targets.iter().any(|t| t.matches(c)))
-        .map(|c| (c, on_cpu(run, cpu, |x| std::ptr::eq(x, c))))
+        .map(|c| (c, row_on(c, cpu)))
         .filter(|(_, a)| a.ns > 0)
         .collect();
     rows.sort_by_key(|(_, a)| std::cmp::Reverse(a.ns));

@@ -10,7 +10,6 @@ pub mod steps;
 pub mod vm;
 
 use std::io::Write;
-use std::path::Path;
 
 use anyhow::Result;
 
@@ -138,8 +137,7 @@ fn run_steps(
     };
     let mut course = Course::default();
     for step in steps {
-        let cpufreq = format!("/sys/devices/system/cpu/cpu{}/cpufreq", cfg.consumer_cpu);
-        if step == Step::Governor && !Path::new(&cpufreq).exists() {
+        if step == Step::Governor && !steps::has_cpufreq(cfg.consumer_cpu) {
             writeln!(out, "\n=== GOVERNOR ===\n  skipped: no cpufreq driver on CPU {} (a VM, or a driver-less machine): the frequency is the host's or firmware's to set", cfg.consumer_cpu)?;
             continue;
         }

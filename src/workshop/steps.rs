@@ -359,6 +359,11 @@ fn measure_step(
     Ok(runs)
 }
 
+/// Whether `cpu` has a cpufreq driver (the GOVERNOR step's fix applies there).
+pub fn has_cpufreq(cpu: Cpu) -> bool {
+    std::path::Path::new(&format!("/sys/devices/system/cpu/cpu{cpu}/cpufreq")).exists()
+}
+
 /// Applies, through `t`, the fixes of every step before `step` that this machine can apply
 /// (the governor only with a cpufreq driver on the consumer's CPU); which they were.
 pub(super) fn apply_carried(
@@ -367,12 +372,7 @@ pub(super) fn apply_carried(
     consumers: &[Cpu],
     others: &[Cpu],
 ) -> Result<Vec<Fix>> {
-    let governs = std::path::Path::new(&format!(
-        "/sys/devices/system/cpu/cpu{}/cpufreq",
-        consumers[0]
-    ))
-    .exists();
-    let carried = step.carried(governs);
+    let carried = step.carried(has_cpufreq(consumers[0]));
     for fix in &carried {
         fix.apply(t, consumers, others, &mut std::io::sink())?;
     }
