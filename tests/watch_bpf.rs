@@ -417,7 +417,7 @@ fn a_watch_report_is_headed_by_what_was_watched() {
     let _cpus = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let out = js()
-        .args(["watch", "--no-tui", "--output"])
+        .args(["watch", "--no-tui", "--cpus", "1", "--output"])
         .arg(dir.path())
         .args(["--", "taskset", "-c", "1", "sh", "-c"])
         .arg("i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done")
@@ -454,6 +454,36 @@ fn a_watch_report_is_headed_by_what_was_watched() {
     let coverage = run.watch.and_then(|w| w.coverage).expect("no coverage key");
     assert_eq!(coverage.cpus, [1]);
     assert!(!coverage.blind_to.is_empty());
+}
+
+/// `watch --cpus 1 -- CMD`: jitterscope's own threads move off CPU 1, the command it starts
+/// does not go with them — it gets the CPUs jitterscope was started with.
+#[test]
+fn a_started_command_keeps_the_users_cpus() {
+    if skip_bpf("a_started_command_keeps_the_users_cpus") || nproc() < 2 {
+        return;
+    }
+    let _cpus = exclusive();
+    let mine = std::fs::read_to_string("/proc/self/status").unwrap();
+    let allowed = mine
+        .lines()
+        .find(|l| l.starts_with("Cpus_allowed_list:"))
+        .expect("no Cpus_allowed_list in /proc/self/status")
+        .to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let out = js()
+        .args(["watch", "--no-tui", "--cpus", "1", "--output"])
+        .arg(dir.path())
+        .args(["--", "grep", "Cpus_allowed_list:", "/proc/self/status"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", show(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let theirs = stdout
+        .lines()
+        .find(|l| l.starts_with("Cpus_allowed_list:"))
+        .unwrap_or_else(|| panic!("the command printed no CPU list:\n{}", show(&out)));
+    assert_eq!(theirs, allowed, "{}", show(&out));
 }
 
 #[test]

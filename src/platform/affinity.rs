@@ -71,6 +71,35 @@ pub fn set_current_thread_cpus(cpus: &[Cpu]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Gives the program `cmd` starts the CPUs in `cpus` (set in the child between fork and
+/// exec), so that a command jitterscope starts runs where the user's shell would have run it,
+/// not on the housekeeping CPUs jitterscope's own threads moved to.
+pub fn spawn_on(
+    cmd: &mut std::process::Command,
+    cpus: &[Cpu],
+) -> std::io::Result<std::process::Child> {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: cpu_set_t is plain data, built here before the fork.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &cpu in cpus {
+        if (cpu as usize) < libc::CPU_SETSIZE as usize {
+            // SAFETY: the index is within the set (checked above).
+            unsafe { libc::CPU_SET(cpu as usize, &mut set) };
+        }
+    }
+    // SAFETY: the closure runs between fork and exec, where only async-signal-safe calls
+    // are allowed: sched_setaffinity is one system call on the copied set, no allocation.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn()
+}
+
 /// The calling thread's id in this process's PID namespace: what sched_setaffinity and /proc
 /// take here. sched_switch reports the init namespace's number, the same only outside
 /// containers (the probes learn that one themselves).

@@ -10,7 +10,7 @@ use super::target::{self, Found, Target, TargetError};
 use super::{ThreadIds, WatchPlan, Watched};
 use crate::attribution::run::RunAttribution;
 use crate::attribution::watch::WatchBook;
-use crate::model::Nanos;
+use crate::model::{Cpu, Nanos};
 use crate::platform::clock::{monotonic_ns, unix_ns};
 use crate::probe::watch::TaskRow;
 use crate::probe::{ProbeConfig, ProbeSession};
@@ -26,6 +26,9 @@ pub(super) fn start(plan: &WatchPlan, found: Vec<Found>, out: &mut Console) -> R
     // jitterscope's own threads (this one, and the probe drain it starts) keep off the
     // CPUs that count, when there are others.
     let housekeeping = crate::system::cpus::Topology::read().housekeeping(&plan.cpus);
+    // The CPUs a command started here gets: the ones jitterscope itself was started with.
+    let users_cpus = crate::platform::affinity::allowed_cpus()
+        .context("cannot read the CPUs jitterscope may run on (sched_getaffinity)")?;
     if !housekeeping.is_empty() {
         crate::platform::affinity::set_current_thread_cpus(&housekeeping)
             .context("cannot move jitterscope's watch thread off the watched CPUs")?;
@@ -45,7 +48,7 @@ pub(super) fn start(plan: &WatchPlan, found: Vec<Found>, out: &mut Console) -> R
     };
     let mut found = found;
     if let Target::Command(argv) = &plan.target {
-        let child = spawn(argv)?;
+        let child = spawn(argv, &users_cpus)?;
         found.push(Found {
             pid: child.id(),
             tid: child.id(),
@@ -125,18 +128,17 @@ pub(super) fn start(plan: &WatchPlan, found: Vec<Found>, out: &mut Console) -> R
     })
 }
 
-/// Starts the command to watch; a command that cannot be started is a usage error.
-fn spawn(argv: &[String]) -> Result<std::process::Child> {
-    std::process::Command::new(&argv[0])
-        .args(&argv[1..])
-        .spawn()
-        .map_err(|e| {
-            TargetError(format!(
-                "-- {}: cannot start it: {e} (is it on PATH and executable?)",
-                argv[0]
-            ))
-            .into()
-        })
+/// Starts the command to watch on `cpus` (the CPUs jitterscope was started with); a command that cannot be started is a usage error.
+fn spawn(argv: &[String], cpus: &[Cpu]) -> Result<std::process::Child> {
+    let mut cmd = std::process::Command::new(&argv[0]);
+    cmd.args(&argv[1..]);
+    crate::platform::affinity::spawn_on(&mut cmd, cpus).map_err(|e| {
+        TargetError(format!(
+            "-- {}: cannot start it: {e} (is it on PATH and executable?)",
+            argv[0]
+        ))
+        .into()
+    })
 }
 
 fn add_rows(
