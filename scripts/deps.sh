@@ -20,6 +20,9 @@ packages+=(prometheus-node-exporter prometheus)
 # oslat and cyclictest (rt-tests): latency-critical programs jitterscope did not write, watched
 # and checked against their own measurement (tests/watch_bpf.rs).
 packages+=(rt-tests)
+# podman with the runc runtime and a static busybox: real containers started offline from a
+# root file system directory, watched and named by container (tests/containers_bpf.rs).
+packages+=(podman runc busybox-static)
 
 missing=()
 for p in "${packages[@]}"; do

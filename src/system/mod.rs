@@ -3,6 +3,7 @@
 pub mod actions;
 pub mod claim;
 pub mod config;
+pub mod container;
 pub mod counters;
 pub mod cpus;
 pub mod cputime;

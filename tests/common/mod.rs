@@ -2,6 +2,7 @@
 //! sources the tests start themselves (and end by pid), and restore guards.
 #![allow(dead_code)]
 
+pub mod containers;
 pub mod perf;
 
 use std::process::{Child, Command};
