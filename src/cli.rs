@@ -248,15 +248,17 @@ Examples:
   sudo jitterscope check --cpus 3 --fifo --format json    SCHED_FIFO spinners (RT throttling seen), JSON for scripts
   sudo jitterscope check --cpus 2,3 --pid $(pidof engine) while your own process holds the CPUs
   sudo jitterscope check --cpus 3 -- ./engine --bench     start it, check while it runs
+  sudo jitterscope check                                  on a Kubernetes node: every container's exclusive CPUs
 
 Exit status: 0 when every promise held (or could not be told), 1 when one was broken or not
 configured while its culprits were seen, 2 on usage errors.";
 
 #[derive(Debug, Clone, Args)]
 pub struct CheckArgs {
-    /// The CPUs to check (e.g. 2,3 or 2-3)
+    /// The CPUs to check (e.g. 2,3 or 2-3); without it, the exclusive CPUs of the kubelet's
+    /// CPU manager (--kubelet-state)
     #[arg(long, allow_hyphen_values = true)]
-    pub cpus: String,
+    pub cpus: Option<String>,
     /// How long to look
     #[arg(long, default_value = "10s", allow_hyphen_values = true, value_parser = parse_run_duration)]
     pub duration: Nanos,
@@ -276,6 +278,10 @@ pub struct CheckArgs {
     /// Also write the JSON form to FILE
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// The kubelet's CPU manager checkpoint: its containers' exclusive CPUs are checked, and
+    /// whatever ran there from outside the pod is named [default: /var/lib/kubelet/cpu_manager_state, where it exists]
+    #[arg(long, value_name = "FILE")]
+    pub kubelet_state: Option<PathBuf>,
     /// The command to start and check while it runs (after --)
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,

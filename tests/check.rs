@@ -379,8 +379,32 @@ fn the_json_form_follows_its_documented_schema() {
         }],
         counters: Default::default(),
         config: c,
+        kubernetes: Some(kube_report()),
     };
+    let text = jitterscope::check::render::text(&report, false);
+    assert!(
+        text.contains("CPU 2: exclusive to pod prod/trader container engine — BROKEN by 1 culprit from outside the pod"),
+        "{text}"
+    );
+    assert!(
+        text.contains("parser[4121] — another pod's container (pod prod/feed container parser)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("CPU 3: no container's own (shared)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("pod prod/trader container engine's exclusive CPU 2"),
+        "{text}"
+    );
+    let md = jitterscope::check::render::markdown(&report);
+    assert!(
+        md.contains("## Kubernetes: the kubelet's CPU manager, policy static"),
+        "{md}"
+    );
     let v = serde_json::to_value(&report).unwrap();
+    assert!(v["kubernetes"]["breaches"][0]["by"] == "other_pod", "{v}");
     let s = schema();
     validate(&s, &s, &v, "$");
     // The validator rejects what breaks the schema (it is not a test that cannot fail).
@@ -388,7 +412,53 @@ fn the_json_form_follows_its_documented_schema() {
     bad["findings"][0]["verdict"] = "maybe".into();
     let caught = std::panic::catch_unwind(|| validate(&s, &s, &bad, "$"));
     assert!(caught.is_err(), "an unknown verdict passed the schema");
-    let mut bad = v;
+    let mut bad = v.clone();
     bad.as_object_mut().unwrap().remove("findings");
     assert!(std::panic::catch_unwind(|| validate(&s, &s, &bad, "$")).is_err());
+    let mut bad = v;
+    bad["kubernetes"]["breaches"][0]["by"] = "a neighbour".into();
+    assert!(std::panic::catch_unwind(|| validate(&s, &s, &bad, "$")).is_err());
+}
+
+/// The Kubernetes part of a report: CPU 2 exclusive to a pod's container, broken by another
+/// pod's; CPU 3 shared.
+fn kube_report() -> jitterscope::check::kube::KubeReport {
+    use jitterscope::check::kube::{Breach, CpuOwner, Intruder, KubeReport};
+    let uid = "8f1b2c3d-4e5f-6789-abcd-ef0123456789";
+    let breach = |by: Intruder, name: &str| Breach {
+        cpu: 2,
+        pod_uid: uid.into(),
+        pod: Some("prod/trader".into()),
+        container: "engine".into(),
+        by,
+        name: name.into(),
+        pid: Some(4121),
+        detail: "pod prod/feed container parser".into(),
+        promise: Promise::NoOtherTasks,
+        count: 3,
+        time_ns: 1_000,
+        longest_ns: 500,
+    };
+    KubeReport {
+        state_file: "/var/lib/kubelet/cpu_manager_state".into(),
+        policy: "static".into(),
+        default_cpus: vec![0, 1, 3],
+        owners: vec![
+            CpuOwner {
+                cpu: 2,
+                pod_uid: Some(uid.into()),
+                pod: Some("prod/trader".into()),
+                container: Some("engine".into()),
+            },
+            CpuOwner {
+                cpu: 3,
+                pod_uid: None,
+                pod: None,
+                container: None,
+            },
+        ],
+        breaches: vec![breach(Intruder::OtherPod, "parser[4121]")],
+        own: vec![breach(Intruder::OwnPod, "engine[4000]")],
+        note: None,
+    }
 }

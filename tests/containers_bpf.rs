@@ -4,7 +4,7 @@ mod common;
 
 use common::containers::Podman;
 use common::skip_bpf;
-use jitterscope::system::container::{container_of_pid, Names, NameSources, Runtime};
+use jitterscope::system::container::{container_of_pid, NameSources, Names, Runtime};
 
 /// A real podman container's cgroup path is read as that container: its runtime, its full
 /// id, and its name from podman itself.
@@ -30,5 +30,8 @@ fn a_podman_container_is_known_by_its_cgroup() {
     });
     // podman answers with the container's name (CONTAINERS_CONF is only for starting it).
     assert_eq!(names.name(&found).container, "js-test-known");
-    assert_eq!(container_of_pid(std::path::Path::new("/proc"), std::process::id()), None);
+    assert_eq!(
+        container_of_pid(std::path::Path::new("/proc"), std::process::id()),
+        None
+    );
 }

@@ -10,12 +10,13 @@
 //! sharing jitterscope's address space would take its TLB shootdowns.
 
 pub mod judge;
+pub mod kube;
 pub mod observe;
 pub mod render;
 
 use std::collections::HashSet;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 
 use anyhow::{Context, Result};
@@ -25,6 +26,7 @@ use crate::model::{Cpu, Nanos, TickStops};
 use crate::probe::census::{self, CensusConfig, NoObserver};
 use crate::report::advice::{Machine, Tracer};
 use crate::system::config::{Configured, Root};
+use crate::system::container::{NameSources, Names};
 use crate::system::counters::{CounterDelta, CpuCounters, IrqLine};
 use crate::system::cpus::Topology;
 use judge::{Checked, Counted, Finding, Judge, Verdict};
@@ -61,6 +63,9 @@ pub struct CheckConfig {
     pub ringbuf_bytes: u32,
     /// Write the JSON form here too.
     pub json_file: Option<PathBuf>,
+    /// The kubelet's CPU manager checkpoint, where there is one: whose exclusive CPUs the
+    /// checked CPUs are, and who broke them.
+    pub kubelet: Option<kube::Kubelet>,
 }
 
 /// A check's result: its JSON form (`--format json`), and what the text forms render.
@@ -76,7 +81,8 @@ pub struct CheckReport {
     /// How the CPUs were held: `spinners`, `fifo spinners`, `pid 4121`, `command …`.
     pub held_by: String,
     /// 0 when every promise held (or could not be told), 1 when one was broken or not
-    /// configured while its culprits were seen.
+    /// configured while its culprits were seen, or something not of its pod ran on a
+    /// container's exclusive CPU.
     pub exit_code: u8,
     pub findings: Vec<Finding>,
     /// Kernel records lost (rings full) per CPU: the culprits of those windows are unknown.
@@ -87,6 +93,10 @@ pub struct CheckReport {
     #[serde(default)]
     pub counters: CounterDelta,
     pub config: Configured,
+    /// On a Kubernetes node (the kubelet's CPU manager checkpoint read): who owns each
+    /// checked CPU, and who broke a container's exclusive CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes: Option<kube::KubeReport>,
 }
 
 impl CheckReport {
@@ -187,8 +197,23 @@ pub fn run(cfg: &CheckConfig) -> Result<CheckReport> {
         tick_stops: collected.probes.tick_stops.clone(),
         counters,
         config,
+        kubernetes: None,
     };
-    let failed = report.failed().next().is_some();
+    report.kubernetes = cfg.kubelet.as_ref().map(|k| {
+        let mut names = Names::new(NameSources::default());
+        kube::report(
+            k,
+            &cfg.cpus,
+            &report.findings,
+            Path::new("/proc"),
+            &mut names,
+        )
+    });
+    let breached = report
+        .kubernetes
+        .as_ref()
+        .is_some_and(|k| !k.breaches.is_empty());
+    let failed = report.failed().next().is_some() || breached;
     report.exit_code = u8::from(failed);
     Ok(report)
 }

@@ -6,6 +6,7 @@
 use std::fmt::Write;
 
 use super::judge::{per_second, Finding, How, Verdict};
+use super::kube::owner_words;
 use super::CheckReport;
 use crate::report::text::Paint;
 use crate::units::{fmt_ns, format_list};
@@ -72,10 +73,20 @@ fn lost_line(r: &CheckReport) -> Option<String> {
 }
 
 fn ending(r: &CheckReport) -> String {
-    let failed: Vec<String> = r
+    let mut failed: Vec<String> = r
         .failed()
         .map(|f| format!("{} on CPU {}", f.promise.title(), f.cpu))
         .collect();
+    if let Some(k) = &r.kubernetes {
+        for o in &k.owners {
+            if let (Some(uid), Some(c)) = (&o.pod_uid, &o.container) {
+                if k.breaches.iter().any(|b| b.cpu == o.cpu) {
+                    let who = owner_words(o.pod.as_deref(), uid, c);
+                    failed.push(format!("{who}'s exclusive CPU {}", o.cpu));
+                }
+            }
+        }
+    }
     if failed.is_empty() {
         "Every promise that could be told held.".into()
     } else {
@@ -91,10 +102,88 @@ fn ending(r: &CheckReport) -> String {
     }
 }
 
+/// The Kubernetes block: the checkpoint read, who owns each checked CPU and, for each
+/// container's exclusive CPU, what ran there from outside its pod (largest time first).
+fn kube_lines(r: &CheckReport) -> Vec<String> {
+    let Some(k) = &r.kubernetes else {
+        return Vec::new();
+    };
+    let mut v = vec![format!(
+        "Kubernetes: the kubelet's CPU manager, policy {} ({}); default set {}",
+        k.policy,
+        k.state_file,
+        if k.default_cpus.is_empty() {
+            "empty".to_string()
+        } else {
+            format_list(&k.default_cpus)
+        }
+    )];
+    if let Some(n) = &k.note {
+        v.push(format!("  {n}"));
+    }
+    for o in &k.owners {
+        let (Some(uid), Some(container)) = (&o.pod_uid, &o.container) else {
+            v.push(format!("  CPU {}: no container's own (shared)", o.cpu));
+            continue;
+        };
+        let who = owner_words(o.pod.as_deref(), uid, container);
+        let breaches: Vec<_> = k.breaches.iter().filter(|b| b.cpu == o.cpu).collect();
+        let own: u64 = k
+            .own
+            .iter()
+            .filter(|b| b.cpu == o.cpu)
+            .map(|b| b.time_ns)
+            .sum();
+        let own = if own > 0 {
+            format!("; its own tasks ran {}", fmt_ns(own))
+        } else {
+            String::new()
+        };
+        if breaches.is_empty() {
+            v.push(format!(
+                "  CPU {}: exclusive to {who} — held: nothing from outside the pod ran there{own}",
+                o.cpu
+            ));
+            continue;
+        }
+        v.push(format!(
+            "  CPU {}: exclusive to {who} — BROKEN by {} from outside the pod{own}:",
+            o.cpu,
+            if breaches.len() == 1 {
+                "1 culprit".to_string()
+            } else {
+                format!("{} culprits", breaches.len())
+            }
+        ));
+        for b in breaches.iter().take(SHOWN) {
+            v.push(format!(
+                "    {} — {} ({}), {} {}×, longest {}",
+                b.name,
+                b.by.words(),
+                b.detail,
+                fmt_ns(b.time_ns),
+                b.count,
+                fmt_ns(b.longest_ns)
+            ));
+        }
+        if breaches.len() > SHOWN {
+            v.push(format!(
+                "    … {} more (--format json lists them)",
+                breaches.len() - SHOWN
+            ));
+        }
+    }
+    v
+}
+
 /// The terminal report.
 pub fn text(r: &CheckReport, colour: bool) -> String {
     let p = Paint(colour);
     let mut s = format!("{}\n", head(r));
+    let kube = kube_lines(r);
+    if !kube.is_empty() {
+        let _ = writeln!(s, "\n{}", kube.join("\n"));
+    }
     for &cpu in &r.cpus {
         let _ = writeln!(s, "\n{}", p.bold(&format!("CPU {cpu}")));
         let _ = writeln!(
@@ -175,6 +264,19 @@ pub fn text(r: &CheckReport, colour: bool) -> String {
 /// The Markdown twin of `text`.
 pub fn markdown(r: &CheckReport) -> String {
     let mut s = format!("# {}\n", head(r));
+    let kube = kube_lines(r);
+    if let Some((first, rest)) = kube.split_first() {
+        let _ = writeln!(s, "\n## {first}\n");
+        for l in rest {
+            let depth = l.len() - l.trim_start().len();
+            let _ = writeln!(
+                s,
+                "{}- {}",
+                " ".repeat(depth.saturating_sub(2)),
+                cell(l.trim_start())
+            );
+        }
+    }
     for &cpu in &r.cpus {
         let _ = writeln!(s, "\n## CPU {cpu}\n");
         let _ = writeln!(s, "| promise | verdict | seen | how | why |");

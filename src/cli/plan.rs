@@ -369,7 +369,29 @@ pub fn check_config(args: &super::CheckArgs) -> Result<crate::check::CheckConfig
     // (a check runs under a shield as often as not).
     let mut topo = Topology::read();
     topo.allowed = topo.online.clone();
-    let cpus = parse_cpu_list(&args.cpus, &topo, 1)?;
+    let kubelet = kubelet_of(args)?;
+    let cpus = match (&args.cpus, &kubelet) {
+        (Some(text), _) => parse_cpu_list(text, &topo, 1)?,
+        (None, Some(k)) => {
+            let exclusive = k.state.exclusive_cpus();
+            if exclusive.is_empty() {
+                return Err(UsageError(format!(
+                    "{}: policy {}: no container has CPUs of its own, so there are none to check; give --cpus",
+                    k.file.display(),
+                    k.state.policy
+                )));
+            }
+            parse_cpu_list(&crate::units::format_list(&exclusive), &topo, 1).map_err(|e| {
+                UsageError(format!("the exclusive CPUs of {}: {}", k.file.display(), e.0))
+            })?
+        }
+        (None, None) => {
+            return Err(UsageError(format!(
+                "--cpus: no CPUs given, and no kubelet CPU manager checkpoint ({}) to take them from; e.g. --cpus 2,3",
+                crate::system::kubelet::STATE_FILE
+            )))
+        }
+    };
     let target = match (&args.pid, args.command.is_empty()) {
         (Some(pid), _) => {
             if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
@@ -400,7 +422,37 @@ pub fn check_config(args: &super::CheckArgs) -> Result<crate::check::CheckConfig
         },
         ringbuf_bytes: ringbuf_bytes(args.ringbuf_size),
         json_file: args.json.clone(),
+        kubelet,
     })
+}
+
+/// The kubelet's CPU manager checkpoint of `check`: the file given (a usage error when it
+/// cannot be used), else the kubelet's own where it exists (said and left out when it cannot
+/// be used and --cpus says what to check).
+fn kubelet_of(args: &super::CheckArgs) -> Result<Option<crate::check::kube::Kubelet>, UsageError> {
+    use crate::system::kubelet::{pod_names, CpuManagerState, POD_LOGS, STATE_FILE};
+    let (file, given) = match &args.kubelet_state {
+        Some(f) => (f.clone(), true),
+        None if std::path::Path::new(STATE_FILE).exists() => {
+            (std::path::PathBuf::from(STATE_FILE), false)
+        }
+        None => return Ok(None),
+    };
+    let state = match CpuManagerState::read(&file) {
+        Ok(s) => s,
+        Err(e) if given || args.cpus.is_none() => {
+            return Err(UsageError(format!("--kubelet-state: {e}")))
+        }
+        Err(e) => {
+            eprintln!("note: {e}; checking --cpus without it");
+            return Ok(None);
+        }
+    };
+    Ok(Some(crate::check::kube::Kubelet {
+        file,
+        state,
+        pod_names: pod_names(std::path::Path::new(POD_LOGS)),
+    }))
 }
 
 #[cfg(test)]

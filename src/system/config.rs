@@ -246,3 +246,6 @@ impl Configured {
 }
 
 mod read;
+
+/// The kernel's CPU-list syntax, for other readers of the system's files.
+pub(crate) use read::parse_cpulist;

@@ -8,6 +8,7 @@ pub mod counters;
 pub mod cpus;
 pub mod cputime;
 pub mod hold;
+pub mod kubelet;
 pub mod tuning;
 
 /// `uname -r`.

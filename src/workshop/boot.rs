@@ -430,6 +430,7 @@ fn check_with_fixes(base: &RunPlan, checked: &[Cpu], others: &[Cpu]) -> Result<C
         format: Format::Text,
         ringbuf_bytes: base.probes.unwrap_or(8 << 20),
         json_file: None,
+        kubelet: None,
     });
     drop(t);
     report
@@ -800,6 +801,7 @@ mod tests {
             lost: Vec::new(),
             tick_stops: Vec::new(),
             counters: Default::default(),
+            kubernetes: None,
             config: Configured {
                 online: vec![0, 1],
                 cmdline: "console=ttyS0 quiet -- --init-arg".into(),
