@@ -177,7 +177,15 @@ fn task_intruder(
             ),
         };
     }
-    let path = paths.first().copied().unwrap_or("/").to_string();
+    // The unified hierarchy's path first; under a hybrid layout it may be the root while a
+    // v1 hierarchy (systemd's) says more.
+    let path = paths
+        .iter()
+        .find(|p| **p != "/")
+        .or(paths.first())
+        .copied()
+        .unwrap_or("/")
+        .to_string();
     if comm == "kubelet" || paths.iter().any(|p| p.contains("kubelet.service")) {
         (Intruder::Kubelet, format!("cgroup {path}"))
     } else {
@@ -265,7 +273,8 @@ fn breach(
         }
         _ => (Intruder::KernelThread, None, s.detail.clone()),
     };
-    let name = if s.detail.is_empty() || by == Intruder::Interrupt {
+    // A task's detail is its policy, an interrupt's its number: the name says who it is.
+    let name = if s.detail.is_empty() || pid.is_some() || by == Intruder::Interrupt {
         s.name.clone()
     } else {
         format!("{} {}", s.name, s.detail)
@@ -355,7 +364,13 @@ mod tests {
         cg(10, &under(UID));
         cg(11, &under(OTHER).replace("cad6", "dad6"));
         cg(12, "/system.slice/kubelet.service");
-        cg(13, "/user.slice/user-0.slice/session-1.scope");
+        // A hybrid layout: the unified hierarchy's root, systemd's v1 hierarchy says more.
+        std::fs::create_dir(proc.path().join("13")).unwrap();
+        std::fs::write(
+            proc.path().join("13/cgroup"),
+            "1:name=systemd:/user.slice/user-0.slice/session-1.scope\n0::/\n",
+        )
+        .unwrap();
         cg(14, &format!("/libpod_parent/libpod-{ID}"));
         let k = Kubelet {
             file: "/var/lib/kubelet/cpu_manager_state".into(),

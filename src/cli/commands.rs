@@ -83,10 +83,23 @@ pub fn check(args: &super::CheckArgs, out: &mut dyn Write) -> Result<()> {
         write_file(path, serde_json::to_string_pretty(&report)?.as_bytes())?;
     }
     let _ = out.flush();
-    let failed: Vec<String> = report
+    let mut failed: Vec<String> = report
         .failed()
         .map(|f| format!("{} (CPU {})", f.promise.title(), f.cpu))
         .collect();
+    if let Some(k) = &report.kubernetes {
+        let mut broken: Vec<String> = k
+            .breaches
+            .iter()
+            .map(|b| {
+                let who =
+                    crate::check::kube::owner_words(b.pod.as_deref(), &b.pod_uid, &b.container);
+                format!("{who}'s exclusive CPU {}", b.cpu)
+            })
+            .collect();
+        broken.dedup();
+        failed.extend(broken);
+    }
     if !failed.is_empty() {
         anyhow::bail!("isolation did not hold: {}", failed.join(", "));
     }
