@@ -251,7 +251,8 @@ Examples:
   sudo jitterscope check                                  on a Kubernetes node: every container's exclusive CPUs
 
 Exit status: 0 when every promise held (or could not be told), 1 when one was broken or not
-configured while its culprits were seen, 2 on usage errors.";
+configured while its culprits were seen (or, on a Kubernetes node, something from outside a
+pod ran on its exclusive CPU), 2 on usage errors.";
 
 #[derive(Debug, Clone, Args)]
 pub struct CheckArgs {

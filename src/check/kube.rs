@@ -347,32 +347,35 @@ mod tests {
         }
     }
 
-    #[test]
-    fn culprits_on_an_exclusive_cpu_are_named_by_their_cgroups() {
+    /// A fake `/proc`: pid 10 in the owning pod, 11 in another pod, 12 the kubelet, 13 a
+    /// session's process (a hybrid layout), 14 a podman container; 15 has ended.
+    fn fake_proc() -> tempfile::TempDir {
         let proc = tempfile::tempdir().unwrap();
-        let cg = |pid: u32, path: &str| {
+        let cg = |pid: u32, text: &str| {
             let d = proc.path().join(pid.to_string());
             std::fs::create_dir(&d).unwrap();
-            std::fs::write(d.join("cgroup"), format!("0::{path}\n")).unwrap();
+            std::fs::write(d.join("cgroup"), text).unwrap();
         };
-        let under = |uid: &str| {
+        let under = |uid: &str, id: &str| {
             format!(
-                "/kubepods.slice/kubepods-pod{}.slice/cri-containerd-{ID}.scope",
+                "0::/kubepods.slice/kubepods-pod{}.slice/cri-containerd-{id}.scope\n",
                 uid.replace('-', "_")
             )
         };
-        cg(10, &under(UID));
-        cg(11, &under(OTHER).replace("cad6", "dad6"));
-        cg(12, "/system.slice/kubelet.service");
+        cg(10, &under(UID, ID));
+        cg(11, &under(OTHER, &ID.replace("cad6", "dad6")));
+        cg(12, "0::/system.slice/kubelet.service\n");
         // A hybrid layout: the unified hierarchy's root, systemd's v1 hierarchy says more.
-        std::fs::create_dir(proc.path().join("13")).unwrap();
-        std::fs::write(
-            proc.path().join("13/cgroup"),
+        cg(
+            13,
             "1:name=systemd:/user.slice/user-0.slice/session-1.scope\n0::/\n",
-        )
-        .unwrap();
-        cg(14, &format!("/libpod_parent/libpod-{ID}"));
-        let k = Kubelet {
+        );
+        cg(14, &format!("0::/libpod_parent/libpod-{ID}\n"));
+        proc
+    }
+
+    fn kubelet() -> Kubelet {
+        Kubelet {
             file: "/var/lib/kubelet/cpu_manager_state".into(),
             state: CpuManagerState {
                 policy: "static".into(),
@@ -385,7 +388,13 @@ mod tests {
                 checksum: None,
             },
             pod_names: [(UID.to_string(), "prod/trader".to_string())].into(),
-        };
+        }
+    }
+
+    #[test]
+    fn culprits_on_an_exclusive_cpu_are_named_by_their_cgroups() {
+        let proc = fake_proc();
+        let k = kubelet();
         let kworker = Seen {
             class: Some(CulpritClass::Kworker),
             name: "kworker/1:1".into(),
