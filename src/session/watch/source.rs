@@ -319,7 +319,11 @@ fn take(plan: &WatchPlan, s: &mut Watching, batch: &mut Vec<Record>) {
 }
 
 fn thread_event(plan: &WatchPlan, s: &mut Watching, e: &crate::model::ThreadEvent) {
-    let pid = s.watched.follow.map_or(0, |f| f.1);
+    // The process of a thread of any process (a cgroup's), from the record itself.
+    let pid = match e.ns_pid {
+        0 => s.watched.follow.map_or(0, |f| f.1),
+        pid => pid,
+    };
     s.book.thread_event(e, pid);
     match e.created_by {
         Some(_) => {
