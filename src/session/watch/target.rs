@@ -153,7 +153,7 @@ fn tgid_of(proc: &Path, tid: u32) -> Option<u32> {
         .and_then(|v| v.trim().parse().ok())
 }
 
-fn comm_of(proc: &Path, pid: u32, tid: u32) -> String {
+pub(super) fn comm_of(proc: &Path, pid: u32, tid: u32) -> String {
     std::fs::read_to_string(
         proc.join(pid.to_string())
             .join("task")
