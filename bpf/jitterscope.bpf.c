@@ -59,6 +59,12 @@ __u32 watch_only_tgid = 0;
  * threads report ids in it, the ones the user sees. */
 __u32 watch_ns_level = 0;
 __u64 watch_ns = 0;
+/* Watch mode, written by user space (`--cgroup`, `--container`): threads whose default
+ * hierarchy (v2) cgroup is this one (its kernfs id) or one of its descendants are watched
+ * from their creation or their move into it (0: none are added this way); its depth below the
+ * v2 root is `watch_cgroup_level` (at most JS_CGROUP_LEVEL_MAX). */
+__u64 watch_cgroup = 0;
+__u32 watch_cgroup_level = 0;
 
 /* Dummy instances so the skeleton emits the Rust types. */
 struct js_record _js_record = {};
@@ -1553,7 +1559,7 @@ int BPF_PROG(js_w_sched_migrate_task, struct task_struct *p, int dest_cpu)
 static __always_inline void emit_thread_event(__u32 kind, __u32 cpu, struct task_struct *t,
 					      __u32 parent, __u64 now)
 {
-	__u32 tid = t->pid;
+	__u32 tid = BPF_CORE_READ(t, pid);
 	struct js_record *r = reserve(cpu, NULL, now, now, tid);
 
 	if (!r)
@@ -1564,24 +1570,105 @@ static __always_inline void emit_thread_event(__u32 kind, __u32 cpu, struct task
 	r->pid = tid;
 	r->detail = parent;
 	r->aux = ns_id(t);
-	__builtin_memcpy(r->name, t->comm, JS_COMM_LEN);
+	/* its process: the kernel tgid above, the id the user sees below */
+	r->id = (__u64)BPF_CORE_READ(t, tgid) << 32 | ns_id(BPF_CORE_READ(t, group_leader));
+	bpf_core_read(r->name, JS_COMM_LEN, &t->comm);
 	__builtin_memset(r->name + JS_COMM_LEN, 0, JS_NAME_LEN - JS_COMM_LEN);
 	submit(r);
 }
 
-/* A new thread of the watched process is watched from its creation (and told to user space,
- * with its id as the user sees it). */
+/* Whether `t`'s default hierarchy (v2) cgroup is the watched cgroup or below it: its ancestor
+ * at the watched cgroup's level has the watched cgroup's id. `ancestors[]` is read from its
+ * first element (CO-RE relocates constant indexes only), the level bounded for the verifier. */
+static __always_inline bool in_watched_cgroup(struct task_struct *t)
+{
+	struct cgroup *cg = BPF_CORE_READ(t, cgroups, dfl_cgrp), *at = NULL;
+	__u32 level = watch_cgroup_level;
+
+	if (!cg || level > JS_CGROUP_LEVEL_MAX || BPF_CORE_READ(cg, level) < (int)level)
+		return false;
+	if (bpf_probe_read_kernel(&at, sizeof(at), (void *)&cg->ancestors[0] + level * sizeof(at)) ||
+	    !at)
+		return false;
+	return BPF_CORE_READ(at, kn, id) == watch_cgroup;
+}
+
+/* `t` is watched from now (a thread it was not): told to user space, with its ids. Returns
+ * whether it was added. */
+static __always_inline bool watch_new(struct task_struct *t, __u32 parent, __u32 cpu)
+{
+	struct js_watched fresh = { .state = JS_T_BLOCKED };
+	__u32 tid = BPF_CORE_READ(t, pid);
+
+	if (!tid || bpf_map_update_elem(&watched, &tid, &fresh, BPF_NOEXIST))
+		return false;
+	emit_thread_event(JS_REC_THREAD_NEW, cpu, t, parent, bpf_ktime_get_ns());
+	return true;
+}
+
+/* A new thread of the watched process, or created in the watched cgroup, is watched from its
+ * creation (and told to user space, with its id as the user sees it). The child's own cgroup
+ * is read, not the parent's: clone3 can place it in another (CLONE_INTO_CGROUP). */
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(js_w_sched_process_fork, struct task_struct *parent, struct task_struct *child)
 {
-	struct js_watched fresh = { .state = JS_T_BLOCKED };
-	__u32 tid = child->pid, cpu = bpf_get_smp_processor_id();
+	__u32 cpu = bpf_get_smp_processor_id();
 
-	if (!watch_tgid || child->tgid != watch_tgid)
+	if (watch_tgid && child->tgid == watch_tgid)
+		watch_new(child, parent->pid, cpu);
+	else if (watch_cgroup && in_watched_cgroup(child))
+		watch_new(child, parent->pid, cpu);
+	return 0;
+}
+
+/* A walk of a thread group's list (`signal->thread_head`, linked by `task->thread_node`). */
+struct group_walk {
+	__u64 head;
+	__u64 pos;
+	__u32 cpu;
+	bool added;
+};
+
+/* One thread of the walk watched; 1 (stop) at the list's end. A bpf_loop callback: verified
+ * once, not once per thread. */
+static long watch_next_in_group(__u64 i, void *ctx)
+{
+	struct group_walk *w = ctx;
+	struct task_struct *t;
+
+	if (!w->pos || w->pos == w->head)
+		return 1;
+	t = (void *)(w->pos - bpf_core_field_offset(struct task_struct, thread_node));
+	if (watch_new(t, 0, w->cpu))
+		w->added = true;
+	w->pos = (__u64)BPF_CORE_READ(t, thread_node.next);
+	return 0;
+}
+
+/* A process moved into the watched cgroup (a runtime's `exec` forks outside the container's
+ * cgroup, then moves in; v1 moves fire here too, and find the v2 cgroup unchanged): its
+ * threads are watched from now, at most JS_CGROUP_THREADS_MAX of them (the kernel traces the
+ * group leader only). */
+SEC("tp_btf/cgroup_attach_task")
+int BPF_PROG(js_w_cgroup_attach_task, struct cgroup *dst, const char *path,
+	     struct task_struct *task, bool threadgroup)
+{
+	struct group_walk w = { .cpu = bpf_get_smp_processor_id() };
+	bool added;
+
+	if (!watch_cgroup || !in_watched_cgroup(task))
 		return 0;
-	if (bpf_map_update_elem(&watched, &tid, &fresh, BPF_NOEXIST))
-		return 0;
-	emit_thread_event(JS_REC_THREAD_NEW, cpu, child, parent->pid, bpf_ktime_get_ns());
+	added = watch_new(task, 0, w.cpu);
+	if (threadgroup) {
+		w.head = (__u64)BPF_CORE_READ(task, signal) +
+			 bpf_core_field_offset(struct signal_struct, thread_head);
+		w.pos = (__u64)BPF_CORE_READ(task, signal, thread_head.next);
+		bpf_loop(JS_CGROUP_THREADS_MAX, watch_next_in_group, &w, 0);
+		added = added || w.added;
+	}
+	/* a moved task may be current somewhere, cached as not watched: redo the caches */
+	if (added)
+		__sync_fetch_and_add(&watch_gen, 1);
 	return 0;
 }
 

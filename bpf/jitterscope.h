@@ -9,6 +9,8 @@
 #define JS_NAME_LEN 32
 #define JS_TID_SLOTS 4096 /* workload thread table: 2-way set-associative on tid */
 #define JS_WATCH_MAX 16384 /* watched threads at once (watch mode) */
+#define JS_CGROUP_LEVEL_MAX 64 /* deepest watched cgroup (levels below the v2 root) */
+#define JS_CGROUP_THREADS_MAX 256 /* threads of a process moved into a watched cgroup */
 
 /* Every ring-buffer record starts with its kind. */
 enum js_kind {
@@ -21,8 +23,11 @@ enum js_kind {
 	 * began, `detail` when it last migrated while waiting (0: never) */
 	JS_REC_WAIT = 5,
 	JS_REC_THREAD_NEW = 6,   /* watch mode: thread `pid` (`aux`: its id in jitterscope's PID
-				  * namespace) was created by `detail`, name in `name` */
-	JS_REC_THREAD_EXIT = 7,  /* watch mode: watched thread `pid` exited at end_ns (`name`) */
+				  * namespace; `id`: its kernel tgid << 32 | its process's id in
+				  * that namespace) is watched from end_ns: created by `detail`
+				  * (0: moved into the watched cgroup), name in `name` */
+	JS_REC_THREAD_EXIT = 7,  /* watch mode: watched thread `pid` exited at end_ns (`name`,
+				  * `id` as above) */
 };
 
 /* Interruption classes; user space maps them to the stable culprit class strings. */

@@ -293,10 +293,12 @@ Examples:
   sudo jitterscope watch --pid $(pidof myapp)            every thread of myapp, until Ctrl-C or its exit
   sudo jitterscope watch --tid 4122,4123 --duration 1m  two threads, one minute
   sudo jitterscope watch --comm 'md-*' --cpus 2,3       threads named md-…, interruptions on CPUs 2 and 3
-  sudo jitterscope watch -- ./engine --config prod.toml start it, watch it; its exit ends the watch";
+  sudo jitterscope watch -- ./engine --config prod.toml start it, watch it; its exit ends the watch
+  sudo jitterscope watch --container engine             a container's threads (podman, docker, crictl)
+  sudo jitterscope watch --cgroup /system.slice/md.service  a cgroup's threads, and those that join it";
 
 #[derive(Debug, Clone, Args)]
-#[command(group(clap::ArgGroup::new("target").args(["pid", "tid", "comm", "command"]).required(true)))]
+#[command(group(clap::ArgGroup::new("target").args(["pid", "tid", "comm", "cgroup", "container", "command"]).required(true)))]
 #[command(mut_arg("label", |a| a
     .default_value("watch")
     .help("A name for this watch (used in file names and reports)")))]
@@ -311,6 +313,14 @@ pub struct WatchArgs {
     /// Threads whose name is NAME (or starts with it when NAME ends in *)
     #[arg(long, value_name = "NAME")]
     pub comm: Option<String>,
+    /// Every thread in this cgroup v2 directory and below (a path as /proc/PID/cgroup shows
+    /// it, or under the v2 mount), and the threads created in or moved into it while watched
+    #[arg(long, value_name = "PATH")]
+    pub cgroup: Option<String>,
+    /// Every thread of this container (a name, or an id of 12 hex digits or more), found
+    /// through podman, docker or crictl, or by its cgroup's name; as --cgroup of its cgroup
+    #[arg(long, value_name = "NAME|ID")]
+    pub container: Option<String>,
     /// Only interruptions on these CPUs count (default: every online CPU)
     #[arg(long, allow_hyphen_values = true)]
     pub cpus: Option<String>,

@@ -712,9 +712,12 @@ pub struct ThreadEvent {
     pub tid: u32,
     /// Its id in jitterscope's PID namespace (what the user sees), 0 when it has none there.
     pub ns_tid: u32,
+    /// Its process's id in jitterscope's PID namespace, 0 when it has none there.
+    pub ns_pid: u32,
     pub name: String,
     pub at_ns: Nanos,
-    /// Created (by this kernel thread id), or exited (None).
+    /// Watched from now: created (by this kernel thread id; 0: moved into the watched
+    /// cgroup), or exited (None).
     pub created_by: Option<u32>,
 }
 

@@ -1,9 +1,12 @@
-//! jitterscope and real containers: podman with runc on this machine, offline.
+//! jitterscope and real containers: podman with runc on this machine, offline: a container's
+//! cgroup read as that container, and `watch --container` / `watch --cgroup` of one.
 
 mod common;
 
 use common::containers::Podman;
 use common::skip_bpf;
+use jitterscope::model::CulpritClass;
+use jitterscope::report::runfile::RunFile;
 use jitterscope::system::container::{container_of_pid, NameSources, Names, Runtime};
 
 /// A real podman container's cgroup path is read as that container: its runtime, its full
@@ -33,5 +36,192 @@ fn a_podman_container_is_known_by_its_cgroup() {
     assert_eq!(
         container_of_pid(std::path::Path::new("/proc"), std::process::id()),
         None
+    );
+}
+
+fn js() -> std::process::Command {
+    std::process::Command::new(env!("CARGO_BIN_EXE_jitterscope"))
+}
+
+/// The processes in a container's cgroup now (host pids), from its v2 `cgroup.procs`.
+fn procs_of(pid: u32) -> Vec<u32> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    let path = text
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .expect("a v2 cgroup path")
+        .to_string();
+    let mount = jitterscope::system::cgroup::live_v2_mount().unwrap();
+    let dir = mount.join(path.trim_start_matches('/'));
+    let mut v: Vec<u32> = std::fs::read_to_string(dir.join("cgroup.procs"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.parse().ok())
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+/// Watches `target` (`--container NAME` or `--cgroup PATH`) of a container spinning on CPU 1
+/// (a subshell spins; its shell forks a short-lived subshell every second) while a second
+/// container spins on CPU 1 too; after the watch began, a spinning process is `podman exec`ed
+/// into the watched container. The competing container's shell is a `task` culprit of the
+/// watched threads, and the exec'ed process and the forks are watched threads created during
+/// the watch.
+fn watch_a_container(test: &str, flag: &str, by_cgroup: bool) {
+    if skip_bpf(test) {
+        return;
+    }
+    let _cpus = common::exclusive();
+    let podman = Podman::new().unwrap();
+    let name = format!("js-cw-{}", if by_cgroup { "g" } else { "n" });
+    let a = podman
+        .start(
+            &name,
+            "1",
+            "while :; do :; done & while :; do sleep 1; (:); done",
+        )
+        .unwrap();
+    let b = podman
+        .start(&format!("{name}-rival"), "1", "while :; do :; done")
+        .unwrap();
+    let (a_pid, b_pid) = (a.pid().unwrap(), b.pid().unwrap());
+    let target = if by_cgroup {
+        let text = std::fs::read_to_string(format!("/proc/{a_pid}/cgroup")).unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix("0::"))
+            .unwrap()
+            .to_string()
+    } else {
+        name.clone()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = js()
+        .args([
+            "watch",
+            flag,
+            &target,
+            "--duration",
+            "6s",
+            "--no-tui",
+            "--output",
+        ])
+        .arg(dir.path().join("w"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The banner is the first line: the probes are loaded and the cgroup is followed.
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut banner = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut banner).unwrap();
+    let before = procs_of(a_pid);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    a.exec_detached("while :; do :; done").unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let exec_pid = procs_of(a_pid)
+        .into_iter()
+        .filter(|p| !before.contains(p))
+        .find(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/cmdline"))
+                .is_ok_and(|c| c.contains("while :; do :; done"))
+        })
+        .unwrap_or_else(|| panic!("the exec'ed process is not in {name}'s cgroup"));
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let said = format!("{banner}{rest}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{said}");
+    let text = std::fs::read_to_string(common::run_file_in(&dir.path().join("w"))).unwrap();
+    let run: RunFile = serde_json::from_str(&text).unwrap();
+    let w = run.watch.as_ref().unwrap();
+    let path = format!("/libpod_parent/libpod-{}", a.id);
+    assert_eq!(w.cgroup.as_deref(), Some(path.as_str()), "{said}");
+    if by_cgroup {
+        assert_eq!(w.target, format!("--cgroup {path}"));
+        assert_eq!(w.container, None);
+    } else {
+        assert_eq!(
+            w.target,
+            format!("container {name} (podman {})", &a.id[..12])
+        );
+        let c = w.container.as_ref().unwrap();
+        assert_eq!(
+            (c.name.as_str(), c.runtime.as_str(), c.id.as_str()),
+            (name.as_str(), "podman", a.id.as_str())
+        );
+        assert!(said.contains(&w.target), "{said}");
+    }
+    let rival = format!("sh[{b_pid}]");
+    // The rival is a row of its own, or — beside the watched container's own shells, which
+    // interrupt each other — among the processes of the row of every `sh`.
+    let rival_row = |c: &jitterscope::report::runfile::CulpritEntry| {
+        c.class == CulpritClass::Task
+            && (c.name == rival
+                || c.name == "sh"
+                    && c.processes
+                        .as_ref()
+                        .is_some_and(|p| p.listed.iter().any(|e| e.pid == b_pid)))
+    };
+    assert!(
+        run.threads.iter().any(|t| t.culprits.iter().any(rival_row)),
+        "the rival container's shell {rival} is no culprit: {:?}\n{said}",
+        run.threads
+    );
+    assert!(run.culprits.iter().any(rival_row), "{:?}", run.culprits);
+    let created: Vec<_> = run
+        .threads
+        .iter()
+        .filter(|t| t.created_ns.is_some())
+        .collect();
+    assert!(
+        created
+            .iter()
+            .any(|t| t.tid == exec_pid && t.pid == exec_pid && t.name == "sh"),
+        "the exec'ed process {exec_pid} is not a thread created during the watch (named by what it ran, sh): {:?}",
+        run.threads
+    );
+    assert!(
+        created
+            .iter()
+            .any(|t| t.tid != exec_pid && t.pid != a_pid && t.pid != exec_pid),
+        "no fork inside the container was watched: {:?}",
+        run.threads
+    );
+    drop((a, b));
+}
+
+#[test]
+fn watch_container_by_name_follows_its_threads_and_names_a_rival_container() {
+    watch_a_container(
+        "watch_container_by_name_follows_its_threads_and_names_a_rival_container",
+        "--container",
+        false,
+    );
+}
+
+#[test]
+fn watch_cgroup_follows_a_containers_cgroup() {
+    watch_a_container("watch_cgroup_follows_a_containers_cgroup", "--cgroup", true);
+}
+
+/// Bad targets: one line, exit 2, saying what, why and how to find a good one.
+#[test]
+fn bad_cgroup_and_container_targets_are_usage_errors() {
+    common::usage_error(
+        &["watch", "--cgroup", "/nope", "--no-tui"],
+        "--cgroup /nope: no such cgroup:",
+    );
+    common::usage_error(
+        &["watch", "--cgroup", "nope", "--no-tui"],
+        "--cgroup nope: not an absolute path",
+    );
+    common::usage_error(
+        &["watch", "--container", "js-no-such-container", "--no-tui"],
+        "--container js-no-such-container: no such container (podman: no such container;",
+    );
+    common::usage_error(
+        &["watch", "--container", "123456789abc", "--no-tui"],
+        "is named for a container id starting with 123456789abc",
     );
 }

@@ -122,7 +122,13 @@ fn start_noise(specs: &[(NoiseKind, Cpu, u32)], plan: &RunPlan) -> NoiseSet {
 /// `jitterscope watch`: the target checked first (a usage error when it is not there), then
 /// the watch; the run file says how it ended.
 pub fn watch(args: &WatchArgs, out: &mut dyn Write) -> Result<()> {
-    let plan = super::plan::watch_plan(args)?;
+    let mut plan = super::plan::watch_plan(args)?;
+    crate::session::watch::resolve_target(&mut plan).map_err(|e| {
+        match e.downcast::<crate::session::watch::target::TargetError>() {
+            Ok(t) => UsageError(t.0).into(),
+            Err(e) => e,
+        }
+    })?;
     let found =
         crate::session::watch::check_target(&plan).map_err(|e| UsageError(e.to_string()))?;
     if let crate::session::watch::target::Target::Comm(pattern) = &plan.target {

@@ -33,8 +33,8 @@ pub fn colour_on_stdout() -> bool {
 }
 
 /// `--ringbuf-size` as the kernel takes it (a power of two), saying so when it was rounded.
-/// `watch`'s flags: the target (one of --pid, --tid, --comm, -- COMMAND; clap refuses two),
-/// the CPUs that count, the output directory.
+/// `watch`'s flags: the target (one of --pid, --tid, --comm, --cgroup, --container, --
+/// COMMAND; clap refuses two), the CPUs that count, the output directory.
 pub fn watch_plan(args: &WatchArgs) -> Result<WatchPlan, UsageError> {
     let topo = Topology::read();
     let target = if let Some(pid) = args.pid {
@@ -43,11 +43,18 @@ pub fn watch_plan(args: &WatchArgs) -> Result<WatchPlan, UsageError> {
         Target::Tids(args.tid.clone())
     } else if let Some(comm) = &args.comm {
         Target::Comm(comm.clone())
+    } else if let Some(path) = &args.cgroup {
+        Target::Cgroup {
+            path: path.clone(),
+            container: None,
+        }
+    } else if let Some(asked) = &args.container {
+        Target::Container(asked.clone())
     } else if !args.command.is_empty() {
         Target::Command(args.command.clone())
     } else {
         return Err(UsageError(
-            "watch: say what to watch: --pid PID, --tid TID[,TID…], --comm NAME or -- COMMAND"
+            "watch: say what to watch: --pid PID, --tid TID[,TID…], --comm NAME, --cgroup PATH, --container NAME|ID or -- COMMAND"
                 .into(),
         ));
     };

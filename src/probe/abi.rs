@@ -18,7 +18,8 @@ pub enum Kind {
     Steal = 4,
     /// Watch mode: a watched thread waited for a CPU until it ran.
     Wait = 5,
-    /// Watch mode: a new thread of the watched process.
+    /// Watch mode: a thread watched from now (created in the watched process or cgroup, or
+    /// moved into that cgroup).
     ThreadNew = 6,
     /// Watch mode: a watched thread exited.
     ThreadExit = 7,
@@ -146,6 +147,10 @@ pub const T_BLOCKED: u16 = 3;
 
 /// Threads the `watched` map holds at once.
 pub const WATCH_MAX: u32 = 16384;
+/// The deepest cgroup a watch can follow (levels below the v2 root).
+pub const CGROUP_LEVEL_MAX: u32 = 64;
+/// Threads of a process moved into a watched cgroup that the programs add at the move.
+pub const CGROUP_THREADS_MAX: u32 = 256;
 
 /// Page-fault record: the fault needed I/O (`JS_FAULT_*`).
 pub const FAULT_MAJOR: u32 = 1;
@@ -240,6 +245,8 @@ mod tests {
             ("JS_T_BLOCKED", T_BLOCKED.into()),
             ("JS_WHOAMI_NS", Whoami::Ns as u64),
             ("JS_WATCH_MAX", WATCH_MAX.into()),
+            ("JS_CGROUP_LEVEL_MAX", CGROUP_LEVEL_MAX.into()),
+            ("JS_CGROUP_THREADS_MAX", CGROUP_THREADS_MAX.into()),
             ("JS_FAULT_MAJOR", FAULT_MAJOR.into()),
             ("JS_FAULT_ERROR", FAULT_ERROR.into()),
             ("JS_CLASS_NONE", Class::None as u64),

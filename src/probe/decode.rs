@@ -237,6 +237,7 @@ pub fn decode_with(r: &js_record, syms: &mut Kallsyms, names: &mut Names) -> Opt
         Kind::ThreadNew | Kind::ThreadExit => Some(Record::Thread(ThreadEvent {
             tid: r.pid,
             ns_tid: r.aux,
+            ns_pid: r.id as u32,
             name: c_string(&r.name),
             at_ns: r.end_ns,
             created_by: (Kind::from_code(r.kind) == Some(Kind::ThreadNew))

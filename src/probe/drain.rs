@@ -53,6 +53,8 @@ pub(super) enum Command {
     SetWorkloadTids(Vec<u32>, SyncSender<Result<(), ProbeError>>),
     ListTasks(SyncSender<Result<Vec<watch::TaskRow>, ProbeError>>),
     Watch(Vec<u32>, Option<u32>, SyncSender<Result<(), ProbeError>>),
+    /// A v2 cgroup's id and level: its threads are watched from their creation or move in.
+    WatchCgroup(u64, u32, SyncSender<Result<(), ProbeError>>),
     Stop,
 }
 
@@ -432,6 +434,10 @@ fn serve(
             }
             Ok(Command::Watch(tids, follow, reply)) => {
                 let _ = reply.send(watch::watch_threads(skel, &tids, follow));
+                continue;
+            }
+            Ok(Command::WatchCgroup(id, level, reply)) => {
+                let _ = reply.send(watch::watch_cgroup(skel, id, level));
                 continue;
             }
             Ok(Command::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => return,

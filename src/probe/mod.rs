@@ -370,6 +370,17 @@ impl ProbeSession {
         rx.recv().map_err(|_| ProbeError::ThreadGone)?
     }
 
+    /// Watches the threads created in, or moved into, a v2 cgroup (its id) at depth `level`
+    /// or its descendants from now on (watch mode); the threads already there are given to
+    /// `watch_threads`.
+    pub fn watch_cgroup(&self, id: u64, level: u32) -> Result<(), ProbeError> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        self.commands
+            .send(Command::WatchCgroup(id, level, tx))
+            .map_err(|_| ProbeError::ThreadGone)?;
+        rx.recv().map_err(|_| ProbeError::ThreadGone)?
+    }
+
     /// Detaches, drains what is left and returns the counters.
     pub fn stop(mut self) -> Result<ProbeSummary, ProbeError> {
         let _ = self.commands.send(Command::Stop);

@@ -121,6 +121,34 @@ pub(super) fn watch_threads(
     Ok(())
 }
 
+/// Has the threads of a v2 cgroup (its id, the kernfs inode number of its directory, at depth
+/// `level` below the root) and of its descendants watched from their creation or their move
+/// into it.
+pub(super) fn watch_cgroup(
+    skel: &mut JitterscopeSkel,
+    id: u64,
+    level: u32,
+) -> Result<(), ProbeError> {
+    if level > abi::CGROUP_LEVEL_MAX {
+        return Err(ProbeError::Other {
+            action: "watch a cgroup".into(),
+            cause: format!(
+                "it is {level} levels deep; the probes follow cgroups at most {} levels below the root",
+                abi::CGROUP_LEVEL_MAX
+            ),
+        });
+    }
+    let bss = skel
+        .maps
+        .bss_data
+        .as_deref_mut()
+        .ok_or_else(|| bss_error("watch a cgroup"))?;
+    bss.watch_cgroup_level = level;
+    bss.watch_cgroup = id;
+    bss.watch_gen = bss.watch_gen.wrapping_add(1);
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -86,6 +86,21 @@ pub struct WatchInfo {
     /// What the watch could not see, and where every gap is measured; absent in older files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coverage: Option<Coverage>,
+    /// `--cgroup`, `--container`: the cgroup v2 path watched, as `/proc/PID/cgroup` shows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<String>,
+    /// `--container`: the container it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<WatchedContainer>,
+}
+
+/// A watched container: its name, its runtime (`podman`, `docker`, `containerd`, `cri-o`,
+/// `crictl`) and its full id.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WatchedContainer {
+    pub name: String,
+    pub runtime: String,
+    pub id: String,
 }
 
 /// A watch sees an interruption only where a kernel event (a switch, a wake-up, an IRQ, a

@@ -389,6 +389,7 @@ pub(crate) mod tests {
             pid: Some(4121),
             join_ns: 2_000,
             coverage: Some(Coverage::of(true, true, vec![1])),
+            ..WatchInfo::default()
         });
         let interruptions = DelayStats {
             count: 1502,

@@ -1,6 +1,7 @@
 //! What the machine is and how it is set: CPUs, their state, the kernel.
 
 pub mod actions;
+pub mod cgroup;
 pub mod claim;
 pub mod config;
 pub mod container;

@@ -51,6 +51,14 @@ pub struct WatchOutcome {
     pub ended: Ended,
 }
 
+/// Makes a `--container` the cgroup of that container and checks a `--cgroup` (bad input is a
+/// `TargetError`), before anything is loaded.
+pub fn resolve_target(plan: &mut WatchPlan) -> Result<()> {
+    let asked = std::mem::replace(&mut plan.target, Target::Tids(Vec::new()));
+    plan.target = target::resolve(asked)?;
+    Ok(())
+}
+
 /// Checks the target against /proc: bad input is a usage error, before anything is loaded.
 pub fn check_target(plan: &WatchPlan) -> Result<Vec<Found>, TargetError> {
     target::check(&plan.target, &plan.proc_root)
@@ -60,6 +68,8 @@ pub fn check_target(plan: &WatchPlan) -> Result<Vec<Found>, TargetError> {
 pub(super) struct Watched {
     /// The process followed for new threads (kernel tgid), and its id as the user sees it.
     follow: Option<(u32, u32)>,
+    /// The cgroup followed for new threads (`--cgroup`, `--container`): its path.
+    cgroup: Option<String>,
     child: Option<std::process::Child>,
     /// Kernel tid → (pid, tid) as the user sees them, and the last schedstat read.
     pub(super) ids: std::collections::BTreeMap<u32, ThreadIds>,

@@ -16,7 +16,7 @@ use crate::report::hgrm;
 use crate::report::metrics::MetricsFile;
 use crate::report::runfile::{
     Coverage, DelayStats, KindTotal, Lost, Mode, Overhead, RunFile, RunInfo, Settings, ThreadEntry,
-    WatchInfo, SCHEMA,
+    WatchInfo, WatchedContainer, SCHEMA,
 };
 use crate::session::record::EndReason;
 use crate::session::source::{StoppedSource, Words};
@@ -251,6 +251,12 @@ fn run_file(w: &WatchStopped, files: &BTreeMap<u32, Vec<String>>) -> RunFile {
             pid: s.watched.follow.map(|f| f.1),
             join_ns: JOIN_NS,
             coverage: Some(coverage),
+            cgroup: plan.target.cgroup_path().map(str::to_string),
+            container: plan.target.container().map(|c| WatchedContainer {
+                name: c.name.clone(),
+                runtime: c.runtime.clone(),
+                id: c.id.clone(),
+            }),
         }),
         threads: s
             .book

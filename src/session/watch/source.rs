@@ -149,6 +149,9 @@ impl StallSource for WatchSource {
         let book = &mut s.book;
         s.attr.finish_with(&mut |v| book.decided(v));
         let metrics_failed = rewrite_metrics(&plan, &mut s, stop_ns).err();
+        if s.watched.cgroup.is_some() {
+            names_now(&plan, &mut s);
+        }
         if let Some(child) = &mut s.watched.child {
             // The command is the user's: it keeps running if the watch ended first; a finished
             // one is reaped.
@@ -162,6 +165,21 @@ impl StallSource for WatchSource {
             stop_ns,
             metrics_failed,
         })
+    }
+}
+
+/// Watching a cgroup, the names of the threads still there, as they are now: a process moved
+/// in (`podman exec`) is named by the runtime at its move (`runc:[2:INIT]`) and by what it ran
+/// after (its exec).
+fn names_now(plan: &WatchPlan, s: &mut Watching) {
+    for (ktid, ids) in &s.watched.ids {
+        if ids.exited {
+            continue;
+        }
+        let name = target::comm_of(&plan.proc_root, ids.pid, ids.tid);
+        if let Some(t) = s.book.threads.get_mut(ktid).filter(|_| !name.is_empty()) {
+            t.name = name;
+        }
     }
 }
 
@@ -319,7 +337,11 @@ fn take(plan: &WatchPlan, s: &mut Watching, batch: &mut Vec<Record>) {
 }
 
 fn thread_event(plan: &WatchPlan, s: &mut Watching, e: &crate::model::ThreadEvent) {
-    let pid = s.watched.follow.map_or(0, |f| f.1);
+    // The process of a thread of any process (a cgroup's), from the record itself.
+    let pid = match e.ns_pid {
+        0 => s.watched.follow.map_or(0, |f| f.1),
+        pid => pid,
+    };
     s.book.thread_event(e, pid);
     match e.created_by {
         Some(_) => {

@@ -43,10 +43,18 @@ pub(super) fn start(plan: &WatchPlan, found: Vec<Found>, out: &mut Console) -> R
     crate::session::check_startup()?;
     let mut watched = Watched {
         follow: None,
+        cgroup: None,
         child: None,
         ids: Default::default(),
     };
     let mut found = found;
+    if plan.target.cgroup_path().is_some() {
+        // The kernel filter first, then the threads already there: none falls between.
+        let cg = target::cgroup_of(&plan.target)?;
+        session.watch_cgroup(cg.id, cg.level)?;
+        found = target::threads_in(&plan.proc_root, &cg.dir);
+        watched.cgroup = Some(cg.path);
+    }
     if let Target::Command(argv) = &plan.target {
         let child = spawn(argv, &users_cpus)?;
         found.push(Found {
@@ -60,7 +68,8 @@ pub(super) fn start(plan: &WatchPlan, found: Vec<Found>, out: &mut Console) -> R
     let mut book = WatchBook::new(plan.keep_stalls);
     let now = monotonic_ns();
     let mine: Vec<&TaskRow> = target::in_kernel(&found, &rows);
-    if mine.is_empty() {
+    // A cgroup may be empty at the start: the threads that join it later are watched.
+    if mine.is_empty() && watched.cgroup.is_none() {
         anyhow::bail!(
             "{}: the threads found in /proc are gone (the target exited while the probes loaded)",
             plan.target.describe()
@@ -189,9 +198,10 @@ fn banner(plan: &WatchPlan, w: &Watched, book: &WatchBook, out: &mut Console) ->
         } else {
             names.join(", ")
         },
-        match w.follow {
-            Some((_, pid)) => format!(", and the threads process {pid} creates"),
-            None => String::new(),
+        match (&w.follow, &w.cgroup) {
+            (Some((_, pid)), _) => format!(", and the threads process {pid} creates"),
+            (None, Some(path)) => format!(", and the threads created in or moved into {path}"),
+            (None, None) => String::new(),
         },
         crate::system::cpus::format_list(&plan.cpus),
         match plan.duration_ns {

@@ -1,12 +1,14 @@
-//! What to watch: the user's `--pid`, `--tid`, `--comm` or command, checked against /proc
-//! before anything is loaded (bad input is a usage error), then found in the kernel's numbering
-//! through the probes' task list; and each thread's scheduler statistics (time on a CPU and
-//! time waiting for one), the denominator of the share a watch reports.
+//! What to watch: the user's `--pid`, `--tid`, `--comm`, `--cgroup`, `--container` or
+//! command, checked against /proc and the cgroup v2 hierarchy before anything is loaded (bad
+//! input is a usage error; a container is resolved to its cgroup first), then found in the
+//! kernel's numbering through the probes' task list; and each thread's scheduler statistics
+//! (time on a CPU and time waiting for one), the denominator of the share a watch reports.
 
 use std::path::Path;
 
 use crate::model::Nanos;
 use crate::probe::watch::TaskRow;
+use crate::system::cgroup::{self, Cgroup, FoundContainer};
 
 /// What the user asked to watch (ids as the user sees them: this PID namespace's).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,6 +20,15 @@ pub enum Target {
     Comm(String),
     /// Start this command and watch it (and the threads it creates); its exit ends the watch.
     Command(Vec<String>),
+    /// Every thread in this cgroup v2 directory (its path as `/proc/PID/cgroup` shows it, or
+    /// an absolute path under the v2 mount) and its descendants, and the threads created in or
+    /// moved into it while watched; `container` when it is one found by `--container`.
+    Cgroup {
+        path: String,
+        container: Option<FoundContainer>,
+    },
+    /// A container by name or id: `resolve` makes it the `Cgroup` of that container.
+    Container(String),
 }
 
 impl Target {
@@ -31,8 +42,93 @@ impl Target {
             ),
             Target::Comm(c) => format!("--comm {c}"),
             Target::Command(argv) => format!("-- {}", argv.join(" ")),
+            Target::Cgroup {
+                container: Some(c), ..
+            } => format!(
+                "container {} ({} {})",
+                c.name,
+                c.runtime,
+                &c.id[..c.id.len().min(12)]
+            ),
+            Target::Cgroup { path, .. } => format!("--cgroup {path}"),
+            Target::Container(asked) => format!("--container {asked}"),
         }
     }
+
+    /// The cgroup path watched (`--cgroup`, or a resolved `--container`).
+    pub fn cgroup_path(&self) -> Option<&str> {
+        match self {
+            Target::Cgroup { path, .. } => Some(path),
+            _ => None,
+        }
+    }
+
+    /// The container watched (a resolved `--container`).
+    pub fn container(&self) -> Option<&FoundContainer> {
+        match self {
+            Target::Cgroup { container, .. } => container.as_ref(),
+            _ => None,
+        }
+    }
+}
+
+/// `--container NAME|ID` made the `Cgroup` of that container (through its runtime's CLI, or
+/// by the cgroup naming conventions); `--cgroup PATH` checked to be a v2 cgroup. Bad input is
+/// a `TargetError`; no cgroup v2 mount here is a plain error (the machine, not the input).
+pub fn resolve(target: Target) -> anyhow::Result<Target> {
+    let mount =
+        || cgroup::live_v2_mount().map_err(|e| anyhow::anyhow!("{}: {e}", target.describe()));
+    match &target {
+        Target::Container(asked) => {
+            let finder = cgroup::Finder::live(mount()?);
+            let found = cgroup::find_container(&finder, asked)
+                .map_err(|e| TargetError(format!("--container {asked}: {e}")))?;
+            cgroup::resolve(&finder.v2_mount, &found.cgroup_path).map_err(|e| {
+                TargetError(format!(
+                    "--container {asked}: its cgroup {}: {e}",
+                    found.cgroup_path
+                ))
+            })?;
+            Ok(Target::Cgroup {
+                path: found.cgroup_path.clone(),
+                container: Some(found),
+            })
+        }
+        Target::Cgroup { .. } => {
+            let m = mount()?;
+            cgroup_of_at(&m, &target)?;
+            Ok(target)
+        }
+        _ => Ok(target),
+    }
+}
+
+/// The v2 cgroup a `Cgroup` target names, on this machine.
+pub fn cgroup_of(target: &Target) -> Result<Cgroup, TargetError> {
+    let mount =
+        cgroup::live_v2_mount().map_err(|e| TargetError(format!("{}: {e}", target.describe())))?;
+    cgroup_of_at(&mount, target)
+}
+
+fn cgroup_of_at(mount: &Path, target: &Target) -> Result<Cgroup, TargetError> {
+    let path = target.cgroup_path().unwrap_or("/");
+    cgroup::resolve(mount, path).map_err(|e| TargetError(format!("{}: {e}", target.describe())))
+}
+
+/// The threads in a cgroup's directory and its descendants now, as /proc shows them (a thread
+/// gone meanwhile is left out).
+pub fn threads_in(proc: &Path, dir: &Path) -> Vec<Found> {
+    cgroup::threads(dir)
+        .into_iter()
+        .filter_map(|tid| {
+            let pid = tgid_of(proc, tid)?;
+            Some(Found {
+                pid,
+                tid,
+                comm: comm_of(proc, pid, tid),
+            })
+        })
+        .collect()
 }
 
 /// Bad input: said in one line, exit 2.
@@ -57,7 +153,7 @@ fn tgid_of(proc: &Path, tid: u32) -> Option<u32> {
         .and_then(|v| v.trim().parse().ok())
 }
 
-fn comm_of(proc: &Path, pid: u32, tid: u32) -> String {
+pub(super) fn comm_of(proc: &Path, pid: u32, tid: u32) -> String {
     std::fs::read_to_string(
         proc.join(pid.to_string())
             .join("task")
@@ -138,6 +234,10 @@ pub fn check(target: &Target, proc: &Path) -> Result<Vec<Found>, TargetError> {
             Ok(found)
         }
         Target::Command(_) => Ok(Vec::new()),
+        Target::Cgroup { .. } => Ok(threads_in(proc, &cgroup_of(target)?.dir)),
+        Target::Container(asked) => Err(TargetError(format!(
+            "--container {asked}: not resolved to its cgroup (target::resolve)"
+        ))),
     }
 }
 
