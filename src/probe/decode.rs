@@ -340,6 +340,7 @@ fn who_of(
             comm: comm(),
             pid: r.pid,
             policy: r.aux,
+            container: None,
         },
         CulpritClass::Irq => Who::Irq {
             number: r.id,
@@ -547,7 +548,8 @@ mod tests {
             Who::Task {
                 comm: "stress".into(),
                 pid: 4121,
-                policy: 0
+                policy: 0,
+                container: None,
             }
         );
 

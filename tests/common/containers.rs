@@ -21,7 +21,9 @@ impl Podman {
                 .map(|o| o.status.success())
                 .unwrap_or(false);
             if !found {
-                return Err(format!("{tool} is not installed (scripts/deps.sh installs it)"));
+                return Err(format!(
+                    "{tool} is not installed (scripts/deps.sh installs it)"
+                ));
             }
         }
         let busybox = ["/bin/busybox", "/usr/bin/busybox"]
@@ -65,7 +67,15 @@ impl Podman {
         let _ = self.command().args(["rm", "-f", "-t", "0", name]).output();
         let out = self
             .command()
-            .args(["run", "-d", "--cpuset-cpus", cpus, "--name", name, "--rootfs"])
+            .args([
+                "run",
+                "-d",
+                "--cpuset-cpus",
+                cpus,
+                "--name",
+                name,
+                "--rootfs",
+            ])
             .arg(self.rootfs())
             .args(["/bin/sh", "-c", script])
             .output()
