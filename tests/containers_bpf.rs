@@ -142,6 +142,18 @@ fn a_run_labels_a_containers_competing_task_by_container_everywhere() {
         .unwrap();
     drop(noise);
     labelled_everywhere(&o, dir.path(), &prom);
+    // A stall's culprits carry it too.
+    let (_, run) = run_file(dir.path());
+    let stalls = run["stalls"].as_array().unwrap();
+    let in_stall = stalls.iter().any(|s| {
+        let culprits = s["culprits"].as_array().unwrap();
+        (culprits.iter()).any(|c| c["container"]["name"] == "js-noise" && c["class"] == "task")
+    });
+    assert!(
+        in_stall,
+        "no stall's culprit in js-noise: {}",
+        run["stalls"]
+    );
 }
 
 /// A watch of a spinner outside any container, pinned to CPU 1, with the container competing

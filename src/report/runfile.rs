@@ -493,6 +493,10 @@ pub struct StallCulprit {
     pub episodes: u64,
     /// (measured + inferred) / stall (or transit) time.
     pub share: f64,
+    /// The container a task ran in (as `who.container` of a `culprits` row); absent for a
+    /// task in none, for other culprits, and in files written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<ContainerEntry>,
 }
 
 fn one() -> u64 {
@@ -996,6 +1000,7 @@ pub(crate) mod tests {
                     host_ns: 0,
                     episodes: 1,
                     share: 0.75,
+                    container: None,
                 }],
                 incomplete: false,
                 timeline: vec![],
