@@ -327,11 +327,13 @@ pub type Text = std::sync::Arc<str>;
 /// Its words are made where it is shown (`report::culprit`), never parsed back.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Who {
-    /// A task named with its pid (`task`, and `self` for jitterscope's own threads).
+    /// A task named with its pid (`task`, and `self` for jitterscope's own threads), and the
+    /// container it ran in, where the session found one while the task was alive.
     Task {
         comm: Text,
         pid: u32,
         policy: u32,
+        container: Option<Container>,
     },
     /// A kernel thread, by its name alone.
     Kthread {
@@ -494,6 +496,23 @@ pub enum OwnIpiWhy {
     TlbShootdown { sender: Text },
     WakeUp { sender: Text },
     Callback { function: Text, sender: Text },
+}
+
+/// The container a task culprit ran in, as its runtime and (on Kubernetes) its pod name it:
+/// names, looked up once per container while the task was alive; shared by every record of
+/// that container's tasks.
+pub type Container = std::sync::Arc<ContainerTag>;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ContainerTag {
+    /// The container's name (its short id when no source named it).
+    pub name: String,
+    /// `podman`, `docker`, `containerd`, `cri-o`.
+    pub runtime: String,
+    /// The id's first 12 hex digits, as `podman ps` and `docker ps` show it.
+    pub short_id: String,
+    /// `namespace/name` of its pod on Kubernetes (its UID when no source named it).
+    pub pod: Option<String>,
 }
 
 /// A pid standing for any: culprits folded by command name (a long run's ranking once full).

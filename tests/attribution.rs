@@ -17,11 +17,13 @@ fn who(class: C, name: &str, detail: &str) -> Who {
             comm: comm.into(),
             pid: pid.trim_end_matches(']').parse().unwrap(),
             policy: 0,
+            container: None,
         },
         None => Who::Task {
             comm: name.into(),
             pid: 0,
             policy: 0,
+            container: None,
         },
     };
     match class {

@@ -105,6 +105,7 @@ fn task_row() -> (Promise, Seen) {
                 comm: "make".into(),
                 pid: 99,
                 policy: 0,
+                container: None,
             },
             40,
             30_000_000,

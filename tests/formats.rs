@@ -76,6 +76,7 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
                 host_ns: 0,
                 episodes: 1,
                 share,
+                container: None,
             }
         };
     RunFile {

@@ -474,6 +474,7 @@ prop_compose! {
     ) -> StallCulprit {
         StallCulprit {
             class, name, detail, via, measured_ns, inferred_ns, host_ns, episodes, share,
+            container: None,
         }
     }
 }
@@ -688,6 +689,7 @@ fn sample_json() -> String {
         host_ns: 0,
         episodes: 1,
         share: 0.75,
+        container: None,
     };
     RunFile {
         schema: SCHEMA.into(),

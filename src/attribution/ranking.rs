@@ -130,13 +130,19 @@ pub const MAX_CULPRITS: usize = 1024;
 /// that are no task.
 pub(crate) fn task_row(c: &Culprit) -> Option<(Culprit, u32)> {
     match &c.who {
-        Who::Task { comm, pid, policy } => Some((
+        Who::Task {
+            comm,
+            pid,
+            policy,
+            container,
+        } => Some((
             Culprit {
                 class: c.class,
                 who: Who::Task {
                     comm: comm.clone(),
                     pid: ANY_PID,
                     policy: *policy,
+                    container: container.clone(),
                 },
             },
             *pid,
@@ -364,6 +370,7 @@ mod tests {
                 comm: comm.into(),
                 pid,
                 policy: 0,
+                container: None,
             },
         }
     }
@@ -541,6 +548,7 @@ mod tests {
                 comm: "x".into(),
                 pid,
                 policy: 1,
+                container: None,
             },
         };
         for c in [task("x", 1), task("x", 2), own(3), fifo(4), fifo(5)] {

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::engine::{Share, Verdict};
-use crate::model::{vector, Cpu, CulpritClass, Nanos, Text, Who, WorkItem};
+use crate::model::{vector, Container, Cpu, CulpritClass, Nanos, Text, Who, WorkItem};
 
 /// Upper bounds (ns) of the buckets a class's part of one interruption is counted in:
 /// 1–2.5–5 steps from 1 µs to 500 ms, then 1 s; longer ones fall in the last (open) bucket.
@@ -96,6 +96,12 @@ pub struct TheftTally {
 pub enum Label {
     /// A task, kernel thread or own thread by its command name.
     Comm(Text),
+    /// A task in a container by its command name and its container (whose name and pod the
+    /// series carry as labels of their own).
+    Contained {
+        comm: Text,
+        container: Container,
+    },
     Work(WorkItem),
     Irq {
         number: u64,
@@ -123,6 +129,14 @@ pub enum Label {
 impl Label {
     pub fn of(who: &Who) -> Label {
         match who {
+            Who::Task {
+                comm,
+                container: Some(container),
+                ..
+            } => Label::Contained {
+                comm: comm.clone(),
+                container: container.clone(),
+            },
             Who::Task { comm, .. } | Who::Kthread { comm } => Label::Comm(comm.clone()),
             Who::Work { item, .. } => Label::Work(item.clone()),
             Who::Irq { number, action } => Label::Irq {
@@ -221,6 +235,7 @@ mod tests {
             comm: comm.into(),
             pid,
             policy: 0,
+            container: None,
         }
     }
 

@@ -52,6 +52,7 @@ pub fn measure(records: u64) -> Throughput {
                 comm: text("java"),
                 pid: 4121,
                 policy: 0,
+                container: None,
             },
             200_000,
         ),

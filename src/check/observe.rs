@@ -486,6 +486,7 @@ mod tests {
             comm: comm.into(),
             pid,
             policy: 0,
+            container: None,
         }
     }
 

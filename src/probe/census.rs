@@ -238,10 +238,16 @@ pub fn at_ns(r: &Record) -> Nanos {
 /// its hrtimer one row per comm, not per pid.
 fn row_of(who: &Who) -> Who {
     match who {
-        Who::Task { comm, pid, .. } => Who::Task {
+        Who::Task {
+            comm,
+            pid,
+            container,
+            ..
+        } => Who::Task {
             comm: comm.clone(),
             pid: *pid,
             policy: 0,
+            container: container.clone(),
         },
         other => other.sleeper_folded().unwrap_or_else(|| other.clone()),
     }

@@ -341,6 +341,7 @@ fn who_of(
             comm: comm(),
             pid: r.pid,
             policy: r.aux,
+            container: None,
         },
         CulpritClass::Irq => Who::Irq {
             number: r.id,
@@ -548,7 +549,8 @@ mod tests {
             Who::Task {
                 comm: "stress".into(),
                 pid: 4121,
-                policy: 0
+                policy: 0,
+                container: None,
             }
         );
 

@@ -326,6 +326,7 @@ mod tests {
                     comm: t("bash"),
                     pid: 7,
                     policy: 0,
+                    container: None,
                 },
             ),
             (
@@ -558,6 +559,7 @@ mod tests {
                 comm: "bash".into(),
                 pid: 7,
                 policy: 0,
+                container: None,
             },
         };
         let a = advice(&task, &[0], &m);
@@ -574,6 +576,7 @@ mod tests {
                 comm: "bash".into(),
                 pid: 7,
                 policy: 0,
+                container: None,
             },
         };
         let a = advice(&task, &[1], &m);

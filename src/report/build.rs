@@ -4,8 +4,8 @@
 use super::advice::{advice, Machine};
 use super::culprit::words;
 use super::runfile::{
-    CpuCount, CpuSteal, CpuTheftEntry, CulpritEntry, ProbeInfo, ProcessEntry, ProcessesEntry,
-    ProgramCostEntry, SpikeEntry, StallCulprit, StallEntry, TimelineRecord,
+    ContainerEntry, CpuCount, CpuSteal, CpuTheftEntry, CulpritEntry, ProbeInfo, ProcessEntry,
+    ProcessesEntry, ProgramCostEntry, SpikeEntry, StallCulprit, StallEntry, TimelineRecord,
 };
 use crate::attribution::recent::{RecentKernel, WindowTime};
 use crate::attribution::run::RunAttribution;
@@ -16,6 +16,16 @@ use crate::probe::{AttachState, AttachStatus, ProbeSummary};
 /// `accumulator`, `journaller`, `consumer-3` … by consumer index.
 pub fn consumer_key(index: usize) -> String {
     ThreadRole::Consumer(index as u32).display_name()
+}
+
+/// A task culprit's container as the run file stores it.
+fn container_of(who: &Who) -> Option<ContainerEntry> {
+    match who {
+        Who::Task {
+            container: Some(c), ..
+        } => Some(ContainerEntry::of(c)),
+        _ => None,
+    }
 }
 
 /// One culprit of a stall or spike.
@@ -31,6 +41,7 @@ pub fn stall_culprit(c: &Share) -> StallCulprit {
         host_ns: c.host_ns,
         episodes: u64::from(c.episodes),
         share: c.share,
+        container: container_of(&c.culprit.who),
     }
 }
 
@@ -115,6 +126,7 @@ pub fn kernel_window_spike(
                 host_ns: 0,
                 episodes: 1,
                 share: *ns as f64 / transit.max(1) as f64,
+                container: container_of(&culprit.who),
             })
             .collect()
     };

@@ -7,8 +7,8 @@ use std::fmt::Write;
 use crate::attribution::theft::Label;
 pub use crate::model::{softirq_name, vector_name};
 use crate::model::{
-    vector, CauseKind, Cpu, Culprit, FaultKind, OwnIpiWhy, Sender, SentFrom, TimerCallback, Via,
-    Who, WorkItem, ANY_PID,
+    vector, CauseKind, ContainerTag, Cpu, Culprit, FaultKind, OwnIpiWhy, Sender, SentFrom,
+    TimerCallback, Via, Who, WorkItem, ANY_PID,
 };
 use crate::units::fmt_ns;
 
@@ -108,10 +108,24 @@ pub fn grouped_name(name: &str, count: u64, more: bool) -> String {
     format!("{name} — {count}{plus} tasks")
 }
 
+/// Where a task ran: `in container js-noise (podman)`, on Kubernetes `in container engine of
+/// pod prod/trader-7d9f`.
+pub fn in_container(c: &ContainerTag) -> String {
+    match &c.pod {
+        Some(pod) => format!("in container {} of pod {pod}", c.name),
+        None => format!("in container {} ({})", c.name, c.runtime),
+    }
+}
+
 /// What a culprit did: the work function, the scheduling policy, `3000000→1200000 kHz` …;
 /// empty when there is nothing to add to its name.
 pub fn detail(who: &Who) -> String {
     match who {
+        Who::Task {
+            policy,
+            container: Some(c),
+            ..
+        } => format!("{} {}", policy_name(*policy), in_container(c)),
         Who::Task { policy, .. } => policy_name(*policy).to_string(),
         Who::Kthread { .. }
         | Who::Irq { .. }
@@ -251,10 +265,22 @@ fn sent_from(from: SentFrom) -> Option<String> {
     })
 }
 
+/// The container and pod labels of a culprit's metrics series: names, empty for a culprit
+/// in no container (and for a container outside Kubernetes, its pod).
+pub fn label_container(l: &Label) -> (String, String) {
+    match l {
+        Label::Contained { container, .. } => (
+            container.name.clone(),
+            container.pod.clone().unwrap_or_default(),
+        ),
+        _ => (String::new(), String::new()),
+    }
+}
+
 /// A culprit as a metrics series names it (`attribution::theft::Label`).
 pub fn label(l: &Label) -> String {
     match l {
-        Label::Comm(comm) => comm.to_string(),
+        Label::Comm(comm) | Label::Contained { comm, .. } => comm.to_string(),
         Label::Work(WorkItem::Function(f)) => f.to_string(),
         Label::Work(WorkItem::Unreadable) => WORK_UNREADABLE.to_string(),
         Label::Work(WorkItem::NoItem) => RAN_NO_WORK.to_string(),
@@ -283,6 +309,35 @@ mod tests {
         s.into()
     }
 
+    fn contained(pod: Option<&str>) -> Who {
+        Who::Task {
+            comm: text("sh"),
+            pid: 4121,
+            policy: 0,
+            container: Some(std::sync::Arc::new(ContainerTag {
+                name: if pod.is_some() { "engine" } else { "js-noise" }.to_string(),
+                runtime: "podman".to_string(),
+                short_id: "3f2a9c1b7d4e".to_string(),
+                pod: pod.map(str::to_string),
+            })),
+        }
+    }
+
+    #[test]
+    fn a_task_in_a_container_is_named_by_its_container_and_pod() {
+        assert_eq!(
+            words_of(&contained(None)),
+            (
+                "sh[4121]".to_string(),
+                "SCHED_OTHER in container js-noise (podman)".to_string()
+            )
+        );
+        assert_eq!(
+            detail(&contained(Some("prod/trader-7d9f"))),
+            "SCHED_OTHER in container engine of pod prod/trader-7d9f"
+        );
+    }
+
     #[test]
     fn culprits_read_as_they_always_have() {
         let cases = [
@@ -291,6 +346,7 @@ mod tests {
                     comm: text("java"),
                     pid: 4121,
                     policy: 0,
+                    container: None,
                 },
                 "java[4121]",
                 "SCHED_OTHER",
@@ -337,6 +393,7 @@ mod tests {
                 comm: text("foo[12]"),
                 pid: 7,
                 policy: 1,
+                container: None,
             },
         };
         assert_eq!(words(&c), ("foo[12][7]".into(), "SCHED_FIFO".into()));
@@ -357,6 +414,7 @@ mod tests {
                 comm: text("java"),
                 pid: 9,
                 policy: 0,
+                container: None,
             }),
         };
         assert_eq!(via(Some(&v)), "sent by bash[4121] on CPU 0; woke java[9]");

@@ -30,11 +30,40 @@ use crate::probe::decode::Record;
 pub const CULPRIT_SERIES: usize = 20;
 /// Thread names with a histogram of their own (watch); the rest are `other`.
 pub const THREAD_SERIES: usize = 20;
-/// A class's culprits by their labels as shown (`report::culprit::label`).
-fn shown_culprits(class: &ClassTheft) -> HashMap<String, Theft> {
-    let mut shown: HashMap<String, Theft> = HashMap::with_capacity(class.culprits.len());
+/// A culprit series' labels as shown: the culprit (`report::culprit::label`), and its
+/// container's and pod's names (`report::culprit::label_container`; empty for none). One such
+/// name takes one of a CPU and class's `CULPRIT_SERIES`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct Shown {
+    culprit: String,
+    container: String,
+    pod: String,
+}
+
+impl Shown {
+    fn of(label: &Label) -> Shown {
+        let (container, pod) = super::culprit::label_container(label);
+        Shown {
+            culprit: super::culprit::label(label),
+            container,
+            pod,
+        }
+    }
+
+    fn other() -> Shown {
+        Shown {
+            culprit: OTHER.to_string(),
+            container: String::new(),
+            pod: String::new(),
+        }
+    }
+}
+
+/// A class's culprits by their labels as shown.
+fn shown_culprits(class: &ClassTheft) -> HashMap<Shown, Theft> {
+    let mut shown: HashMap<Shown, Theft> = HashMap::with_capacity(class.culprits.len());
     for (label, t) in &class.culprits {
-        let s = shown.entry(super::culprit::label(label)).or_default();
+        let s = shown.entry(Shown::of(label)).or_default();
         s.episodes += t.episodes;
         s.stolen_ns += t.stolen_ns;
     }
@@ -398,7 +427,7 @@ pub struct MetricsFile {
     host: &'static str,
     next_ns: Nanos,
     /// Culprits with series of their own, per (CPU, class); never removed.
-    named: BTreeMap<(Cpu, CulpritClass), Vec<String>>,
+    named: BTreeMap<(Cpu, CulpritClass), Vec<Shown>>,
     /// Thread names with series of their own; never removed.
     thread_names: Vec<String>,
     /// The label each thread was given (kept when it renames itself).
@@ -545,10 +574,10 @@ impl MetricsFile {
                 continue;
             }
             let shown = shown_culprits(class);
-            let mut waiting: Vec<(&String, Nanos)> = shown
+            let mut waiting: Vec<(&Shown, Nanos)> = shown
                 .iter()
                 // A culprit called `other` would clash with the rest: it stays in it.
-                .filter(|(l, t)| t.stolen_ns > 0 && l.as_str() != OTHER && !named.contains(l))
+                .filter(|(l, t)| t.stolen_ns > 0 && l.culprit != OTHER && !named.contains(l))
                 .map(|(l, t)| (l, t.stolen_ns))
                 .collect();
             waiting.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
@@ -571,11 +600,13 @@ impl MetricsFile {
         let none = Vec::new();
         for key in keys {
             let (cpu, class) = key;
-            let labels = |culprit: &str| {
+            let labels = |s: &Shown| {
                 vec![
                     ("cpu", cpu.to_string()),
                     ("class", class.as_str().to_string()),
-                    ("culprit", culprit.to_string()),
+                    ("culprit", s.culprit.clone()),
+                    ("container", s.container.clone()),
+                    ("pod", s.pod.clone()),
                 ]
             };
             let t = e.theft.by.get(&key);
@@ -589,8 +620,9 @@ impl MetricsFile {
                 f.stolen.push((labels(name), c.stolen_ns as f64 / 1e9));
                 f.interruptions.push((labels(name), c.episodes));
             }
-            f.stolen.push((labels(OTHER), rest.stolen_ns as f64 / 1e9));
-            f.interruptions.push((labels(OTHER), rest.episodes));
+            let other = Shown::other();
+            f.stolen.push((labels(&other), rest.stolen_ns as f64 / 1e9));
+            f.interruptions.push((labels(&other), rest.episodes));
             let durations = match t {
                 Some(t) => Buckets::of(&t.parts),
                 None => Buckets::empty(&THEFT_BUCKETS_NS),
@@ -789,6 +821,93 @@ mod tests {
         per
     }
 
+    /// Tasks named `sh` in a new container each (`c<round>-<i>`, of pod `prod/p<i>`), and
+    /// tasks in none.
+    fn feed_containers(tally: &mut TheftTally, round: u64, cpus: &[Cpu]) {
+        for &cpu in cpus {
+            for i in 0..50u64 {
+                let ns = (round + 1) * 1_000 * (i + 1);
+                let label = if i % 2 == 0 {
+                    Label::Contained {
+                        comm: "sh".into(),
+                        container: std::sync::Arc::new(crate::model::ContainerTag {
+                            name: format!("c{round}-{i}"),
+                            runtime: "containerd".into(),
+                            short_id: format!("beef{:08x}", round * 1000 + i),
+                            pod: Some(format!("prod/p{i}")),
+                        }),
+                    }
+                } else {
+                    Label::Comm(format!("t{round}-{i}").into())
+                };
+                tally.record(cpu, CulpritClass::Task, label, ns);
+            }
+        }
+    }
+
+    #[test]
+    fn containers_and_pods_are_labels_by_name_within_the_same_series_bound() {
+        let plan = MetricsPlan {
+            path: PathBuf::from("/nonexistent/x.prom"),
+            interval_ns: 1_000_000_000,
+        };
+        let mut file = MetricsFile::new(plan, Mode::Watch);
+        let mut tally = TheftTally::default();
+        let (steal, lost) = (BTreeMap::new(), BTreeMap::new());
+        let cpus = [1];
+        let mut counts = Vec::new();
+        let mut text = String::new();
+        for round in 0..12u64 {
+            feed_containers(&mut tally, round, &cpus);
+            let elapsed_ns = round * 10_000_000_000;
+            text = file.render(&Exposure {
+                now_ns: elapsed_ns,
+                elapsed_ns,
+                cpus: &cpus,
+                theft: &tally,
+                steal_ns: &steal,
+                lost: &lost,
+                own_cpu_ns: 1,
+                consumers: Vec::new(),
+                threads: Vec::new(),
+            });
+            let now = samples(&text);
+            let per = stolen_series_per_cpu_and_class(&now);
+            // Many containers of one command name: still 20 named series and `other`.
+            assert_eq!(
+                per[&("1".to_string(), "task".to_string())],
+                CULPRIT_SERIES + 1
+            );
+            assert!(per.values().all(|&n| n <= CULPRIT_SERIES + 1), "{per:?}");
+            counts.push(now.len());
+        }
+        assert!(counts.windows(2).all(|w| w[0] <= w[1]), "{counts:?}");
+        assert_eq!(counts[6..].iter().min(), counts[6..].iter().max(), "closed");
+        let stolen: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("jitterscope_stolen_seconds_total{"))
+            .collect();
+        assert!(
+            stolen.iter().any(|l| l.contains("culprit=\"sh\"")
+                && l.contains("container=\"c0-48\"")
+                && l.contains("pod=\"prod/p48\"")),
+            "{text}"
+        );
+        assert!(
+            stolen.iter().any(|l| l.contains("culprit=\"t0-49\"")
+                && l.contains("container=\"\"")
+                && l.contains("pod=\"\"")),
+            "{text}"
+        );
+        assert!(
+            stolen
+                .iter()
+                .any(|l| l.contains("culprit=\"other\"") && l.contains("container=\"\"")),
+            "{text}"
+        );
+        assert!(!text.contains("beef"), "no container id in a label: {text}");
+    }
+
     #[test]
     fn many_culprits_keep_21_series_per_cpu_and_class_and_counters_only_grow() {
         let plan = MetricsPlan {
@@ -922,6 +1041,7 @@ mod tests {
                             comm: comm.into(),
                             pid,
                             policy: 0,
+                            container: None,
                         },
                     },
                     via: None,

@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 use super::culprit::policy_name;
 use super::seed::Summary;
 use crate::model::{
-    softirq_name, vector, vector_name, Cpu, CulpritClass, Ended, FaultKind, Interruption, Nanos,
-    TimerCallback, Who, WorkItem, ANY_PID,
+    softirq_name, vector, vector_name, ContainerTag, Cpu, CulpritClass, Ended, FaultKind,
+    Interruption, Nanos, TimerCallback, Who, WorkItem, ANY_PID,
 };
 use crate::system::config::Configured;
 
@@ -508,6 +508,10 @@ pub struct StallCulprit {
     pub episodes: u64,
     /// (measured + inferred) / stall (or transit) time.
     pub share: f64,
+    /// The container a task ran in (as `who.container` of a `culprits` row); absent for a
+    /// task in none, for other culprits, and in files written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<ContainerEntry>,
 }
 
 fn one() -> u64 {
@@ -632,6 +636,35 @@ pub struct WhoEntry {
     /// The scheduling policy of the thread a `throttled` row held off (`SCHED_FIFO`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<String>,
+    /// The container a task ran in (found while it was alive); absent for a task in none,
+    /// for other culprits, and in files written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<ContainerEntry>,
+}
+
+/// A task's container as the run file stores it (`model::ContainerTag`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerEntry {
+    /// The container's name (its short id when no source named it).
+    pub name: String,
+    /// `podman`, `docker`, `containerd`, `cri-o`.
+    pub runtime: String,
+    /// The first 12 hex digits of its id.
+    pub id: String,
+    /// `namespace/name` of its pod on Kubernetes (the pod's UID when nothing named it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
+}
+
+impl ContainerEntry {
+    pub fn of(c: &ContainerTag) -> ContainerEntry {
+        ContainerEntry {
+            name: c.name.clone(),
+            runtime: c.runtime.clone(),
+            id: c.short_id.clone(),
+            pod: c.pod.clone(),
+        }
+    }
 }
 
 impl WhoEntry {
@@ -641,7 +674,15 @@ impl WhoEntry {
         let pid = |p: u32| (p != ANY_PID).then_some(p);
         let mut e = WhoEntry::default();
         match who {
-            Who::Task { comm, pid: p, .. } => (e.comm, e.pid) = (t(comm), pid(*p)),
+            Who::Task {
+                comm,
+                pid: p,
+                container,
+                ..
+            } => {
+                (e.comm, e.pid) = (t(comm), pid(*p));
+                e.container = container.as_deref().map(ContainerEntry::of);
+            }
             Who::Kthread { comm } => e.comm = t(comm),
             Who::Work { worker, item } => {
                 e.worker = t(worker);
@@ -974,6 +1015,7 @@ pub(crate) mod tests {
                     host_ns: 0,
                     episodes: 1,
                     share: 0.75,
+                    container: None,
                 }],
                 incomplete: false,
                 timeline: vec![],
@@ -1064,5 +1106,40 @@ pub(crate) mod tests {
         }];
         let back = RunFile::from_json("t", &run.to_json()).unwrap();
         assert_eq!(back.culprits[0].who, Some(e));
+    }
+
+    #[test]
+    fn a_task_in_a_container_carries_it_and_rows_without_one_read_as_before() {
+        use crate::model::{ContainerTag, Who};
+        let task = |container| Who::Task {
+            comm: "sh".into(),
+            pid: 4121,
+            policy: 0,
+            container,
+        };
+        let plain = serde_json::to_string(&WhoEntry::of(&task(None))).unwrap();
+        assert_eq!(plain, r#"{"comm":"sh","pid":4121}"#);
+        let tag = ContainerTag {
+            name: "engine".into(),
+            runtime: "containerd".into(),
+            short_id: "3f2a9c1b7d4e".into(),
+            pod: Some("prod/trader-7d9f".into()),
+        };
+        let e = WhoEntry::of(&task(Some(std::sync::Arc::new(tag))));
+        assert_eq!(
+            serde_json::to_string(&e).unwrap(),
+            r#"{"comm":"sh","pid":4121,"container":{"name":"engine","runtime":"containerd","id":"3f2a9c1b7d4e","pod":"prod/trader-7d9f"}}"#
+        );
+        let mut run = sample();
+        run.culprits = vec![CulpritEntry {
+            who: Some(e.clone()),
+            ..culprit(CulpritClass::Task, "sh[4121]", 1)
+        }];
+        let back = RunFile::from_json("t", &run.to_json()).unwrap();
+        assert_eq!(back.culprits[0].who, Some(e));
+        // A row written before containers were: no container, as it always read.
+        let old: WhoEntry = serde_json::from_str(r#"{"comm":"sh","pid":4121}"#).unwrap();
+        assert_eq!(old.container, None);
+        assert_eq!(old, WhoEntry::of(&task(None)));
     }
 }

@@ -1164,6 +1164,7 @@ mod tests {
                 comm: comm.into(),
                 pid,
                 policy: 0,
+                container: None,
             },
         };
         let verdict = |culprit: Culprit, measured_ns: u64, inferred_ns: u64| Verdict {

@@ -6,6 +6,7 @@
 //! interruptions the kernel saw of the user's threads (`watch`). The record loop and the
 //! finish are one for both.
 
+mod containers;
 mod decision;
 mod finish;
 mod pace;

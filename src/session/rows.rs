@@ -90,6 +90,7 @@ mod tests {
                     comm,
                     pid,
                     policy: 0,
+                    container: None,
                 },
             },
             via: None,

@@ -280,6 +280,7 @@ mod tests {
                     comm: comm.into(),
                     pid,
                     policy: 0,
+                    container: None,
                 },
             },
             episodes: 1,

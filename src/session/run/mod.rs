@@ -17,6 +17,7 @@ use std::time::Duration;
 use anyhow::Result;
 use hdrhistogram::Histogram;
 
+use super::containers::ContainerTags;
 use super::prepare::Prepared;
 use super::record::EndReason;
 use super::source::{StallSource, Words};
@@ -157,7 +158,7 @@ impl StallSource for RunSource {
         r.drain(&mut p, true);
         let _ = p.hlog.flush();
         let stop_ns = monotonic_ns().min(p.end);
-        let probes = stop_probes(p.probe.take(), &mut r.attr, out);
+        let probes = stop_probes(p.probe.take(), &mut r.attr, &mut r.containers, out);
         r.attr.finish();
         let after_cpu_ns = cputime::process_cpu_ns().saturating_sub(after_from);
         let metrics_failed = match r.metrics.is_some() {
@@ -292,6 +293,8 @@ struct Recorder {
     ready_spikes: VecDeque<Spike>,
     /// Where the last look at each consumer's spike queue stopped.
     spikes_seen: Vec<usize>,
+    /// The containers of the task culprits taken in.
+    containers: ContainerTags,
     /// Deciding at the end: the stalls decided while the workload still ran (set when the
     /// turns are over).
     decided_in_run: u64,
@@ -351,6 +354,7 @@ fn stop_asked(workload: &Workload) -> Option<(EndReason, String)> {
 fn stop_probes(
     probe: Option<(ProbeSession, std::sync::mpsc::Receiver<ProbeBatch>)>,
     attr: &mut RunAttribution,
+    containers: &mut ContainerTags,
     out: &mut Console,
 ) -> Option<(Vec<AttachStatus>, ProbeSummary)> {
     let (session, rx) = probe?;
@@ -364,7 +368,7 @@ fn stop_probes(
     });
     let mut unpaced = Pacer::new(false);
     while let Ok(mut batch) = rx.try_recv() {
-        take_records(attr, &mut batch, &mut unpaced);
+        take_records(attr, containers, &mut batch, &mut unpaced);
     }
     Some((attach, summary))
 }
@@ -420,6 +424,12 @@ impl Recorder {
             peeked: VecDeque::with_capacity(PEEKED_KEPT),
             ready_spikes: VecDeque::with_capacity(WINDOWS_SHOWN),
             spikes_seen: vec![0; cfg.consumer_cpus.len()],
+            containers: match &p.probe {
+                Some((session, _)) => {
+                    ContainerTags::new("/proc".into(), session.kernel_pid() == std::process::id())
+                }
+                None => ContainerTags::off(),
+            },
             decided_in_run: 0,
             held: HeldIntervals::new(
                 cfg.consumer_cpus.len(),

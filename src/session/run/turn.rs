@@ -10,6 +10,7 @@ use crate::system::cputime;
 use crate::workload::histograms::RESET_NS;
 use crate::workload::Output;
 
+use super::super::containers::ContainerTags;
 use super::super::prepare::Prepared;
 use super::intervals::IntervalWork;
 use super::{spend, spend_always, CpuSample, Recorder};
@@ -92,7 +93,12 @@ impl Recorder {
         if catch_up && !p.budget.as_ref().is_some_and(|b| b.hold_back()) {
             if let Some((session, rx)) = &p.probe {
                 while let Ok(mut batch) = rx.try_recv() {
-                    take_records(&mut self.attr, &mut batch, &mut self.pacer);
+                    take_records(
+                        &mut self.attr,
+                        &mut self.containers,
+                        &mut batch,
+                        &mut self.pacer,
+                    );
                     session.recycle(batch);
                 }
             }
@@ -307,13 +313,21 @@ pub(super) fn in_end_order(stalls: &[Stall], each: &mut dyn FnMut(Stall)) {
 
 /// The probes' records into the attribution, a step at a time.
 /// Empties `batch`, whose storage the caller can hand back (`ProbeSession::recycle`).
-pub(super) fn take_records(attr: &mut RunAttribution, batch: &mut Vec<Record>, pacer: &mut Pacer) {
+pub(super) fn take_records(
+    attr: &mut RunAttribution,
+    containers: &mut ContainerTags,
+    batch: &mut Vec<Record>,
+    pacer: &mut Pacer,
+) {
     for (i, r) in batch.drain(..).enumerate() {
         if i % TAKE_STEP == 0 {
             pacer.between();
         }
         match r {
-            Record::Interruption(i) => attr.interruption(i),
+            Record::Interruption(mut i) => {
+                containers.tag(&mut i);
+                attr.interruption(i)
+            }
             Record::Cause(c) => attr.cause(c),
             Record::Steal(s) => attr.steal(s),
             Record::Lost {

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 
+use super::super::containers::ContainerTags;
 use super::runfile::WatchStopped;
 use super::target;
 use super::{ThreadIds, WatchPlan, Watched};
@@ -58,6 +59,8 @@ pub(super) struct Watching {
     pub(super) metrics: Option<MetricsFile>,
     /// The configured half of isolation for the watched CPUs, read before the watch began.
     pub(super) config: Option<Configured>,
+    /// The containers of the task culprits taken in.
+    pub(super) containers: ContainerTags,
 }
 
 /// A watch while it records.
@@ -321,7 +324,10 @@ fn take(plan: &WatchPlan, s: &mut Watching, batch: &mut Vec<Record>) {
             continue;
         }
         match r {
-            Record::Interruption(i) => s.book.interruption(&mut s.attr, i),
+            Record::Interruption(mut i) => {
+                s.containers.tag(&mut i);
+                s.book.interruption(&mut s.attr, i)
+            }
             Record::Cause(c) => s.attr.cause(c),
             Record::Steal(st) => s.book.steal(&mut s.attr, st),
             Record::Lost {

@@ -114,8 +114,13 @@ pub(super) fn start(plan: &WatchPlan, found: Vec<Found>, out: &mut Console) -> R
     if plan.metrics.is_some() {
         attr.keep_theft();
     }
+    let containers = super::super::containers::ContainerTags::new(
+        plan.proc_root.clone(),
+        session.kernel_pid() == std::process::id(),
+    );
     Ok(Watching {
         attach: session.attach_report().to_vec(),
+        containers,
         probe: Some((session, rx)),
         attr,
         book,
