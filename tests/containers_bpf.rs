@@ -224,6 +224,7 @@ fn bad_cgroup_and_container_targets_are_usage_errors() {
         &["watch", "--container", "123456789abc", "--no-tui"],
         "is named for a container id starting with 123456789abc",
     );
+}
 
 fn show(o: &std::process::Output) -> String {
     format!(

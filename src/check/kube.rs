@@ -325,6 +325,7 @@ mod tests {
                 comm: comm.into(),
                 pid,
                 policy: 0,
+                container: None,
             }),
             ..Default::default()
         }
