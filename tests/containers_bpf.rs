@@ -104,8 +104,10 @@ fn watch_a_container(test: &str, flag: &str, by_cgroup: bool) {
             "--duration",
             "6s",
             "--no-tui",
-            "--output",
+            "--metrics",
         ])
+        .arg(dir.path().join("watch.prom"))
+        .arg("--output")
         .arg(dir.path().join("w"))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -169,6 +171,18 @@ fn watch_a_container(test: &str, flag: &str, by_cgroup: bool) {
         run.threads
     );
     assert!(run.culprits.iter().any(rival_row), "{:?}", run.culprits);
+    // The metrics of a container watch name the rival by its container, never by an id.
+    let prom = std::fs::read_to_string(dir.path().join("watch.prom")).unwrap();
+    let rival_label = format!("container=\"{name}-rival\"");
+    assert!(
+        prom.lines()
+            .any(|l| l.contains("class=\"task\"") && l.contains(&rival_label)),
+        "no task series labelled {rival_label}:\n{prom}"
+    );
+    assert!(
+        !prom.contains(&b.id[..12]),
+        "a container id in the metrics:\n{prom}"
+    );
     let created: Vec<_> = run
         .threads
         .iter()
