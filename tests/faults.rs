@@ -607,6 +607,30 @@ impl Drop for Online {
 }
 
 #[test]
+fn a_cpu_going_offline_ends_the_run_with_an_explanation() {
+    if skip_bpf("a_cpu_going_offline_ends_the_run_with_an_explanation") || nproc() < 2 {
+        return;
+    }
+    assert!(root(), "this test takes a CPU offline and needs root");
+    let online = Path::new("/sys/devices/system/cpu/cpu1/online");
+    if !online.exists() {
+        panic!("CPU 1 cannot be taken offline on this machine (no {online:?})");
+    }
+    let _cpus = exclusive();
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("runs");
+    let mut child = start_run(&dir, &["--duration", "20s", "--warmup", "200ms"]);
+    wait_for_output(&dir, "threads:", Duration::from_secs(10));
+    std::thread::sleep(Duration::from_millis(500));
+    let back = Online::remember(1);
+    std::fs::write(online, "0").expect("take CPU 1 offline");
+    let code = wait_exit(&mut child, Duration::from_secs(30));
+    drop(back);
+    assert_eq!(std::fs::read_to_string(online).unwrap().trim(), "1");
+    assert_ended_with_cpu_lost(&dir, code, "CPU 1 went offline");
+}
+
+#[test]
 fn a_second_run_on_the_same_cpus_names_the_first_ones_pid() {
     if nproc() < 2 {
         return;
