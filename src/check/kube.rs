@@ -130,9 +130,6 @@ fn counts(promise: Promise, class: Option<CulpritClass>) -> bool {
     }
 }
 
-/// At most this much of `/proc/PID/cgroup` is read (a few lines per hierarchy).
-const CGROUP_BYTES: u64 = 64 << 10;
-
 /// Who a task seen on `owner_uid`'s CPU is, by its cgroup under `proc_root`.
 fn task_intruder(
     pid: u32,
@@ -142,11 +139,7 @@ fn task_intruder(
     names: &mut Names,
     pod_names: &HashMap<String, String>,
 ) -> (Intruder, String) {
-    use std::io::Read;
-    let mut text = String::new();
-    let read = std::fs::File::open(proc_root.join(pid.to_string()).join("cgroup"))
-        .and_then(|f| f.take(CGROUP_BYTES).read_to_string(&mut text));
-    if read.is_err() {
+    let Some(text) = crate::system::container::proc_cgroup(proc_root, pid) else {
         let intruder = if comm == "kubelet" {
             Intruder::Kubelet
         } else {
@@ -156,7 +149,7 @@ fn task_intruder(
             intruder,
             "ended before the check did: its cgroup is unknown".into(),
         );
-    }
+    };
     let paths = cgroup_paths(&text);
     if let Some(c) = paths.iter().find_map(|p| parse_cgroup_path(p)) {
         let name = names.name(&c);

@@ -249,3 +249,4 @@ mod read;
 
 /// The kernel's CPU-list syntax, for other readers of the system's files.
 pub(crate) use read::parse_cpulist;
+pub(crate) use read::read_capped;

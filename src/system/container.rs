@@ -20,6 +20,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::system::config::read_capped;
+
 /// The runtime whose naming convention a cgroup path follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Runtime {
@@ -145,15 +147,6 @@ pub fn parse_cgroup_path(path: &str) -> Option<ContainerRef> {
     None
 }
 
-/// At most `cap` bytes of a regular file, as text.
-fn read_capped(path: &Path, cap: u64) -> Option<String> {
-    use std::io::Read;
-    let file = std::fs::File::open(path).ok()?;
-    let mut bytes = Vec::new();
-    file.take(cap).read_to_end(&mut bytes).ok()?;
-    Some(String::from_utf8_lossy(&bytes).into_owned())
-}
-
 /// The cgroup paths of `/proc/PID/cgroup`'s text, the unified (v2) one first.
 pub fn cgroup_paths(text: &str) -> Vec<&str> {
     let mut v2 = Vec::new();
@@ -176,8 +169,13 @@ pub fn cgroup_paths(text: &str) -> Vec<&str> {
 /// The container process `pid` runs in (by its `/proc/PID/cgroup`), None when it is in none
 /// or is gone.
 pub fn container_of_pid(proc_root: &Path, pid: u32) -> Option<ContainerRef> {
-    let text = read_capped(&proc_root.join(pid.to_string()).join("cgroup"), 64 << 10)?;
+    let text = proc_cgroup(proc_root, pid)?;
     cgroup_paths(&text).into_iter().find_map(parse_cgroup_path)
+}
+
+/// `/proc/PID/cgroup` (at most 64 KiB), None when the process is gone.
+pub fn proc_cgroup(proc_root: &Path, pid: u32) -> Option<String> {
+    read_capped(&proc_root.join(pid.to_string()).join("cgroup"), 64 << 10)
 }
 
 /// What a container is called: its name, and its pod's namespace and name on Kubernetes.

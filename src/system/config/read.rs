@@ -58,7 +58,7 @@ pub(super) fn configured(root: &Root, cpus: &[Cpu]) -> Configured {
 }
 
 /// At most `cap` bytes of a file, as text (invalid UTF-8 replaced).
-pub(super) fn read_capped(path: &Path, cap: u64) -> Option<String> {
+pub(crate) fn read_capped(path: &Path, cap: u64) -> Option<String> {
     let file = std::fs::File::open(path).ok()?;
     let mut bytes = Vec::new();
     file.take(cap).read_to_end(&mut bytes).ok()?;
