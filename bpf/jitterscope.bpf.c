@@ -1555,9 +1555,11 @@ int BPF_PROG(js_w_sched_migrate_task, struct task_struct *p, int dest_cpu)
 	return 0;
 }
 
-/* A watched thread created (`kind` JS_REC_THREAD_NEW, by `parent`) or exiting. */
+/* A watched thread created (`kind` JS_REC_THREAD_NEW, `detail` the thread that created it) or
+ * exiting (JS_REC_THREAD_EXIT, `detail` its run time: see emit_thread_exit). `delay` goes to
+ * `flags` (low half) and `victim` (high half). */
 static __always_inline void emit_thread_event(__u32 kind, __u32 cpu, struct task_struct *t,
-					      __u32 parent, __u64 now)
+					      __u64 detail, __u64 delay, __u64 now)
 {
 	__u32 tid = BPF_CORE_READ(t, pid);
 	struct js_record *r = reserve(cpu, NULL, now, now, tid);
@@ -1568,13 +1570,29 @@ static __always_inline void emit_thread_event(__u32 kind, __u32 cpu, struct task
 	r->start_ns = now;
 	r->end_ns = now;
 	r->pid = tid;
-	r->detail = parent;
+	r->detail = detail;
+	r->flags = (__u32)delay;
+	r->victim = (__u32)(delay >> 32);
 	r->aux = ns_id(t);
 	/* its process: the kernel tgid above, the id the user sees below */
 	r->id = (__u64)BPF_CORE_READ(t, tgid) << 32 | ns_id(BPF_CORE_READ(t, group_leader));
 	bpf_core_read(r->name, JS_COMM_LEN, &t->comm);
 	__builtin_memset(r->name + JS_COMM_LEN, 0, JS_NAME_LEN - JS_COMM_LEN);
 	submit(r);
+}
+
+/* A watched thread exits: its record carries what /proc/PID/task/TID/schedstat would say now
+ * (the thread is gone by the time user space could read it): its run time as the scheduler
+ * last accounted it (the slice under way since then, at most a tick, is not in it) and its
+ * wait for a CPU. */
+static __always_inline void emit_thread_exit(__u32 cpu, struct task_struct *t, __u64 now)
+{
+	__u64 delay = 0;
+
+	if (bpf_core_field_exists(t->sched_info.run_delay))
+		delay = BPF_CORE_READ(t, sched_info.run_delay);
+	emit_thread_event(JS_REC_THREAD_EXIT, cpu, t, BPF_CORE_READ(t, se.sum_exec_runtime), delay,
+			  now);
 }
 
 /* Whether `t`'s default hierarchy (v2) cgroup is the watched cgroup or below it: its ancestor
@@ -1602,7 +1620,7 @@ static __always_inline bool watch_new(struct task_struct *t, __u32 parent, __u32
 
 	if (!tid || bpf_map_update_elem(&watched, &tid, &fresh, BPF_NOEXIST))
 		return false;
-	emit_thread_event(JS_REC_THREAD_NEW, cpu, t, parent, bpf_ktime_get_ns());
+	emit_thread_event(JS_REC_THREAD_NEW, cpu, t, parent, 0, bpf_ktime_get_ns());
 	return true;
 }
 
@@ -1686,7 +1704,7 @@ int BPF_PROG(js_w_sched_process_exit, struct task_struct *p, bool group_dead)
 	if (counted(w))
 		count_out(w->cpu, now);
 	bpf_map_delete_elem(&watched, &tid);
-	emit_thread_event(JS_REC_THREAD_EXIT, cpu, p, 0, now);
+	emit_thread_exit(cpu, p, now);
 	return 0;
 }
 

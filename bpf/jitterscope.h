@@ -27,7 +27,8 @@ enum js_kind {
 				  * that namespace) is watched from end_ns: created by `detail`
 				  * (0: moved into the watched cgroup), name in `name` */
 	JS_REC_THREAD_EXIT = 7,  /* watch mode: watched thread `pid` exited at end_ns (`name`,
-				  * `id` as above) */
+				  * `id` as above); its schedstat then: run time (ns) in
+				  * `detail`, wait for a CPU (ns) in `flags` | `victim` << 32 */
 };
 
 /* Interruption classes; user space maps them to the stable culprit class strings. */

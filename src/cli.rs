@@ -206,9 +206,9 @@ pub struct SessionArgs {
     #[arg(long, display_order = SessionArgs::ORDER + 2)]
     pub no_tui: bool,
 
-    /// Size of each measured CPU's record ring (power of two, e.g. 8M; other CPUs get a sixteenth); raise it if records are lost
-    #[arg(long, default_value = "8M", allow_hyphen_values = true, value_parser = parse_size, display_order = SessionArgs::ORDER + 4)]
-    pub ringbuf_size: u64,
+    /// Size of each measured CPU's record ring (power of two, e.g. 8M; other CPUs get a sixteenth); raise it if records are lost [default: 8M for a run, 2M for a watch]
+    #[arg(long, allow_hyphen_values = true, value_parser = parse_size, display_order = SessionArgs::ORDER + 4)]
+    pub ringbuf_size: Option<u64>,
 
     /// How many of the worst stalls the run file keeps
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=100_000), display_order = SessionArgs::ORDER + 6)]

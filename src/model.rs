@@ -738,6 +738,9 @@ pub struct ThreadEvent {
     /// Watched from now: created (by this kernel thread id; 0: moved into the watched
     /// cgroup), or exited (None).
     pub created_by: Option<u32>,
+    /// Exited: its schedstat as it left, (on a CPU, waiting for one) ns, from the kernel's
+    /// record of the exit (the thread is gone before /proc could be read).
+    pub sched: Option<(Nanos, Nanos)>,
 }
 
 /// Deciding at the end, a record the probes' drain thread glanced at where it waits in the

@@ -78,8 +78,12 @@ pub struct ThreadAccount {
     /// The same since the last interval was taken (the .hlog and the live view).
     pub interval_interruptions: Histogram<u64>,
     pub interval_wakeups: Histogram<u64>,
-    /// The longest interruption of each past interval, oldest first (the live view's chart).
-    pub interval_max: std::collections::VecDeque<Nanos>,
+    /// The longest interruption of each past interval that had one, oldest first, with the
+    /// interval's number (the live view's chart; the intervals without are not kept).
+    pub interval_max: std::collections::VecDeque<(u64, Nanos)>,
+    /// Its interval histograms took a value since they were last taken (it is in
+    /// `WatchBook::touched`).
+    pub interval_touched: bool,
     /// Total time per kind.
     pub by_kind: BTreeMap<InterruptionKind, (u64, Nanos)>,
     pub ranking: Ranking,
@@ -100,6 +104,7 @@ impl ThreadAccount {
             interval_interruptions: new_histogram(),
             interval_wakeups: new_histogram(),
             interval_max: Default::default(),
+            interval_touched: false,
             by_kind: BTreeMap::new(),
             ranking: Ranking::with_cap(THREAD_CULPRITS_KEPT),
         }
@@ -114,7 +119,10 @@ impl ThreadAccount {
         self.by_kind.get(&k).copied().unwrap_or_default()
     }
 
-    fn count(&mut self, kind: InterruptionKind, cpu: Cpu, ns: Nanos) {
+    /// Counts an interruption; true when it is the first of the interval under way (the
+    /// thread is then to be put in `WatchBook::touched`).
+    #[must_use]
+    fn count(&mut self, kind: InterruptionKind, cpu: Cpu, ns: Nanos) -> bool {
         let e = self.by_kind.entry(kind).or_default();
         e.0 += 1;
         e.1 += ns;
@@ -129,6 +137,7 @@ impl ThreadAccount {
         if let Err(i) = self.cpus.binary_search(&cpu) {
             self.cpus.insert(i, cpu);
         }
+        !std::mem::replace(&mut self.interval_touched, true)
     }
 }
 
@@ -150,6 +159,9 @@ pub struct WatchBook {
     pub decided_kinds: HashMap<(u32, Nanos, Cpu), InterruptionKind>,
     /// Keep the kinds of at most this many decided stalls (the worst the book keeps).
     keep_kinds: usize,
+    /// The threads whose interval histograms took a value since they were last taken: the
+    /// interval's work is theirs, not every thread's.
+    pub touched: Vec<u32>,
 }
 
 impl WatchBook {
@@ -188,12 +200,19 @@ impl WatchBook {
             .or_insert_with(|| ThreadAccount::new(tid, 0, 0, "", at_ns))
     }
 
+    /// An interruption of `tid` into its account, the thread noted as touched by the
+    /// interval under way.
+    fn count(&mut self, tid: u32, at_ns: Nanos, kind: InterruptionKind, cpu: Cpu, ns: Nanos) {
+        if self.account(tid, at_ns).count(kind, cpu, ns) {
+            self.touched.push(tid);
+        }
+    }
+
     fn stall(&mut self, attr: &mut RunAttribution, s: Stall, kind: InterruptionKind) {
         let ThreadRole::Watched(tid) = s.thread else {
             return;
         };
-        self.account(tid, s.start_ns)
-            .count(kind, s.cpu, s.duration_ns());
+        self.count(tid, s.start_ns, kind, s.cpu, s.duration_ns());
         self.kinds.insert((tid, s.start_ns, s.cpu), kind);
         attr.stall(s);
     }
@@ -251,7 +270,9 @@ impl WatchBook {
         match w.migrated_ns {
             Some(m) if w.from_cpu != w.cpu && m > w.start_ns && m < w.end_ns => {
                 // One interruption in the histogram, two windows for the engine.
-                t.count(kind, w.cpu, w.duration_ns());
+                if t.count(kind, w.cpu, w.duration_ns()) {
+                    self.touched.push(w.tid);
+                }
                 for (cpu, a, b) in [(w.from_cpu, w.start_ns, m), (w.cpu, m, w.end_ns)] {
                     self.kinds.insert((w.tid, a, cpu), kind);
                     attr.stall(Stall {
@@ -290,8 +311,13 @@ impl WatchBook {
             start_ns: start,
             end_ns: s.to_ns,
         };
-        self.account(s.victim, start)
-            .count(InterruptionKind::Hypervisor, s.cpu, s.steal_ns);
+        self.count(
+            s.victim,
+            start,
+            InterruptionKind::Hypervisor,
+            s.cpu,
+            s.steal_ns,
+        );
         let v = Verdict {
             stall,
             culprits: vec![Share {

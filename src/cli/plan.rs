@@ -77,7 +77,7 @@ pub fn watch_plan(args: &WatchArgs) -> Result<WatchPlan, UsageError> {
         progress: true,
         tui: !args.session.no_tui && std::io::stdout().is_terminal(),
         colour: colour_on_stdout(),
-        ringbuf_bytes: ringbuf_bytes(args.session.ringbuf_size),
+        ringbuf_bytes: ringbuf_bytes(args.session.ringbuf_size.unwrap_or(WATCH_RINGBUF_BYTES)),
         proc_root: default_proc().to_path_buf(),
         metrics,
     })
@@ -101,6 +101,13 @@ pub fn metrics_plan(
     }
     Ok(Some(plan))
 }
+
+/// A run's rings by default: each measured CPU's takes every record of its CPU.
+pub const RUN_RINGBUF_BYTES: u64 = 8 << 20;
+/// A watch's rings by default: the kernel keeps only what can matter to the watched threads,
+/// a quarter of a run's holds some 21,000 records a CPU, and an always-on watch keeps its
+/// memory (the rings are mapped whole) near that of the exporters it runs beside.
+pub const WATCH_RINGBUF_BYTES: u64 = 2 << 20;
 
 pub fn ringbuf_bytes(requested: u64) -> u32 {
     let (bytes, rounded) = crate::probe::ringbuf_size(requested);
@@ -174,7 +181,8 @@ pub fn run_plan(args: &RunArgs) -> Result<RunPlan, UsageError> {
         Threshold::Auto => (auto_stall_threshold_ns(), true),
         Threshold::Fixed(ns) => (ns, false),
     };
-    let probes = (!args.no_probes).then(|| ringbuf_bytes(args.session.ringbuf_size));
+    let probes = (!args.no_probes)
+        .then(|| ringbuf_bytes(args.session.ringbuf_size.unwrap_or(RUN_RINGBUF_BYTES)));
     let mut workload = WorkloadConfig::new(cpus[0], cpus[1..].to_vec());
     workload.pin = !args.no_pin;
     workload.consumer_fifo = args.fifo;

@@ -234,15 +234,18 @@ pub fn decode_with(r: &js_record, syms: &mut Kallsyms, names: &mut Names) -> Opt
             cpu: r.cpu,
             migrated_ns: (r.detail != 0).then_some(r.detail),
         })),
-        Kind::ThreadNew | Kind::ThreadExit => Some(Record::Thread(ThreadEvent {
-            tid: r.pid,
-            ns_tid: r.aux,
-            ns_pid: r.id as u32,
-            name: c_string(&r.name),
-            at_ns: r.end_ns,
-            created_by: (Kind::from_code(r.kind) == Some(Kind::ThreadNew))
-                .then_some(r.detail as u32),
-        })),
+        Kind::ThreadNew | Kind::ThreadExit => {
+            let new = Kind::from_code(r.kind) == Some(Kind::ThreadNew);
+            Some(Record::Thread(ThreadEvent {
+                tid: r.pid,
+                ns_tid: r.aux,
+                ns_pid: r.id as u32,
+                name: c_string(&r.name),
+                at_ns: r.end_ns,
+                created_by: new.then_some(r.detail as u32),
+                sched: (!new).then_some((r.detail, u64::from(r.victim) << 32 | u64::from(r.flags))),
+            }))
+        }
     }
 }
 
@@ -467,6 +470,27 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_thread_exit_carries_its_schedstat_and_a_new_thread_its_creator() {
+        let mut syms = Kallsyms::parse("");
+        let mut r = rec(Kind::ThreadExit, 0);
+        (r.pid, r.aux, r.id) = (900, 12, 77 << 32 | 5);
+        // 7 s on a CPU; 5 s plus 2^32 ns waiting: the wait's high half is in `victim`.
+        (r.detail, r.flags, r.victim) = (7_000_000_000, 5_000_000_000u64 as u32, 1);
+        let Some(Record::Thread(e)) = decode(&r, &mut syms) else {
+            panic!()
+        };
+        let wait = (1u64 << 32) + u64::from(5_000_000_000u64 as u32);
+        assert_eq!((e.tid, e.ns_tid, e.ns_pid), (900, 12, 5));
+        assert_eq!((e.created_by, e.sched), (None, Some((7_000_000_000, wait))));
+        let mut r = rec(Kind::ThreadNew, 0);
+        (r.pid, r.detail) = (901, 900);
+        let Some(Record::Thread(e)) = decode(&r, &mut syms) else {
+            panic!()
+        };
+        assert_eq!((e.created_by, e.sched), (Some(900), None));
     }
 
     #[test]

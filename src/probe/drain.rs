@@ -6,8 +6,9 @@
 
 use std::mem::MaybeUninit;
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::decode::{self, Record};
 use super::glance::{Glance, Glimpses};
@@ -177,6 +178,8 @@ struct Drainer {
     /// `glance`), its lock taken once a step of records (`CONSUME_STEP`).
     glance: Option<Arc<Mutex<dyn Glance>>>,
     live: Arc<LiveCostCell>,
+    /// Records taken in since `serve` last looked (its wait grows while there are none).
+    found: usize,
 }
 
 impl Drainer {
@@ -206,6 +209,7 @@ impl Drainer {
             last_fill: 0.0,
             glance: cfg.glance.clone(),
             live,
+            found: 0,
         }
     }
 
@@ -293,6 +297,7 @@ impl Drainer {
                 decoded.push(&r);
             });
             drop(sink);
+            self.found += n;
             // Fewer than asked: the rings are empty for now (or wait for a slot being written).
             if n < CONSUME_STEP {
                 break true;
@@ -319,6 +324,9 @@ impl Drainer {
         });
         self.decoded.batch.extend(lost);
         self.send();
+        if emptied {
+            self.live.emptied_at.store(began, Ordering::Release);
+        }
         let Some(gate) = self.gate.clone() else {
             return;
         };
@@ -421,6 +429,7 @@ fn serve(
     drainer: &mut Drainer,
 ) {
     let mut next = Instant::now() + cfg.drain_interval;
+    let mut wait = cfg.drain_interval;
     loop {
         let timeout = next.saturating_duration_since(Instant::now());
         match commands.recv_timeout(timeout) {
@@ -450,12 +459,23 @@ fn serve(
         drainer.turn(false);
         // Full when nobody waits (a watch, or a collector still at its last turn): dropped.
         let _ = drainer.batches.drained.try_send(());
-        next += cfg.drain_interval;
+        wait = next_wait(wait, cfg, std::mem::take(&mut drainer.found));
+        next += wait;
         if let Some(stats) = stats.as_deref_mut() {
             stats.refresh(skel, &drainer.live, &mut drainer.pacer);
         }
         // Waits now: a collector woken by this drain goes on in the slice begun here.
         drainer.pacer.end();
+    }
+}
+
+/// The wait after a drain that took `found` records, the last one having been `wait`: twice
+/// as long while the rings stay empty, up to `cfg.drain_idle`; `cfg.drain_interval` again
+/// from the first record.
+fn next_wait(wait: Duration, cfg: &ProbeConfig, found: usize) -> Duration {
+    match cfg.drain_idle {
+        Some(idle) if found == 0 => (wait * 2).min(idle).max(cfg.drain_interval),
+        _ => cfg.drain_interval,
     }
 }
 
@@ -479,5 +499,23 @@ fn read_counters(skel: &JitterscopeSkel, cpus: &[Cpu], summary: &mut ProbeSummar
                 summary.steal_clock_ns.push((cpu, ns));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_idle_drain_waits_longer_up_to_its_limit_and_not_once_records_come() {
+        let ms = Duration::from_millis;
+        let mut cfg = ProbeConfig::new(vec![1]);
+        assert_eq!(next_wait(ms(250), &cfg, 0), ms(250), "no idle limit: always the same");
+        cfg.drain_idle = Some(ms(1000));
+        let waits: Vec<_> = std::iter::successors(Some(ms(250)), |&w| Some(next_wait(w, &cfg, 0)))
+            .take(5)
+            .collect();
+        assert_eq!(waits, [ms(250), ms(500), ms(1000), ms(1000), ms(1000)]);
+        assert_eq!(next_wait(ms(1000), &cfg, 1), ms(250), "a record: back at once");
     }
 }

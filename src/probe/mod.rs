@@ -72,6 +72,9 @@ pub struct ProbeConfig {
     /// CPUs' are a sixteenth): a power-of-two number of pages (`ringbuf_size` rounds).
     pub ringbuf_bytes: u32,
     pub drain_interval: Duration,
+    /// While the rings stay empty, the drain waits twice as long each time, up to this; the
+    /// first record found brings it back to `drain_interval`. None: always `drain_interval`.
+    pub drain_idle: Option<Duration>,
     /// Where the drain thread runs (a housekeeping CPU), None to leave it unpinned.
     pub drain_cpus: Vec<Cpu>,
     /// Also load the raw_tp test seams (tests only).
@@ -113,6 +116,7 @@ impl ProbeConfig {
             cpus,
             ringbuf_bytes: 8 << 20,
             drain_interval: DRAIN_INTERVAL,
+            drain_idle: None,
             drain_cpus: Vec::new(),
             test_seams: false,
             watch: false,
@@ -281,6 +285,12 @@ impl ProbeSession {
     pub fn recycle(&self, mut batch: ProbeBatch) {
         batch.clear();
         let _ = self.recycled.send(batch);
+    }
+
+    /// When the last drain that emptied the rings began (CLOCK_MONOTONIC; 0: none yet): every
+    /// record committed before it has been sent.
+    pub fn emptied_at(&self) -> u64 {
+        self.live.emptied_at.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Waits until the drain thread has finished a drain since the last call, or `timeout`

@@ -53,6 +53,8 @@ pub struct LiveCostCell {
     wanted: AtomicBool,
     /// Where the run's window begins (CLOCK_MONOTONIC), once the collector said so.
     window_from: AtomicU64,
+    /// When the last drain that emptied the rings began (`ProbeSession::emptied_at`).
+    pub(super) emptied_at: AtomicU64,
 }
 
 impl LiveCostCell {

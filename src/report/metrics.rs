@@ -489,6 +489,11 @@ impl MetricsFile {
         now_ns >= self.next_ns
     }
 
+    /// When the next rewrite is due.
+    pub fn next_due(&self) -> Nanos {
+        self.next_ns
+    }
+
     /// Rewrites the file now; the next one is due an interval later. A failure is counted,
     /// the first one kept in `error`.
     pub fn write(&mut self, e: &Exposure) -> Result<(), String> {

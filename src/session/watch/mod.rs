@@ -73,6 +73,9 @@ pub(super) struct Watched {
     child: Option<std::process::Child>,
     /// Kernel tid → (pid, tid) as the user sees them, and the last schedstat read.
     pub(super) ids: std::collections::BTreeMap<u32, ThreadIds>,
+    /// How many of `ids` exited (every one gone ends the watch: counted as they go, not
+    /// looked for at every turn).
+    pub(super) exited: usize,
 }
 
 #[derive(Debug, Clone, Copy, Default)]

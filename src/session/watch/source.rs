@@ -4,7 +4,7 @@
 //! with its duration, a signal, or its target.
 
 use std::io::Write;
-use std::sync::mpsc::Receiver;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::Duration;
 
 use anyhow::Result;
@@ -70,6 +70,10 @@ pub(super) struct WatchSource {
     live: LiveModel,
     /// When the interval under way ends.
     next_interval: Nanos,
+    /// Intervals written so far (the live view's chart counts back from it).
+    intervals: u64,
+    /// Batches received while waiting for the turn.
+    pending: Vec<ProbeBatch>,
 }
 
 impl WatchSource {
@@ -89,6 +93,8 @@ impl WatchSource {
             s,
             live,
             next_interval,
+            intervals: 0,
+            pending: Vec::new(),
         }
     }
 }
@@ -109,18 +115,56 @@ impl StallSource for WatchSource {
         self.plan.tui
     }
 
+    /// The live view reads its keys ten times a second; otherwise the watch sleeps until the
+    /// drain hands it records or something is due (an interval's end, the metrics file, the
+    /// end of its duration): an idle watch wakes once a second. A signal or the command's
+    /// exit is seen at the next wake.
     fn wait_turn(&mut self) -> Option<EndReason> {
-        std::thread::sleep(Duration::from_millis(100));
+        if self.plan.tui {
+            std::thread::sleep(Duration::from_millis(100));
+            return None;
+        }
+        let until = [
+            Some(self.next_interval),
+            self.s.metrics.as_ref().map(MetricsFile::next_due),
+            (self.plan.duration_ns).map(|d| self.s.record_from.saturating_add(d)),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(self.next_interval);
+        let wait = Duration::from_nanos(until.saturating_sub(monotonic_ns()));
+        let got = match &self.s.probe {
+            Some((_, rx)) => rx.recv_timeout(wait),
+            None => Err(RecvTimeoutError::Disconnected),
+        };
+        match got {
+            Ok(batch) => self.pending.push(batch),
+            Err(RecvTimeoutError::Timeout) => {}
+            // The drain thread is gone: its end is found by the turns, paced by the clock.
+            Err(RecvTimeoutError::Disconnected) => std::thread::sleep(wait),
+        }
         None
     }
 
-    /// The records, the decisions and schedstat; then, once a second, the threads' intervals.
+    /// The records and the decisions; then, once a second, the threads' intervals.
     fn turn(&mut self) {
+        for mut batch in std::mem::take(&mut self.pending) {
+            take(&self.plan, &mut self.s, &mut batch);
+            if let Some((session, _)) = &self.s.probe {
+                session.recycle(batch);
+            }
+        }
         turn(&self.plan, &mut self.s);
         let now = monotonic_ns();
         if now >= self.next_interval {
-            write_intervals(&mut self.s, self.next_interval - INTERVAL_NS, now);
-            self.next_interval = now + INTERVAL_NS;
+            let from = self.next_interval - INTERVAL_NS;
+            write_intervals(&mut self.s, from, now, self.intervals);
+            self.intervals += 1;
+            // On the second marks from the start (the plain lines' too), a late turn skipping
+            // the marks it missed.
+            let behind = (now - self.next_interval) / INTERVAL_NS;
+            self.next_interval += (behind + 1) * INTERVAL_NS;
         }
     }
 
@@ -137,7 +181,7 @@ impl StallSource for WatchSource {
     }
 
     fn live(&mut self, now: Nanos, _needs: Needs) -> &LiveModel {
-        update_live(&mut self.live, &self.s, now);
+        update_live(&mut self.live, &self.s, now, self.intervals);
         &self.live
     }
 
@@ -147,7 +191,10 @@ impl StallSource for WatchSource {
         let WatchSource { plan, mut s, .. } = self;
         let stop_ns = monotonic_ns();
         s.stop_ns = stop_ns;
+        // Its own CPU in the window: before the probes detach and their last records come.
+        s.cpu_last = Some((stop_ns, crate::system::cputime::process_cpu_ns()));
         let summary = stop_probes(&plan, &mut s, out);
+        schedstat_at_stop(&plan, &mut s);
         s.book.close_all(&mut s.attr);
         let book = &mut s.book;
         s.attr.finish_with(&mut |v| book.decided(v));
@@ -270,7 +317,7 @@ fn end_asked(plan: &WatchPlan, s: &mut Watching, now: Nanos) -> Option<(EndReaso
             ));
         }
     }
-    let all_gone = !s.watched.ids.is_empty() && s.watched.ids.values().all(|t| t.exited);
+    let all_gone = !s.watched.ids.is_empty() && s.watched.exited == s.watched.ids.len();
     all_gone.then(|| {
         let why = "every watched thread exited".to_string();
         said(EndReason::TargetExited, why, "; writing what was seen")
@@ -290,21 +337,31 @@ fn turn(plan: &WatchPlan, s: &mut Watching) {
         }
     }
     let now = monotonic_ns();
-    let watermark = now.saturating_sub(DECISION_LAG_NS);
+    let watermark = watermark(now, s.probe.as_ref().map(|(p, _)| p.emptied_at()));
     s.book.close_before(&mut s.attr, watermark);
     let book = &mut s.book;
     s.attr.decide_with(watermark, &mut |v| book.decided(v));
-    for ids in s.watched.ids.values_mut() {
-        if !ids.exited {
-            if let Some(ss) = target::schedstat(&plan.proc_root, ids.pid, ids.tid) {
-                ids.first.get_or_insert(ss);
-                ids.last = Some(ss);
-            }
+}
+
+/// Up to where interruptions are decided at `now`: `DECISION_LAG_NS` behind it, and no later
+/// than `DECISION_LAG_NS - DRAIN_INTERVAL` before the last drain that emptied the rings
+/// (`emptied_at`): an idle watch's rings are looked at less often, and what began before
+/// such a drain may still come with the next.
+fn watermark(now: Nanos, emptied_at: Option<Nanos>) -> Nanos {
+    let behind = DECISION_LAG_NS - crate::probe::DRAIN_INTERVAL.as_nanos() as Nanos;
+    let lag = now.saturating_sub(DECISION_LAG_NS);
+    emptied_at.map_or(lag, |e| lag.min(e.saturating_sub(behind)))
+}
+
+/// Each thread still there, its schedstat as the watch stops (an exited thread's came with
+/// its exit).
+fn schedstat_at_stop(plan: &WatchPlan, s: &mut Watching) {
+    for ids in s.watched.ids.values_mut().filter(|i| !i.exited) {
+        if let Some(ss) = target::schedstat(&plan.proc_root, ids.pid, ids.tid) {
+            ids.first.get_or_insert(ss);
+            ids.last = Some(ss);
         }
     }
-    let own = crate::system::cputime::process_cpu_ns();
-    s.cpu_first.get_or_insert((now, own));
-    s.cpu_last = Some((now, own));
 }
 
 /// The records of one drain; after the watch's end (`s.stop_ns`), only what began before it
@@ -361,23 +418,38 @@ fn thread_event(plan: &WatchPlan, s: &mut Watching, e: &crate::model::ThreadEven
             });
         }
         None => {
-            if let Some(ids) = s.watched.ids.get_mut(&e.tid) {
+            if let Some(ids) = s.watched.ids.get_mut(&e.tid).filter(|i| !i.exited) {
                 ids.exited = true;
+                ids.last = e.sched.or(ids.last);
+                s.watched.exited += 1;
             }
         }
     }
 }
 
-/// Each thread's interval histograms into the .hlog, then reset.
-fn write_intervals(s: &mut Watching, from: Nanos, now: Nanos) {
+/// Interval `n`'s histograms of each thread interrupted in it (`WatchBook::touched`) into the
+/// .hlog, then reset: an interval's work is that of the threads it touched, not of every
+/// thread watched.
+fn write_intervals(s: &mut Watching, from: Nanos, now: Nanos, n: u64) {
     let base = s.record_from;
-    for t in s.book.threads.values_mut() {
-        if t.interval_max.len() == crate::live::model::HISTORY {
+    let mut touched = std::mem::take(&mut s.book.touched);
+    // The .hlog's tags of one interval in the threads' order.
+    touched.sort_unstable();
+    for tid in &touched {
+        let Some(t) = s.book.threads.get_mut(tid) else {
+            continue;
+        };
+        t.interval_touched = false;
+        while t
+            .interval_max
+            .front()
+            .is_some_and(|&(i, _)| i + crate::live::model::HISTORY as u64 <= n)
+        {
             t.interval_max.pop_front();
         }
-        let h = &t.interval_interruptions;
-        t.interval_max
-            .push_back(if h.is_empty() { 0 } else { h.max() });
+        if !t.interval_interruptions.is_empty() {
+            t.interval_max.push_back((n, t.interval_interruptions.max()));
+        }
         for (kind, h) in [
             ("interruptions", &mut t.interval_interruptions),
             ("wakeups", &mut t.interval_wakeups),
@@ -397,11 +469,27 @@ fn write_intervals(s: &mut Watching, from: Nanos, now: Nanos) {
             h.reset();
         }
     }
+    touched.clear();
+    // The same allocation for the next interval.
+    s.book.touched = touched;
     let _ = s.hlog.flush();
 }
 
+/// A thread's chart: the longest interruption of each of the last `HISTORY` intervals (0
+/// where it had none), the oldest first, up to interval `done` (not included).
+fn max_history(kept: &std::collections::VecDeque<(u64, Nanos)>, done: u64) -> std::collections::VecDeque<Nanos> {
+    let first = done.saturating_sub(crate::live::model::HISTORY as u64);
+    let mut at = kept.iter().peekable();
+    (first..done)
+        .map(|i| {
+            while at.next_if(|&&(k, _)| k < i).is_some() {}
+            at.next_if(|&&(k, _)| k == i).map_or(0, |&(_, max)| max)
+        })
+        .collect()
+}
+
 /// The live model: threads instead of consumers.
-fn update_live(live: &mut LiveModel, s: &Watching, now: Nanos) {
+fn update_live(live: &mut LiveModel, s: &Watching, now: Nanos, intervals: u64) {
     live.elapsed_ns = now.saturating_sub(s.record_from);
     live.stalls = s.attr.book.count();
     live.lost = s.attr.lost_records;
@@ -414,9 +502,44 @@ fn update_live(live: &mut LiveModel, s: &Watching, now: Nanos) {
             cpu: t.cpus.last().copied().unwrap_or(0),
             interval: None,
             total: (!t.interruptions.is_empty()).then(|| Summary::brief(&t.interruptions)),
-            max_history: t.interval_max.clone(),
+            max_history: max_history(&t.interval_max, intervals),
         })
         .collect();
     live.culprits =
         crate::session::rows::culprit_rows(&s.attr, s.record_from, usize::MAX, &mut || {});
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::live::model::HISTORY;
+
+    #[test]
+    fn a_threads_chart_has_a_zero_for_each_interval_without_an_interruption() {
+        let kept: std::collections::VecDeque<_> = [(2, 40), (5, 70)].into_iter().collect();
+        assert_eq!(max_history(&kept, 7), [0, 0, 40, 0, 0, 70, 0]);
+        // Only the last HISTORY intervals are shown; the older ones kept are passed over.
+        let done = HISTORY as u64 + 4;
+        let chart = max_history(&kept, done);
+        assert_eq!(chart.len(), HISTORY);
+        assert_eq!(chart[1], 70, "interval 5 is the second shown");
+        assert!(chart.iter().enumerate().all(|(i, &m)| i == 1 || m == 0));
+        assert!(max_history(&Default::default(), 0).is_empty());
+    }
+
+    #[test]
+    fn decisions_wait_for_the_drain_that_brings_their_records() {
+        let second = 1_000_000_000;
+        let lag = DECISION_LAG_NS;
+        let behind = lag - crate::probe::DRAIN_INTERVAL.as_nanos() as Nanos;
+        // Rings emptied just now: half a second behind, as before.
+        assert_eq!(watermark(10 * second, Some(10 * second)), 10 * second - lag);
+        // An idle watch's rings last emptied a second ago: behind that drain instead.
+        assert_eq!(
+            watermark(10 * second, Some(9 * second)),
+            9 * second - behind
+        );
+        assert_eq!(watermark(10 * second, None), 10 * second - lag);
+        assert_eq!(watermark(100, Some(50)), 0);
+    }
 }

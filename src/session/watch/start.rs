@@ -39,6 +39,8 @@ pub(super) fn start(plan: &WatchPlan, found: Vec<Found>, out: &mut Console) -> R
     pc.drain_cpus = housekeeping;
     pc.ringbuf_bytes = plan.ringbuf_bytes;
     pc.watch = true;
+    // Nothing to take, the rings are looked at less often (see `ProbeConfig::drain_idle`).
+    pc.drain_idle = Some(WATCH_DRAIN_IDLE);
     let (session, rx) = ProbeSession::start(pc).context("cannot start the kernel probes")?;
     crate::session::check_startup()?;
     let mut watched = Watched {
@@ -46,6 +48,7 @@ pub(super) fn start(plan: &WatchPlan, found: Vec<Found>, out: &mut Console) -> R
         cgroup: None,
         child: None,
         ids: Default::default(),
+        exited: 0,
     };
     let mut found = found;
     if plan.target.cgroup_path().is_some() {
@@ -131,7 +134,9 @@ pub(super) fn start(plan: &WatchPlan, found: Vec<Found>, out: &mut Console) -> R
         hlog,
         hlog_path,
         hlog_error: None,
-        cpu_first: None,
+        // The watch's own CPU is read where it begins and where it stops: nothing between
+        // needs it (the metrics file reads its own).
+        cpu_first: Some((now, crate::system::cputime::process_cpu_ns())),
         cpu_last: None,
         stop_ns: Nanos::MAX,
         config: Some(config),
@@ -143,6 +148,12 @@ pub(super) fn start(plan: &WatchPlan, found: Vec<Found>, out: &mut Console) -> R
 }
 
 /// Starts the command to watch on `cpus` (the CPUs jitterscope was started with); a command that cannot be started is a usage error.
+/// The longest a watch's rings wait for a look while they stay empty: an idle watch wakes about
+/// once a second, not four times. A ring of the watch's default size (2 MiB, some 21,000
+/// records) fills in that second only under more than 21,000 records a second of its CPU's
+/// watched threads, and the drain is back at `DRAIN_INTERVAL` from the first record it finds.
+const WATCH_DRAIN_IDLE: std::time::Duration = std::time::Duration::from_secs(1);
+
 fn spawn(argv: &[String], cpus: &[Cpu]) -> Result<std::process::Child> {
     let mut cmd = std::process::Command::new(&argv[0]);
     cmd.args(&argv[1..]);
