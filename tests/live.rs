@@ -396,6 +396,12 @@ fn live_view_names_the_injected_kworker(flags: &str, title: &str, feed: &str) {
         "the table `{title}` never showed refresh_vm_stats with spikes under `{feed}`:\n{}",
         tmux.screen()
     );
+    // The transit since the start is shown however the culprits are decided.
+    let since = since_start_max(&seen);
+    assert!(
+        !since.is_empty() && since.iter().all(|v| v != "–"),
+        "the consumers' \"since start\" max is not shown ({since:?}):\n{seen}"
+    );
     // Wait for the end of the run and the report.
     let end = tmux.wait_for("EXITED");
     assert!(
@@ -415,6 +421,18 @@ fn live_view_names_the_injected_kworker(flags: &str, title: &str, feed: &str) {
         let run = RunFile::read(&run_file_in(dir.path())).unwrap();
         spikes_shown_live_are_what_the_decisions_found(&run, &spikes);
     }
+}
+
+/// The "since start" cell of each consumer table's `max` row on a screen
+/// (`│max          4.2µs      1.1ms │`).
+fn since_start_max(pane: &str) -> Vec<String> {
+    pane.lines()
+        .filter_map(|l| {
+            let i = l.find("│max ")?;
+            let cell = l[i + "│max ".len()..].split('│').next()?;
+            cell.split_whitespace().nth(1).map(str::to_string)
+        })
+        .collect()
 }
 
 /// Deciding at the end, the feed shows each spike by the kernel time in its window

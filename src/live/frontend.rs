@@ -7,6 +7,7 @@ use std::io::Write;
 use super::model::LiveModel;
 use super::terminal::{Action, LiveTerminal};
 use crate::model::Nanos;
+use crate::platform::pace::Pacer;
 
 /// What the user asked for while the model was shown.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -75,8 +76,15 @@ pub trait Frontend {
     fn needs(&self) -> Needs {
         Needs::EVERYTHING
     }
-    /// Shows the model; notes go to `out` (the terminal going away, …).
-    fn show(&mut self, now: Nanos, model: &LiveModel, out: &mut dyn Write) -> Asked;
+    /// Shows the model, its work paced by `pacer` (the collector's: it may share a measured
+    /// CPU); notes go to `out` (the terminal going away, …).
+    fn show(
+        &mut self,
+        now: Nanos,
+        model: &LiveModel,
+        pacer: &mut Pacer,
+        out: &mut dyn Write,
+    ) -> Asked;
     /// Leaves the screen before the report is printed (idempotent).
     fn close(&mut self) {}
 }
@@ -93,7 +101,7 @@ impl Frontend for Silent {
         Needs::NOTHING
     }
 
-    fn show(&mut self, _now: Nanos, _model: &LiveModel, _out: &mut dyn Write) -> Asked {
+    fn show(&mut self, _: Nanos, _: &LiveModel, _: &mut Pacer, _: &mut dyn Write) -> Asked {
         Asked::default()
     }
 }
@@ -133,7 +141,7 @@ impl Frontend for PlainLines {
         self.needs
     }
 
-    fn show(&mut self, _now: Nanos, model: &LiveModel, out: &mut dyn Write) -> Asked {
+    fn show(&mut self, _: Nanos, model: &LiveModel, _: &mut Pacer, out: &mut dyn Write) -> Asked {
         self.next_ns += 1_000_000_000;
         let _ = writeln!(out, "{}", model.plain_line());
         let _ = out.flush();
@@ -211,9 +219,17 @@ impl Frontend for LiveView {
         }
     }
 
-    fn show(&mut self, now: Nanos, model: &LiveModel, out: &mut dyn Write) -> Asked {
+    /// Keys, then the frame: rendered in one piece, written to the terminal in pieces of
+    /// their own (`LiveTerminal::draw`).
+    fn show(
+        &mut self,
+        now: Nanos,
+        model: &LiveModel,
+        pacer: &mut Pacer,
+        out: &mut dyn Write,
+    ) -> Asked {
         let Some(term) = self.screen.as_mut() else {
-            return self.fallback.show(now, model, out);
+            return self.fallback.show(now, model, pacer, out);
         };
         self.next_frame = now + self.refresh_ns;
         let actions = match term.actions() {
@@ -228,7 +244,8 @@ impl Frontend for LiveView {
         shown.sort = self.sort;
         shown.help = self.help;
         shown.paused = self.paused;
-        if let Some(Err(e)) = self.screen.as_mut().map(|t| t.draw(&shown)) {
+        pacer.between();
+        if let Some(Err(e)) = self.screen.as_mut().map(|t| t.draw(&shown, pacer)) {
             self.leave(out, &e);
         }
         asked

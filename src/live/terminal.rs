@@ -2,7 +2,9 @@
 //! guard on every way out (normal end, error, panic; signals end the run loop, whose guard
 //! then drops). Keys map to actions.
 
+use std::cell::RefCell;
 use std::io::{Stdout, Write};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -16,6 +18,7 @@ use ratatui::Terminal;
 
 use super::model::LiveModel;
 use super::view;
+use crate::platform::pace::Pacer;
 
 /// What a key asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,8 +53,31 @@ fn restore() {
     }
 }
 
+/// Bytes written to the terminal in pieces of at most this many, the collector's pacer
+/// consulted between two: a frame of a large terminal is tens of KiB, and each write wakes the
+/// terminal's reader (which may run on a measured CPU).
+const PIECE_BYTES: usize = 2048;
+
+/// What the view draws, held in memory (ratatui's backend writes here) until the frame is
+/// written out in pieces.
+#[derive(Clone, Default)]
+struct Held(Rc<RefCell<Vec<u8>>>);
+
+impl Write for Held {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.borrow_mut().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 pub struct LiveTerminal {
-    terminal: Terminal<CrosstermBackend<Stdout>>,
+    terminal: Terminal<CrosstermBackend<Held>>,
+    held: Held,
+    out: Stdout,
 }
 
 impl LiveTerminal {
@@ -69,19 +95,33 @@ impl LiveTerminal {
             restore();
             return Err(e);
         }
-        let terminal = match Terminal::new(CrosstermBackend::new(out)) {
+        let held = Held::default();
+        let terminal = match Terminal::new(CrosstermBackend::new(held.clone())) {
             Ok(t) => t,
             Err(e) => {
                 restore();
                 return Err(e);
             }
         };
-        Ok(LiveTerminal { terminal })
+        Ok(LiveTerminal {
+            terminal,
+            held,
+            out,
+        })
     }
 
-    pub fn draw(&mut self, m: &LiveModel) -> std::io::Result<()> {
+    /// Renders the frame (one piece: the view and ratatui's diff against the last frame), then
+    /// writes what changed in pieces of `PIECE_BYTES`, `pacer` consulted between them.
+    pub fn draw(&mut self, m: &LiveModel, pacer: &mut Pacer) -> std::io::Result<()> {
         // `draw` redraws cleanly after a resize: ratatui re-reads the size every frame.
-        self.terminal.draw(|f| view::draw(f, m)).map(|_| ())
+        self.terminal.draw(|f| view::draw(f, m))?;
+        let frame = std::mem::take(&mut *self.held.0.borrow_mut());
+        let written = write_in_pieces(&mut self.out, &frame, pacer);
+        // The same allocation for the next frame.
+        let mut kept = frame;
+        kept.clear();
+        *self.held.0.borrow_mut() = kept;
+        written
     }
 
     /// Keys pressed since the last call (no waiting).
@@ -104,6 +144,16 @@ impl LiveTerminal {
     }
 }
 
+/// `bytes` to `out`, a write and a flush a piece, `pacer` consulted after each.
+fn write_in_pieces(out: &mut dyn Write, bytes: &[u8], pacer: &mut Pacer) -> std::io::Result<()> {
+    for piece in bytes.chunks(PIECE_BYTES) {
+        pacer.between();
+        out.write_all(piece)?;
+        out.flush()?;
+    }
+    Ok(())
+}
+
 impl Drop for LiveTerminal {
     fn drop(&mut self) {
         restore();
@@ -113,6 +163,38 @@ impl Drop for LiveTerminal {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A writer that keeps each write apart.
+    #[derive(Default)]
+    struct Writes(Vec<Vec<u8>>);
+
+    impl Write for Writes {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.push(buf.to_vec());
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_frame_is_written_in_pieces_the_pacer_sees_between() {
+        let frame: Vec<u8> = (0..5000u32).map(|i| (i % 251) as u8).collect();
+        let mut out = Writes::default();
+        // A pacer with no slice at all pauses at every look.
+        let mut pacer = Pacer::with(true, 0, std::time::Duration::ZERO);
+        pacer.begin();
+        write_in_pieces(&mut out, &frame, &mut pacer).unwrap();
+        let sizes: Vec<usize> = out.0.iter().map(Vec::len).collect();
+        assert_eq!(sizes, [PIECE_BYTES, PIECE_BYTES, 5000 - 2 * PIECE_BYTES]);
+        assert_eq!(out.0.concat(), frame, "every byte, in order");
+        assert_eq!(pacer.pauses, 3, "the pacer is looked at before each piece");
+        let mut none = Writes::default();
+        write_in_pieces(&mut none, &[], &mut pacer).unwrap();
+        assert!(none.0.is_empty());
+    }
 
     #[test]
     fn keys_map_to_actions() {

@@ -5,8 +5,8 @@
 //! is left and reads the programs' counters.
 
 use std::mem::MaybeUninit;
-use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -510,12 +510,20 @@ mod tests {
     fn an_idle_drain_waits_longer_up_to_its_limit_and_not_once_records_come() {
         let ms = Duration::from_millis;
         let mut cfg = ProbeConfig::new(vec![1]);
-        assert_eq!(next_wait(ms(250), &cfg, 0), ms(250), "no idle limit: always the same");
+        assert_eq!(
+            next_wait(ms(250), &cfg, 0),
+            ms(250),
+            "no idle limit: always the same"
+        );
         cfg.drain_idle = Some(ms(1000));
         let waits: Vec<_> = std::iter::successors(Some(ms(250)), |&w| Some(next_wait(w, &cfg, 0)))
             .take(5)
             .collect();
         assert_eq!(waits, [ms(250), ms(500), ms(1000), ms(1000), ms(1000)]);
-        assert_eq!(next_wait(ms(1000), &cfg, 1), ms(250), "a record: back at once");
+        assert_eq!(
+            next_wait(ms(1000), &cfg, 1),
+            ms(250),
+            "a record: back at once"
+        );
     }
 }

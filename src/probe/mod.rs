@@ -290,7 +290,9 @@ impl ProbeSession {
     /// When the last drain that emptied the rings began (CLOCK_MONOTONIC; 0: none yet): every
     /// record committed before it has been sent.
     pub fn emptied_at(&self) -> u64 {
-        self.live.emptied_at.load(std::sync::atomic::Ordering::Acquire)
+        self.live
+            .emptied_at
+            .load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Waits until the drain thread has finished a drain since the last call, or `timeout`

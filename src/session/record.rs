@@ -81,7 +81,8 @@ pub(super) fn record<S: StallSource>(
         // The live view may have fallen back to plain lines: what it needs is asked each time.
         let asked = source.charged(|s| {
             let needs = frontend.needs();
-            frontend.show(now, s.live(now, needs), out)
+            let (model, pacer) = s.live(now, needs);
+            frontend.show(now, model, pacer, out)
         });
         if asked.reset {
             source.reset_view();

@@ -13,6 +13,7 @@ use super::Console;
 use crate::live::frontend::Needs;
 use crate::live::LiveModel;
 use crate::model::Nanos;
+use crate::platform::pace::Pacer;
 use crate::report::files::{OutputDir, OutputError};
 use crate::report::metrics::MetricsFile;
 use crate::report::runfile::RunFile;
@@ -50,8 +51,9 @@ pub(super) trait StallSource: Sized {
     fn end_asked(&mut self, now: Nanos) -> Option<(EndReason, String)>;
     /// Asks the source's own threads to stop (the loop ended before the source did).
     fn request_stop(&self) {}
-    /// The live model brought up to date at `now`, keeping up only what `needs` says.
-    fn live(&mut self, now: Nanos, needs: Needs) -> &LiveModel;
+    /// The live model brought up to date at `now`, keeping up only what `needs` says, and the
+    /// pacer its showing goes on with (the slice the turn began).
+    fn live(&mut self, now: Nanos, needs: Needs) -> (&LiveModel, &mut Pacer);
     /// The live view asked for its totals to start again.
     fn reset_view(&mut self) {}
     /// The turns are over (before the frontend closes).

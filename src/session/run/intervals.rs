@@ -62,6 +62,30 @@ impl IntervalWork<'_> {
         self.totals[consumer].last_transit = Some(Summary::percentiles_only(&hists.transit));
     }
 
+    /// Deciding at the end, the held interval's transit into the live view's "since start"
+    /// (when it shows it): one paced walk of its counts, the rest of it left for the end.
+    pub(super) fn view_total(&mut self, consumer: usize, hists: &IntervalHistograms) {
+        if !self.run_totals || hists.transit.is_empty() {
+            return;
+        }
+        let pacer = &mut *self.pacer;
+        read_buckets(
+            &hists.transit,
+            &mut || {
+                pacer.between();
+            },
+            &mut self.buckets.transit,
+        );
+        pacer.between();
+        add_buckets(
+            &mut self.view_totals[consumer],
+            &self.buckets.transit,
+            &mut || {
+                pacer.between();
+            },
+        );
+    }
+
     /// Everything else, which walks the histograms' counts: the run's totals, the interval
     /// log's lines and, for the interval that just came (`latest`), its percentiles for the
     /// live view.

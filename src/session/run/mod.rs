@@ -122,11 +122,11 @@ impl StallSource for RunSource {
         self.p.workload.request_stop();
     }
 
-    fn live(&mut self, now: Nanos, needs: Needs) -> &LiveModel {
+    fn live(&mut self, now: Nanos, needs: Needs) -> (&LiveModel, &mut Pacer) {
         self.r.pacer.between();
         self.r.needs = needs;
         self.r.update_live(&self.p, now);
-        &self.r.live
+        (&self.r.live, &mut self.r.pacer)
     }
 
     fn reset_view(&mut self) {

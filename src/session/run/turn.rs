@@ -215,6 +215,7 @@ impl Recorder {
                     if intervals {
                         work.percentiles(consumer, &hists);
                     }
+                    work.view_total(consumer, &hists);
                     hists = held.hold(consumer, hists)?;
                     work.take(consumer, &hists, false);
                 } else {

@@ -74,6 +74,8 @@ pub(super) struct WatchSource {
     intervals: u64,
     /// Batches received while waiting for the turn.
     pending: Vec<ProbeBatch>,
+    /// The watcher keeps off the watched CPUs where it can: its showing is not paced.
+    pacer: Pacer,
 }
 
 impl WatchSource {
@@ -95,6 +97,7 @@ impl WatchSource {
             next_interval,
             intervals: 0,
             pending: Vec::new(),
+            pacer: Pacer::new(false),
         }
     }
 }
@@ -180,9 +183,9 @@ impl StallSource for WatchSource {
         end_asked(&self.plan, &mut self.s, now)
     }
 
-    fn live(&mut self, now: Nanos, _needs: Needs) -> &LiveModel {
+    fn live(&mut self, now: Nanos, _needs: Needs) -> (&LiveModel, &mut Pacer) {
         update_live(&mut self.live, &self.s, now, self.intervals);
-        &self.live
+        (&self.live, &mut self.pacer)
     }
 
     /// The probes' last records, every open interruption decided, the metrics file
@@ -448,7 +451,8 @@ fn write_intervals(s: &mut Watching, from: Nanos, now: Nanos, n: u64) {
             t.interval_max.pop_front();
         }
         if !t.interval_interruptions.is_empty() {
-            t.interval_max.push_back((n, t.interval_interruptions.max()));
+            t.interval_max
+                .push_back((n, t.interval_interruptions.max()));
         }
         for (kind, h) in [
             ("interruptions", &mut t.interval_interruptions),
@@ -477,7 +481,10 @@ fn write_intervals(s: &mut Watching, from: Nanos, now: Nanos, n: u64) {
 
 /// A thread's chart: the longest interruption of each of the last `HISTORY` intervals (0
 /// where it had none), the oldest first, up to interval `done` (not included).
-fn max_history(kept: &std::collections::VecDeque<(u64, Nanos)>, done: u64) -> std::collections::VecDeque<Nanos> {
+fn max_history(
+    kept: &std::collections::VecDeque<(u64, Nanos)>,
+    done: u64,
+) -> std::collections::VecDeque<Nanos> {
     let first = done.saturating_sub(crate::live::model::HISTORY as u64);
     let mut at = kept.iter().peekable();
     (first..done)
