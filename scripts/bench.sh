@@ -12,7 +12,9 @@
 #      sched_switch storm (perf bench sched pipe pinned to the measured consumer CPU);
 #   4. the attribution engine's throughput and peak memory on one core;
 #   5. a run under an hrtimer storm, and a watch's early exit on a CPU with nothing watched;
-#   6. issue 14's targets for the tracer's own cost, each beside the figure measured here:
+#   6. the live view as people run it (the default run in a 160×48 tmux pane), an idle watch
+#      (a sleeping process) and a busy watch (the measuring-only workload), three of each;
+#   7. issue 14's targets for the tracer's own cost, each beside the figure measured here:
 #      the median of 3 runs of each kind (the two rounds' jitterscope rows and one more quiet
 #      run, 3 probes under the switch storm, 3 runs under the hrtimer storm, 3 watches of
 #      each kind; and 3 quiet runs and 3 hrtimer-storm runs deciding the culprits at the end,
@@ -380,6 +382,50 @@ done
 stop_storm
 
 js_run taskset -c "$consumer" "$js" bench-engine --records 5000000 >"$out/engine.json"
+
+# The live view as people run it: the default run (every CPU measured: culprits decided at the
+# end) in a 160×48 tmux pane, three times.
+for n in 1 2 3; do
+  d="$out/live-tmux-$n"
+  mkdir -p "$d"
+  echo "bench: live view under tmux, run $n of 3" >&2
+  tmux kill-session -t "jitterscope-bench" 2>/dev/null || true
+  tmux new-session -d -s "jitterscope-bench" -x 160 -y 48 \
+    "$js --cpus $cpus --duration $duration --warmup $warmup --label live-tmux-$n --output $d/files >$d/screen.log 2>&1; echo \$? >$d/status"
+  for _ in $(seq 600); do [ -f "$d/status" ] && break; sleep 0.2; done
+  tmux kill-session -t "jitterscope-bench" 2>/dev/null || true
+  [ "$(cat "$d/status" 2>/dev/null)" = 0 ] || echo "bench: the live view run $n failed: $(tail -c 300 "$d/screen.log")" >&2
+done
+
+# A watch started in the background, its resident memory sampled every second while it runs
+# (max and each sample in $1/rss); waits for it.
+watch_cost() {
+  local d=$1 pid
+  shift
+  mkdir -p "$d"
+  "$js" watch --duration 20s --no-tui --output "$d" "$@" >"$d/watch.log" 2>&1 &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2>/dev/null >>"$d/rss" || true
+    sleep 1
+  done
+  wait "$pid" || echo "bench: the watch in $d failed: $(tail -n 2 "$d/watch.log")" >&2
+}
+# An always-on watch with nothing to explain: a sleeping process, three times 20 s.
+sleep 600 &
+idle_target=$!
+for n in 1 2 3; do
+  echo "bench: idle watch $n of 3" >&2
+  watch_cost "$out/watch-idle-$n" --pid "$idle_target"
+done
+kill "$idle_target" 2>/dev/null; wait "$idle_target" 2>/dev/null || true
+# A busy watch: every thread of the measuring-only workload (two threads spinning on the
+# measured CPUs, every tick and interrupt of theirs explained), three times.
+for n in 1 2 3; do
+  echo "bench: busy watch $n of 3" >&2
+  watch_cost "$out/watch-busy-$n" -- "$js" run --no-probes --cpus "$cpus" --duration 20s --warmup 0s \
+    --no-tui --output "$out/watch-busy-$n/workload"
+done
 
 python3 - "$out" "$cpus" "$duration" "$warmup" "${order1[*]}" "${order2[*]}" "${bt_probes[*]}" "$load_start" >"$out/bench.md" <<'PY'
 import glob, json, math, os, platform, re, sys
@@ -836,6 +882,35 @@ for ws, what in ((eu, "watch filter's early exit on an unwatched CPU (`watch --c
         v = [w["overhead"]["bpf_run_ns"] / w["overhead"]["bpf_events"] for w in ws]
         fl = f"; {median(v) - empty:.0f} ns above an empty program's {empty:.0f}" if empty else ""
         rows_t.append((what, "≤ 100 ns/event", figure(v, nsf, " ns") + fl, met(median(v) <= 100)))
+lives = [r for r in [run_file(f"{out}/live-tmux-{n}") for n in (1, 2, 3)] if r and r.get("overhead")]
+if lives:
+    slice_row("longest own slice on a measured CPU, the live view in a 160×48 tmux, default run (decided at the end)", lives)
+    x = [share_of_self(r) for r in lives]
+    rows_t.append(("`self` share of stall time, the same live view", "≤ 2 %", figure(x, pct1, " %"), met(median(x) <= 2.0)))
+    w = [pct_of(r["overhead"], r["overhead"]["tracer_cpu_ns"]) for r in lives]
+    rows_t.append(("… jitterscope's threads in the window, the same live view", "", figure(w, pct, " %") + "; " + lost_of(lives), "–"))
+def rss_of(n_dir):
+    try:
+        xs = [int(l) for l in open(f"{n_dir}/rss") if l.strip()]
+    except FileNotFoundError:
+        return None
+    return xs or None
+for kind, what, cpu_target in (("idle", "an idle watch (`watch --pid` of a sleeping process, 20 s)", 0.05),
+                               ("busy", "a busy watch (`watch --` the measuring-only workload, both its threads spinning, 20 s)", None)):
+    ws = watch_files(f"watch-{kind}")
+    if not ws:
+        continue
+    c = [pct_of(w["overhead"], w["overhead"]["tracer_cpu_ns"]) for w in ws]
+    b = [pct_of(w["overhead"], w["overhead"]["bpf_run_ns"]) for w in ws]
+    rows_t.append((f"own threads' CPU, {what}", f"≤ {cpu_target} % of one CPU" if cpu_target else "",
+                   figure(c, pct, " %") + "; BPF " + figure(b, pct, " %"), met(median(c) <= cpu_target) if cpu_target else "–"))
+    rss = [r for r in (rss_of(f"{out}/watch-{kind}-{n}") for n in (1, 2, 3)) if r]
+    if rss:
+        peak = [max(r) / 1024 for r in rss]
+        spread = ", ".join(f"{min(r) / 1024:.1f}–{max(r) / 1024:.1f}" for r in rss)
+        rows_t.append((f"resident memory, {what}", "≤ 24 MiB" if kind == "idle" else "",
+                       figure(peak, pct1, " MiB") + f" (samples each second, low–high per run: {spread} MiB)",
+                       met(median(peak) <= 24) if kind == "idle" else "–"))
 rows_t.append(("RSS over a 30-minute soak with noise", "± 5 %", "`scripts/soak.sh --duration 30m` (not run here)", "–"))
 print()
 print("Targets for jitterscope's own cost (issue 14), with what this run measured (the median of the runs listed):")

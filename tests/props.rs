@@ -338,7 +338,7 @@ proptest! {
                         prop_assert_eq!(Ok(run.duration), parse_duration(&text));
                     }
                     if flag == "--ringbuf-size" {
-                        prop_assert_eq!(Ok(run.session.ringbuf_size), parse_size(&text));
+                        prop_assert_eq!(Ok(run.session.ringbuf_size), parse_size(&text).map(Some));
                     }
                 }
             }
