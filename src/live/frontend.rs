@@ -240,6 +240,7 @@ impl Frontend for LiveView {
             }
         };
         let asked = self.keys(actions, model);
+        pacer.between();
         let mut shown = self.frozen.clone().unwrap_or_else(|| model.clone());
         shown.sort = self.sort;
         shown.help = self.help;

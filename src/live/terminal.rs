@@ -8,12 +8,14 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use ratatui::backend::CrosstermBackend;
+use ratatui::backend::{Backend, ClearType, CrosstermBackend, WindowSize};
+use ratatui::buffer::Cell;
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use ratatui::crossterm::terminal::{
     disable_raw_mode, enable_raw_mode, EnterAlternateScreen, LeaveAlternateScreen,
 };
 use ratatui::crossterm::{cursor, execute};
+use ratatui::layout::{Position, Size};
 use ratatui::Terminal;
 
 use super::model::LiveModel;
@@ -74,9 +76,84 @@ impl Write for Held {
     }
 }
 
+/// Changed cells drawn in one piece, at most: a full frame of a large terminal is thousands
+/// of cells, each some tens of ns of escape codes.
+const CELLS_PER_PIECE: usize = 64;
+
+/// The collector's pacer, lent to the view for a frame (the render and the backend both
+/// consult it).
+type Lent = Rc<RefCell<Option<Pacer>>>;
+
+/// crossterm's backend, with a frame's changed cells drawn a piece at a time and the lent
+/// pacer consulted between two pieces.
+struct PacedBackend {
+    inner: CrosstermBackend<Held>,
+    pacer: Lent,
+}
+
+impl Backend for PacedBackend {
+    type Error = std::io::Error;
+
+    fn draw<'a, I>(&mut self, content: I) -> std::io::Result<()>
+    where
+        I: Iterator<Item = (u16, u16, &'a Cell)>,
+    {
+        let mut content = content.peekable();
+        while content.peek().is_some() {
+            self.inner.draw(content.by_ref().take(CELLS_PER_PIECE))?;
+            between(&self.pacer);
+        }
+        Ok(())
+    }
+
+    fn hide_cursor(&mut self) -> std::io::Result<()> {
+        self.inner.hide_cursor()
+    }
+
+    fn show_cursor(&mut self) -> std::io::Result<()> {
+        self.inner.show_cursor()
+    }
+
+    fn get_cursor_position(&mut self) -> std::io::Result<Position> {
+        self.inner.get_cursor_position()
+    }
+
+    fn set_cursor_position<P: Into<Position>>(&mut self, position: P) -> std::io::Result<()> {
+        self.inner.set_cursor_position(position)
+    }
+
+    fn clear(&mut self) -> std::io::Result<()> {
+        self.inner.clear()
+    }
+
+    fn clear_region(&mut self, clear_type: ClearType) -> std::io::Result<()> {
+        self.inner.clear_region(clear_type)
+    }
+
+    fn size(&self) -> std::io::Result<Size> {
+        self.inner.size()
+    }
+
+    fn window_size(&mut self) -> std::io::Result<WindowSize> {
+        self.inner.window_size()
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Backend::flush(&mut self.inner)
+    }
+}
+
+/// Consults the lent pacer, if one is lent.
+fn between(lent: &Lent) {
+    if let Some(p) = lent.borrow_mut().as_mut() {
+        p.between();
+    }
+}
+
 pub struct LiveTerminal {
-    terminal: Terminal<CrosstermBackend<Held>>,
+    terminal: Terminal<PacedBackend>,
     held: Held,
+    lent: Lent,
     out: Stdout,
 }
 
@@ -96,7 +173,12 @@ impl LiveTerminal {
             return Err(e);
         }
         let held = Held::default();
-        let terminal = match Terminal::new(CrosstermBackend::new(held.clone())) {
+        let lent = Lent::default();
+        let backend = PacedBackend {
+            inner: CrosstermBackend::new(held.clone()),
+            pacer: lent.clone(),
+        };
+        let terminal = match Terminal::new(backend) {
             Ok(t) => t,
             Err(e) => {
                 restore();
@@ -106,15 +188,26 @@ impl LiveTerminal {
         Ok(LiveTerminal {
             terminal,
             held,
+            lent,
             out,
         })
     }
 
-    /// Renders the frame (one piece: the view and ratatui's diff against the last frame), then
-    /// writes what changed in pieces of `PIECE_BYTES`, `pacer` consulted between them.
+    /// Renders the frame a widget at a time, draws the cells that changed a piece at a time
+    /// (`PacedBackend`), then writes it to the terminal in pieces of `PIECE_BYTES`: `pacer`
+    /// is consulted between any two.
     pub fn draw(&mut self, m: &LiveModel, pacer: &mut Pacer) -> std::io::Result<()> {
+        // Lent for the frame, then given back (also when the frame failed).
+        *self.lent.borrow_mut() = Some(std::mem::replace(pacer, Pacer::new(false)));
+        let lent = self.lent.clone();
         // `draw` redraws cleanly after a resize: ratatui re-reads the size every frame.
-        self.terminal.draw(|f| view::draw(f, m))?;
+        let drawn = self
+            .terminal
+            .draw(|f| view::draw_paced(f, m, &mut || between(&lent)));
+        if let Some(given_back) = self.lent.borrow_mut().take() {
+            *pacer = given_back;
+        }
+        drawn?;
         let frame = std::mem::take(&mut *self.held.0.borrow_mut());
         let written = write_in_pieces(&mut self.out, &frame, pacer);
         // The same allocation for the next frame.

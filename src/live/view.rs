@@ -9,7 +9,7 @@ use ratatui::widgets::{
 };
 use ratatui::Frame;
 
-use super::model::{ConsumerView, LiveModel};
+use super::model::{ConsumerView, CulpritRow, LiveModel};
 use crate::model::Tone;
 use crate::summary::PERCENTILES;
 use crate::units::fmt_ns;
@@ -20,6 +20,13 @@ pub const MIN_WIDTH: u16 = 80;
 pub const MIN_HEIGHT: u16 = 24;
 
 pub fn draw(f: &mut Frame, m: &LiveModel) {
+    draw_paced(f, m, &mut || {});
+}
+
+/// `draw`, with `pace` called between two pieces (the header, each consumer's table and
+/// chart, the culprits, the feed, the footer): each is a piece of its own for the pacer of a
+/// collector that shares a measured CPU.
+pub fn draw_paced(f: &mut Frame, m: &LiveModel, pace: &mut dyn FnMut()) {
     let area = f.area();
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         draw_minimal(f, m, area);
@@ -36,12 +43,13 @@ pub fn draw(f: &mut Frame, m: &LiveModel) {
         ])
         .split(area);
     f.render_widget(header(m), rows[0]);
-    draw_consumers(f, m, rows[1]);
-    f.render_widget(
-        culprits(m, rows[2].height.saturating_sub(3) as usize),
-        rows[2],
-    );
+    pace();
+    draw_consumers(f, m, rows[1], pace);
+    pace();
+    draw_culprits(f, m, rows[2], pace);
+    pace();
     f.render_widget(feed(m, rows[3].height.saturating_sub(2) as usize), rows[3]);
+    pace();
     f.render_widget(footer(m), rows[4]);
     if m.help {
         draw_help(f, area);
@@ -112,7 +120,7 @@ fn header(m: &LiveModel) -> Paragraph<'static> {
     Paragraph::new(lines)
 }
 
-fn draw_consumers(f: &mut Frame, m: &LiveModel, area: Rect) {
+fn draw_consumers(f: &mut Frame, m: &LiveModel, area: Rect, pace: &mut dyn FnMut()) {
     if m.consumers.is_empty() {
         return;
     }
@@ -128,7 +136,9 @@ fn draw_consumers(f: &mut Frame, m: &LiveModel, area: Rect) {
             .constraints([Constraint::Length(36), Constraint::Min(10)])
             .split(col);
         f.render_widget(percentiles(c, m.watch), halves[0]);
+        pace();
         f.render_widget(chart(c, halves[1].width, m.watch), halves[1]);
+        pace();
     }
 }
 
@@ -212,36 +222,89 @@ fn chart(c: &ConsumerView, width: u16, watch: bool) -> Sparkline<'static> {
         .style(Style::default().fg(Color::Cyan))
 }
 
-fn culprits(m: &LiveModel, rows: usize) -> Table<'static> {
-    let body: Vec<Row> = m
-        .sorted_culprits()
-        .into_iter()
-        .take(rows)
-        .map(|c| {
-            let what = if c.detail.is_empty() {
-                c.name.clone()
-            } else {
-                format!("{} {}", c.name, c.detail)
-            };
-            let style = match c.class.info().tone {
-                Tone::Alarm => Style::default().fg(Color::Red),
-                Tone::Faint => Style::default().fg(Color::DarkGray),
-                Tone::Normal => Style::default(),
-            };
-            Row::new(vec![
-                Cell::from(c.class.as_str()),
-                Cell::from(c.how()),
-                Cell::from(what),
-                Cell::from(c.count.to_string()),
-                Cell::from(fmt_ns(c.total_ns)),
-                Cell::from(fmt_ns(c.max_ns)),
-                Cell::from(format!("+{:.1}s", c.last_seen_ns as f64 / 1e9)),
-                Cell::from(format!("{:.0}%", c.share * 100.0)),
-            ])
-            .style(style)
-        })
-        .collect();
-    let title = if let Some(total) = m.kernel_total_ns {
+/// Culprit rows drawn as one table, at most: the table is drawn in slices of this many rows
+/// (the same columns), each a piece of its own for the pacer.
+const CULPRIT_ROWS_PER_PIECE: usize = 6;
+
+const CULPRIT_WIDTHS: [Constraint; 8] = [
+    Constraint::Length(11),
+    Constraint::Length(8),
+    Constraint::Min(24),
+    Constraint::Length(7),
+    Constraint::Length(9),
+    Constraint::Length(9),
+    Constraint::Length(9),
+    Constraint::Length(5),
+];
+
+/// The culprits' block, its header and its rows, a slice of rows at a time.
+fn draw_culprits(f: &mut Frame, m: &LiveModel, area: Rect, pace: &mut dyn FnMut()) {
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .title(culprits_title(m));
+    let inner = block.inner(area);
+    f.render_widget(block, area);
+    if inner.height == 0 {
+        return;
+    }
+    let header = Row::new(vec![
+        "class", "how", "culprit", "count", "total", "max", "last", "share",
+    ])
+    .style(Style::default().add_modifier(Modifier::BOLD));
+    f.render_widget(
+        Table::new(Vec::<Row>::new(), CULPRIT_WIDTHS).header(header),
+        Rect { height: 1, ..inner },
+    );
+    let shown = inner.height.saturating_sub(1) as usize;
+    let sorted = m.sorted_culprits();
+    for (n, slice) in sorted
+        .chunks(CULPRIT_ROWS_PER_PIECE)
+        .take(shown.div_ceil(CULPRIT_ROWS_PER_PIECE))
+        .enumerate()
+    {
+        pace();
+        let first = n * CULPRIT_ROWS_PER_PIECE;
+        let rows: Vec<Row> = slice
+            .iter()
+            .take(shown - first)
+            .map(|c| culprit_row(c))
+            .collect();
+        let height = rows.len() as u16;
+        let at = Rect {
+            y: inner.y + 1 + first as u16,
+            height,
+            ..inner
+        };
+        f.render_widget(Table::new(rows, CULPRIT_WIDTHS), at);
+    }
+}
+
+fn culprit_row(c: &CulpritRow) -> Row<'static> {
+    let what = if c.detail.is_empty() {
+        c.name.clone()
+    } else {
+        format!("{} {}", c.name, c.detail)
+    };
+    let style = match c.class.info().tone {
+        Tone::Alarm => Style::default().fg(Color::Red),
+        Tone::Faint => Style::default().fg(Color::DarkGray),
+        Tone::Normal => Style::default(),
+    };
+    Row::new(vec![
+        Cell::from(c.class.as_str()),
+        Cell::from(c.how()),
+        Cell::from(what),
+        Cell::from(c.count.to_string()),
+        Cell::from(fmt_ns(c.total_ns)),
+        Cell::from(fmt_ns(c.max_ns)),
+        Cell::from(format!("+{:.1}s", c.last_seen_ns as f64 / 1e9)),
+        Cell::from(format!("{:.0}%", c.share * 100.0)),
+    ])
+    .style(style)
+}
+
+fn culprits_title(m: &LiveModel) -> String {
+    if let Some(total) = m.kernel_total_ns {
         let unseen = match m.kernel_unseen {
             0 => String::new(),
             n => format!(", {n} task runs without a closing switch left out"),
@@ -255,27 +318,7 @@ fn culprits(m: &LiveModel, rows: usize) -> Table<'static> {
         format!("culprits by {} (share of stall time)", m.sort.label())
     } else {
         "culprits: none without kernel probes".to_string()
-    };
-    Table::new(
-        body,
-        [
-            Constraint::Length(11),
-            Constraint::Length(8),
-            Constraint::Min(24),
-            Constraint::Length(7),
-            Constraint::Length(9),
-            Constraint::Length(9),
-            Constraint::Length(9),
-            Constraint::Length(5),
-        ],
-    )
-    .header(
-        Row::new(vec![
-            "class", "how", "culprit", "count", "total", "max", "last", "share",
-        ])
-        .style(Style::default().add_modifier(Modifier::BOLD)),
-    )
-    .block(Block::default().borders(Borders::ALL).title(title))
+    }
 }
 
 /// Lines of the spike feed in the full layout (inside its border).
