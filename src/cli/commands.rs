@@ -236,8 +236,7 @@ pub fn bench_engine(records: u64, out: &mut dyn Write) -> Result<()> {
 
 /// VmHWM from /proc/self/status, 0 when it cannot be read.
 fn peak_rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
+    input::read_proc("/proc/self/status", input::PROC_FILE)
         .and_then(|s| {
             s.lines()
                 .find(|l| l.starts_with("VmHWM:"))

@@ -47,6 +47,12 @@ pub const PROC_TABLE: Limit = Limit {
     name: "the /proc table limit",
 };
 
+/// The restore journal: one entry per setting changed (a few hundred bytes each).
+pub const JOURNAL: Limit = Limit {
+    bytes: 16 << 20,
+    name: "the restore-journal limit",
+};
+
 /// `/proc/kallsyms`: some 200,000 symbols of 40 bytes on a distribution kernel with modules.
 pub const KALLSYMS: Limit = Limit {
     bytes: 256 << 20,
