@@ -3,8 +3,9 @@
 # errors), the build, and all tests — BPF tests included, which need root. Outside CI,
 # JITTERSCOPE_SKIP_BPF=1 skips the BPF tests, each named as skipped.
 #
-# --extended also runs the long checks that CI does not: the run-file fuzzer for a bounded
-# time (FUZZ_SECONDS, default 300) and the soak (SOAK_DURATION, default 30m).
+# --extended also runs the long checks that CI does not: the fuzzers (run file, perf script,
+# interval log) for a bounded time split between them (FUZZ_SECONDS in all, default 300) and
+# the soak (SOAK_DURATION, default 30m).
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 
@@ -31,7 +32,7 @@ step "cargo test"
 RUSTFLAGS="${RUSTFLAGS:-} -D warnings" cargo test --release -- --test-threads="$(nproc)"
 
 if [ -n "$extended" ]; then
-  step "fuzz the run-file reader for ${FUZZ_SECONDS:-300} s"
+  step "fuzz the run-file, perf-script and interval-log readers for ${FUZZ_SECONDS:-300} s in all"
   bash "$root/scripts/fuzz.sh" "${FUZZ_SECONDS:-300}"
   step "soak for ${SOAK_DURATION:-30m}"
   bash "$root/scripts/soak.sh" --metrics --duration "${SOAK_DURATION:-30m}"

@@ -18,6 +18,24 @@ use crate::system::cpus::{format_list, Topology};
 #[error("{0}")]
 pub struct UsageError(pub String);
 
+/// An error and its causes as the one line `main` prints: each cause after a colon, except
+/// a cause the line already says (an error whose message includes its source, as
+/// `#[error("…: {source}")]` does, would otherwise show that source twice).
+pub fn error_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
 const EXAMPLES: &str = "\
 Examples:
   sudo jitterscope --cpus 1,3                  producer on CPU 1, consumer on CPU 3, 10 s
@@ -840,6 +858,24 @@ pub fn parse_cpu_list(text: &str, topo: &Topology, min: usize) -> Result<Vec<Cpu
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_error_line_says_each_cause_once() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("cannot read run file -: {source}")]
+        struct Read {
+            source: std::io::Error,
+        }
+        let io = std::io::Error::from(std::io::ErrorKind::NotFound);
+        let cause = io.to_string();
+        let e = anyhow::Error::new(Read { source: io }).context("the report failed");
+        assert_eq!(
+            super::error_line(&e),
+            format!("the report failed: cannot read run file -: {cause}")
+        );
+        let e = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(super::error_line(&e), "outer: inner");
+    }
+
     use super::*;
 
     fn topo() -> Topology {

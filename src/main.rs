@@ -50,7 +50,7 @@ fn main() -> ExitCode {
                 eprintln!("{i}");
                 ExitCode::from(jitterscope::signals::exit_code(i.0))
             } else {
-                eprintln!("Error: {e:#}");
+                eprintln!("Error: {}", jitterscope::cli::error_line(&e));
                 ExitCode::from(1)
             }
         }

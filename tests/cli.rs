@@ -598,7 +598,10 @@ fn report_and_compare_refuse_huge_and_bad_files_with_bounded_memory() {
     let out = js().arg("report").arg(&huge).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("byte limit for a run file"), "{stderr}");
+    assert!(
+        stderr.contains("not a run file: more than 256 MiB read (the run-file limit)"),
+        "{stderr}"
+    );
     // compare names the bad file among good ones.
     let good = d.path().join("good.json");
     std::fs::write(&good, sample_run_json()).unwrap();

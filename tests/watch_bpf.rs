@@ -613,3 +613,71 @@ fn a_watch_of_oslat_beside_a_shell_loop_reads_at_a_glance() {
     let p = row.processes.as_ref().expect("no processes");
     assert!(p.count >= 2 && !p.listed.is_empty(), "{p:?}");
 }
+
+/// A process of `threads` idle threads (small stacks), kept until dropped.
+struct ManyThreads(Child);
+
+impl ManyThreads {
+    fn start(threads: u32) -> ManyThreads {
+        let script = format!(
+            "import sys, threading\n\
+             threading.stack_size(65536)\n\
+             done = threading.Event()\n\
+             for _ in range({threads}):\n\
+             \x20   threading.Thread(target=done.wait, daemon=True).start()\n\
+             print('ready', flush=True)\n\
+             sys.stdin.read()\n"
+        );
+        let mut child = Command::new("python3")
+            .args(["-c", &script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 for a process of many threads");
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        assert_eq!(line.trim(), "ready", "the threads did not start");
+        ManyThreads(child)
+    }
+}
+
+impl Drop for ManyThreads {
+    fn drop(&mut self) {
+        // SAFETY: a signal to the child we started, by its pid.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGKILL) };
+        let _ = self.0.wait();
+    }
+}
+
+/// More threads than the probes' default map (abi::WATCH_MAX, 16384): the map is sized from
+/// the target at the start, so every thread is watched and the watch ends as asked.
+#[test]
+fn a_process_of_17000_threads_is_watched_whole() {
+    if skip_bpf("a_process_of_17000_threads_is_watched_whole") || nproc() < 2 {
+        return;
+    }
+    const THREADS: u32 = 17_000;
+    const { assert!(THREADS > jitterscope::probe::abi::WATCH_MAX) };
+    let _cpus = exclusive();
+    let target = ManyThreads::start(THREADS);
+    let dir = tempfile::tempdir().unwrap();
+    let out = js()
+        .args(["watch", "--pid", &target.0.id().to_string(), "--cpus", "1"])
+        .args(["--duration", "2s", "--no-tui", "--output"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(!show(&out).contains("not watched"), "{}", show(&out));
+    let (_, run) = read(dir.path());
+    assert_eq!(run.run.ended, jitterscope::model::Ended::Completed);
+    assert!(
+        run.threads.len() > THREADS as usize,
+        "{} threads in the run file",
+        run.threads.len()
+    );
+}

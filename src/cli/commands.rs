@@ -4,6 +4,7 @@
 //! `completions`. Each writes its output to `out`.
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use clap::CommandFactory;
@@ -11,6 +12,7 @@ use clap::CommandFactory;
 use super::plan::{census_config, colour_on_stdout, floor_config, metrics_plan, run_plan};
 use super::{Cli, CompareArgs, FloorArgs, ProbeArgs, ReportArgs, RunArgs, UsageError, WatchArgs};
 use crate::model::Cpu;
+use crate::platform::input;
 use crate::probe::census;
 use crate::report::files::write_file;
 use crate::report::metrics::ProbeMetrics;
@@ -183,15 +185,40 @@ pub fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<()> {
 
 /// `jitterscope compare`: the runs side by side, and their percentile curves as SVG.
 pub fn compare(args: &CompareArgs, out: &mut dyn Write) -> Result<()> {
+    if args.run_files.iter().filter(|p| input::is_stdin(p)).count() > 1 {
+        return Err(UsageError("compare: standard input (-) can be given once".into()).into());
+    }
     let mut runs = Vec::new();
     for p in &args.run_files {
+        if let Some(run_file) = traced_run(p, &args.run_files) {
+            eprintln!(
+                "note: skipped {}: it is the Perfetto trace of {}, not a run file",
+                p.display(),
+                run_file.display()
+            );
+            continue;
+        }
         runs.push((p.display().to_string(), RunFile::read(p)?));
+    }
+    if runs.len() < 2 {
+        return Err(UsageError(
+            "compare: give two run files or more (a run's Perfetto trace is not one)".into(),
+        )
+        .into());
     }
     write!(out, "{}", comparison::render(&runs))?;
     if let Some(svg) = &args.svg {
         write_file(svg, comparison::chart(&runs).as_bytes())?;
     }
     Ok(())
+}
+
+/// The run file among `given` whose Perfetto trace `path` is (`NAME.trace.json` beside
+/// `NAME.json`, as a run writes them), so that `compare a-*.json b-*.json` reads the runs.
+fn traced_run<'a>(path: &Path, given: &'a [PathBuf]) -> Option<&'a PathBuf> {
+    let name = path.to_str()?.strip_suffix(".trace.json")?;
+    let run_file = format!("{name}.json");
+    given.iter().find(|g| g.to_str() == Some(run_file.as_str()))
 }
 
 /// `jitterscope bench-engine`: the attribution engine's throughput as one JSON line, with
@@ -209,8 +236,7 @@ pub fn bench_engine(records: u64, out: &mut dyn Write) -> Result<()> {
 
 /// VmHWM from /proc/self/status, 0 when it cannot be read.
 fn peak_rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
+    input::read_proc("/proc/self/status", input::PROC_FILE)
         .and_then(|s| {
             s.lines()
                 .find(|l| l.starts_with("VmHWM:"))

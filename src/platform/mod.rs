@@ -5,4 +5,5 @@ pub mod affinity;
 pub mod clock;
 pub mod fast_hash;
 pub mod heap;
+pub mod input;
 pub mod pace;

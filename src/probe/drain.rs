@@ -53,7 +53,11 @@ const AT_END_FULL: f64 = 0.75;
 pub(super) enum Command {
     SetWorkloadTids(Vec<u32>, SyncSender<Result<(), ProbeError>>),
     ListTasks(SyncSender<Result<Vec<watch::TaskRow>, ProbeError>>),
-    Watch(Vec<u32>, Option<u32>, SyncSender<Result<(), ProbeError>>),
+    Watch(
+        Vec<u32>,
+        Option<u32>,
+        SyncSender<Result<super::watch::Added, ProbeError>>,
+    ),
     /// A v2 cgroup's id and level: its threads are watched from their creation or move in.
     WatchCgroup(u64, u32, SyncSender<Result<(), ProbeError>>),
     Stop,

@@ -22,7 +22,9 @@ impl Kallsyms {
     /// Loads the text symbols. Without root, kallsyms shows zero addresses: the table is then
     /// empty and addresses print as hex.
     pub fn load() -> Kallsyms {
-        let text = std::fs::read_to_string("/proc/kallsyms").unwrap_or_default();
+        let text =
+            crate::platform::input::read_proc("/proc/kallsyms", crate::platform::input::KALLSYMS)
+                .unwrap_or_default();
         Kallsyms::parse(&text)
     }
 

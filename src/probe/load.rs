@@ -144,6 +144,9 @@ pub(super) fn load_and_attach<'obj>(
         .map_err(|e| classify_load_error(&e))?;
     let steal = set_rodata(&mut open, cfg, syms, &btf)?;
     let rings = rings::size(&mut open, cfg.ringbuf_bytes, &cfg.cpus)?;
+    if cfg.watch {
+        super::watch::size(&mut open, cfg.watch_capacity)?;
+    }
     let mut attach = choose_programs(&mut open, &btf, cfg)?;
     let mut skel = open.load().map_err(|e| classify_load_error(&e))?;
     let identity = threads::learn_identity(&mut skel)?;

@@ -85,6 +85,9 @@ pub struct ProbeConfig {
     /// Watch mode: time the watched threads' page faults (fentry/fexit; left out, and said,
     /// where the kernel refuses them).
     pub faults: bool,
+    /// Watch mode: how many threads the `watched` map holds (`watch::capacity_for` sizes it
+    /// from the target's thread count at the start).
+    pub watch_capacity: u32,
     /// What the drain thread may spend of a CPU (shared with the collector), and when its
     /// records are wanted; None: no limit, drained at every turn.
     pub gate: Option<std::sync::Arc<dyn Gate>>,
@@ -121,6 +124,7 @@ impl ProbeConfig {
             test_seams: false,
             watch: false,
             faults: true,
+            watch_capacity: abi::WATCH_MAX,
             gate: None,
             floor: Reference::Off,
             glance: None,
@@ -374,7 +378,11 @@ impl ProbeSession {
 
     /// Watches these threads (kernel tids) from now on, and with `follow` (a kernel tgid) the
     /// threads that process creates (watch mode).
-    pub fn watch_threads(&self, tids: &[u32], follow: Option<u32>) -> Result<(), ProbeError> {
+    pub fn watch_threads(
+        &self,
+        tids: &[u32],
+        follow: Option<u32>,
+    ) -> Result<watch::Added, ProbeError> {
         let (tx, rx) = mpsc::sync_channel(1);
         self.commands
             .send(Command::Watch(tids.to_vec(), follow, tx))

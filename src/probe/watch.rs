@@ -11,7 +11,7 @@ use libbpf_rs::{Iter, MapCore, MapFlags};
 use super::abi::{self, Whoami};
 use super::skel::types::{js_task_row, js_watched};
 use super::threads;
-use super::{JitterscopeSkel, ProbeError};
+use super::{JitterscopeSkel, OpenJitterscopeSkel, ProbeError};
 
 const _: () = assert!(std::mem::size_of::<js_task_row>() == 32);
 const _: () = assert!(std::mem::size_of::<js_watched>() == 40);
@@ -77,15 +77,51 @@ fn parse_rows(bytes: &[u8]) -> Vec<TaskRow> {
         .collect()
 }
 
+/// The most threads the `watched` map may be sized for: a hash map's entries are made at
+/// load, some 100 bytes each (key, 40-byte value, the kernel's element header), so this is
+/// some 100 MiB of kernel memory at most.
+pub const WATCH_CAPACITY_MAX: u32 = 1 << 20;
+
+/// The `watched` map's size for a target of `threads` threads: room for it to double, never
+/// below `abi::WATCH_MAX`, never above `WATCH_CAPACITY_MAX`.
+pub fn capacity_for(threads: usize) -> u32 {
+    let wanted = u32::try_from(threads.saturating_mul(2)).unwrap_or(u32::MAX);
+    wanted.clamp(abi::WATCH_MAX, WATCH_CAPACITY_MAX)
+}
+
+/// Sizes the `watched` map before load.
+pub(super) fn size(open: &mut OpenJitterscopeSkel, capacity: u32) -> Result<(), ProbeError> {
+    open.maps
+        .watched
+        .set_max_entries(capacity)
+        .map_err(|e| ProbeError::Other {
+            action: format!("size the watched-thread map for {capacity} threads"),
+            cause: format!("{e:#}"),
+        })
+}
+
+/// What `watch_threads` did: the threads it could not watch because the map is full.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Added {
+    /// Kernel tids left out, in the order given.
+    pub left_out: Vec<u32>,
+    /// The map's size.
+    pub capacity: u32,
+}
+
 /// Puts threads (kernel tids) into the `watched` map — a thread already there keeps what the
-/// programs know of it — and, with `follow`, has new threads of that process (kernel tgid)
-/// watched from their creation.
+/// programs know of it; once the map is full the rest are left out and returned — and, with
+/// `follow`, has new threads of that process (kernel tgid) watched from their creation.
 pub(super) fn watch_threads(
     skel: &mut JitterscopeSkel,
     tids: &[u32],
     follow: Option<u32>,
-) -> Result<(), ProbeError> {
+) -> Result<Added, ProbeError> {
     let fresh = [0u8; std::mem::size_of::<js_watched>()];
+    let mut added = Added {
+        left_out: Vec::new(),
+        capacity: skel.maps.watched.max_entries(),
+    };
     for &tid in tids {
         match skel
             .maps
@@ -94,13 +130,12 @@ pub(super) fn watch_threads(
         {
             Ok(()) => {}
             Err(e) if e.kind() == libbpf_rs::ErrorKind::AlreadyExists => {}
+            // A full hash map refuses a new key with E2BIG.
+            Err(e) if e.kind() == libbpf_rs::ErrorKind::TooBig => added.left_out.push(tid),
             Err(e) => {
                 return Err(ProbeError::Other {
                     action: format!("watch thread {tid}"),
-                    cause: format!(
-                        "{e:#} (the probes watch at most {} threads at once)",
-                        abi::WATCH_MAX
-                    ),
+                    cause: format!("{e:#}"),
                 })
             }
         }
@@ -118,7 +153,7 @@ pub(super) fn watch_threads(
     }
     // Cached "is the current task watched" answers are redone.
     bss.watch_gen = bss.watch_gen.wrapping_add(1);
-    Ok(())
+    Ok(added)
 }
 
 /// Has the threads of a v2 cgroup (its id, the kernfs inode number of its directory, at depth
@@ -152,6 +187,13 @@ pub(super) fn watch_cgroup(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_thread_map_is_sized_from_the_target() {
+        assert_eq!(capacity_for(0), abi::WATCH_MAX);
+        assert_eq!(capacity_for(17_000), 34_000);
+        assert_eq!(capacity_for(usize::MAX), WATCH_CAPACITY_MAX);
+    }
 
     #[test]
     fn iterator_rows_parse_whole_and_stop_at_a_short_tail() {

@@ -12,6 +12,7 @@ use crate::model::{
     softirq_name, vector, vector_name, ContainerTag, Cpu, CulpritClass, Ended, FaultKind,
     Interruption, Nanos, TimerCallback, Who, WorkItem, ANY_PID,
 };
+use crate::platform::input::{self, InputError};
 use crate::system::config::Configured;
 
 pub const SCHEMA: &str = "jitterscope.run/2";
@@ -21,8 +22,8 @@ pub const SCHEMA: &str = "jitterscope.run/2";
 pub const SCHEMA_V1: &str = "jitterscope.run/1";
 
 /// Files larger than this are refused by the reader (bounded memory; a run file holds
-/// bounded lists, so a real one is far smaller).
-pub const MAX_RUN_FILE_BYTES: u64 = 256 * 1024 * 1024;
+/// bounded lists, so a real one is far smaller): `input::RUN_FILE`.
+pub const MAX_RUN_FILE_BYTES: u64 = input::RUN_FILE.bytes;
 
 /// What produced a run file: jitterscope's own workload, or a watch of the user's threads.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -825,15 +826,10 @@ pub struct Lost {
 /// Why a run file could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum RunFileError {
-    #[error("cannot read run file {path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
+    #[error("cannot read run file {path}: {}", not_a_run_file(source))]
+    Input { path: String, source: InputError },
     #[error("cannot read run file {path}: it is empty; a run writes it at its end — was the run killed before that?")]
     Empty { path: String },
-    #[error("cannot read run file {path}: {size} bytes is over the {max} byte limit for a run file; is this the right file?")]
-    TooLarge { path: String, size: u64, max: u64 },
     #[error("cannot read run file {path}: schema is {found:?}, this jitterscope reads {SCHEMA:?} and {SCHEMA_V1:?}; use the jitterscope version that wrote it")]
     Schema { path: String, found: String },
     #[error("cannot read run file {path}: not a jitterscope run file ({detail})")]
@@ -893,22 +889,26 @@ impl RunFile {
         })
     }
 
+    /// Reads a run file (`-`: standard input), at most `input::RUN_FILE` of it.
     pub fn read(path: &Path) -> Result<RunFile, RunFileError> {
-        let shown = path.display().to_string();
-        let io = |source| RunFileError::Io {
-            path: shown.clone(),
-            source,
+        let shown = match input::is_stdin(path) {
+            true => "(standard input)".to_string(),
+            false => path.display().to_string(),
         };
-        let size = std::fs::metadata(path).map_err(io)?.len();
-        if size > MAX_RUN_FILE_BYTES {
-            return Err(RunFileError::TooLarge {
-                path: shown,
-                size,
-                max: MAX_RUN_FILE_BYTES,
-            });
-        }
-        let text = std::fs::read_to_string(path).map_err(io)?;
+        let text =
+            input::read_text(path, input::RUN_FILE).map_err(|source| RunFileError::Input {
+                path: shown.clone(),
+                source,
+            })?;
         RunFile::from_json(&shown, &text)
+    }
+}
+
+/// What an input error says about a run file: too large or not text, it is not one.
+pub fn not_a_run_file(e: &InputError) -> String {
+    match e {
+        InputError::TooLarge(_) | InputError::NotText { .. } => format!("not a run file: {e}"),
+        _ => e.to_string(),
     }
 }
 

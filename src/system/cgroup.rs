@@ -48,8 +48,11 @@ pub fn v2_mount(mountinfo: &str) -> Option<PathBuf> {
 
 /// This machine's cgroup v2 mount, or what to say when there is none.
 pub fn live_v2_mount() -> Result<PathBuf, String> {
-    let text = std::fs::read_to_string("/proc/self/mountinfo")
-        .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
+    let text = crate::platform::input::read_proc(
+        "/proc/self/mountinfo",
+        crate::platform::input::PROC_TABLE,
+    )
+    .ok_or("cannot read /proc/self/mountinfo")?;
     v2_mount(&text).ok_or_else(|| {
         "no cgroup v2 hierarchy is mounted (the kernel filter needs a v2 cgroup id; mount one: \
          `mount -t cgroup2 none /sys/fs/cgroup/unified`, or boot with systemd.unified_cgroup_hierarchy=1)"

@@ -24,7 +24,10 @@ pub fn parse_kernel_list(text: &str) -> Option<Vec<Cpu>> {
 }
 
 fn read_list(path: &str) -> Option<Vec<Cpu>> {
-    parse_kernel_list(&std::fs::read_to_string(path).ok()?)
+    parse_kernel_list(&crate::platform::input::read_proc(
+        path,
+        crate::platform::input::PROC_FILE,
+    )?)
 }
 
 /// The CPUs this machine has (`present`), and which of them are online.

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::platform::input;
+
 /// The one file jitterscope writes outside its output directory. `/run` is a tmpfs: like the
 /// settings themselves, the journal does not survive a reboot.
 pub const JOURNAL: &str = "/run/jitterscope/restore.json";
@@ -115,7 +117,7 @@ fn owner_path(journal: &Path) -> PathBuf {
 
 /// A process's start time (clock ticks since boot), None when it does not exist.
 fn start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = input::read_proc(format!("/proc/{pid}/stat"), input::PROC_FILE)?;
     // The command name (field 2) may hold spaces and parentheses: count after its last ')'.
     let rest = &stat[stat.rfind(')')? + 1..];
     rest.split_whitespace().nth(19)?.parse().ok()
@@ -124,7 +126,7 @@ fn start_time(pid: u32) -> Option<u64> {
 /// The live process that holds a journal's changes (a `tune --hold`, a workshop step), if
 /// any: its changes are its to restore, not a leftover.
 pub fn journal_owner(journal: &Path) -> Option<u32> {
-    let text = std::fs::read_to_string(owner_path(journal)).ok()?;
+    let text = input::read_proc(owner_path(journal), input::PROC_FILE)?;
     let mut f = text.split_whitespace();
     let (pid, start): (u32, u64) = (f.next()?.parse().ok()?, f.next()?.parse().ok()?);
     (start_time(pid) == Some(start)).then_some(pid)
@@ -327,9 +329,11 @@ pub fn restore_from_journal() -> Result<Vec<Change>, String> {
             path.display()
         ));
     }
-    let text = match std::fs::read_to_string(&path) {
+    let text = match input::read_text(&path, input::JOURNAL) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(input::InputError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(Vec::new())
+        }
         Err(e) => {
             return Err(format!(
                 "cannot read the restore journal {}: {e}",

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use crate::model::Cpu;
-use crate::report::runfile::MAX_RUN_FILE_BYTES;
+use crate::platform::input;
 
 pub use compare::{compare, Comparison, Grade, Tolerances};
 pub use wakeups::{compare_wakeups, PerfWakeups, WakeupComparison};
@@ -99,9 +99,9 @@ pub fn run(req: &VerifyRequest, out: &mut dyn Write) -> anyhow::Result<()> {
 
 fn read_perf(source: &PerfSource) -> anyhow::Result<String> {
     match source {
-        PerfSource::Stdin => std::io::read_to_string(std::io::stdin())
+        PerfSource::Stdin => input::read_text(Path::new("-"), input::PERF_SCRIPT)
             .context("cannot read perf's events from standard input"),
-        PerfSource::File(path) => std::fs::read_to_string(path)
+        PerfSource::File(path) => input::read_text(path, input::PERF_SCRIPT)
             .with_context(|| format!("cannot read perf's events from {}", path.display())),
     }
 }
@@ -238,21 +238,12 @@ pub fn check(
     Ok(compare(&js, &net, tolerances))
 }
 
-/// A run file's text (size checked first, like `report`'s reader).
+/// A run file's text (`-`: standard input), at most `input::RUN_FILE` of it.
 pub fn read_run_file(path: &Path) -> Result<String, VerifyError> {
-    let io = |cause: String| VerifyError::Io {
+    input::read_text(path, input::RUN_FILE).map_err(|e| VerifyError::Io {
         path: path.display().to_string(),
-        cause,
-    };
-    let size = std::fs::metadata(path)
-        .map_err(|e| io(e.to_string()))?
-        .len();
-    if size > MAX_RUN_FILE_BYTES {
-        return Err(io(format!(
-            "{size} bytes is over the {MAX_RUN_FILE_BYTES} byte limit for a run file"
-        )));
-    }
-    std::fs::read_to_string(path).map_err(|e| io(e.to_string()))
+        cause: crate::report::runfile::not_a_run_file(&e),
+    })
 }
 
 /// The tracepoints of `perf::perf_tracepoints()` this kernel has (from tracefs).

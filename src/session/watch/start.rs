@@ -41,6 +41,7 @@ pub(super) fn start(plan: &WatchPlan, found: Vec<Found>, out: &mut Console) -> R
     pc.watch = true;
     // Nothing to take, the rings are looked at less often (see `ProbeConfig::drain_idle`).
     pc.drain_idle = Some(WATCH_DRAIN_IDLE);
+    pc.watch_capacity = crate::probe::watch::capacity_for(expected_threads(plan, &found));
     let (session, rx) = ProbeSession::start(pc).context("cannot start the kernel probes")?;
     crate::session::check_startup()?;
     let mut watched = Watched {
@@ -81,7 +82,7 @@ pub(super) fn start(plan: &WatchPlan, found: Vec<Found>, out: &mut Console) -> R
     if matches!(plan.target, Target::Pid(_) | Target::Command(_)) {
         watched.follow = Some((mine[0].kernel_tgid, mine[0].pid));
     }
-    add_rows(&session, &mut watched, &mut book, &mine, plan, now)?;
+    add_rows(&session, &mut watched, &mut book, &mine, plan, now, out)?;
     // Threads created between the list and the follow flag: list once more.
     if let Some((tgid, _)) = watched.follow {
         let again = session.list_tasks()?;
@@ -89,7 +90,7 @@ pub(super) fn start(plan: &WatchPlan, found: Vec<Found>, out: &mut Console) -> R
             .iter()
             .filter(|r| r.kernel_tgid == tgid && !watched.ids.contains_key(&r.kernel_tid))
             .collect();
-        add_rows(&session, &mut watched, &mut book, &late, plan, now)?;
+        add_rows(&session, &mut watched, &mut book, &late, plan, now, out)?;
     }
     banner(plan, &watched, &book, out)?;
     let start_unix = unix_ns() as u64;
@@ -147,6 +148,26 @@ pub(super) fn start(plan: &WatchPlan, found: Vec<Found>, out: &mut Console) -> R
     })
 }
 
+/// The line saying which threads are not watched: the count, the map's size, and the first
+/// few threads by name and id.
+fn left_out_note(rows: &[&&TaskRow], capacity: u32) -> String {
+    const NAMED: usize = 10;
+    let named: Vec<String> = rows
+        .iter()
+        .take(NAMED)
+        .map(|r| format!("{}[{}]", r.comm, r.tid))
+        .collect();
+    let more = match rows.len().saturating_sub(NAMED) {
+        0 => String::new(),
+        n => format!(" and {n} more"),
+    };
+    format!(
+        "note: {} threads are not watched: the probes' thread map is full at {capacity} threads; left out: {}{more}",
+        rows.len(),
+        named.join(", ")
+    )
+}
+
 /// Starts the command to watch on `cpus` (the CPUs jitterscope was started with); a command that cannot be started is a usage error.
 /// The longest a watch's rings wait for a look while they stay empty: an idle watch wakes about
 /// once a second, not four times. A ring of the watch's default size (2 MiB, some 21,000
@@ -166,6 +187,16 @@ fn spawn(argv: &[String], cpus: &[Cpu]) -> Result<std::process::Child> {
     })
 }
 
+/// How many threads the target has now: the `watched` map is sized from it.
+fn expected_threads(plan: &WatchPlan, found: &[Found]) -> usize {
+    match target::cgroup_of(&plan.target) {
+        Ok(cg) if plan.target.cgroup_path().is_some() => {
+            target::threads_in(&plan.proc_root, &cg.dir).len()
+        }
+        _ => found.len(),
+    }
+}
+
 fn add_rows(
     session: &ProbeSession,
     watched: &mut Watched,
@@ -173,12 +204,25 @@ fn add_rows(
     rows: &[&TaskRow],
     plan: &WatchPlan,
     now: Nanos,
+    out: &mut Console,
 ) -> Result<()> {
     if rows.is_empty() {
         return Ok(());
     }
     let tids: Vec<u32> = rows.iter().map(|r| r.kernel_tid).collect();
-    session.watch_threads(&tids, watched.follow.map(|f| f.0))?;
+    let added = session.watch_threads(&tids, watched.follow.map(|f| f.0))?;
+    let left_out: std::collections::BTreeSet<u32> = added.left_out.iter().copied().collect();
+    if !left_out.is_empty() {
+        let rows: Vec<&&TaskRow> = rows
+            .iter()
+            .filter(|r| left_out.contains(&r.kernel_tid))
+            .collect();
+        writeln!(out, "{}", left_out_note(&rows, added.capacity))?;
+    }
+    let rows: Vec<&&TaskRow> = rows
+        .iter()
+        .filter(|r| !left_out.contains(&r.kernel_tid))
+        .collect();
     for r in rows {
         book.add_thread(r.kernel_tid, r.tid, r.pid, &r.comm, now);
         let ss = target::schedstat(&plan.proc_root, r.pid, r.tid);
@@ -226,4 +270,30 @@ fn banner(plan: &WatchPlan, w: &Watched, book: &WatchBook, out: &mut Console) ->
         }
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn threads_left_out_are_counted_and_the_first_named() {
+        let rows: Vec<TaskRow> = (0..12)
+            .map(|i| TaskRow {
+                kernel_tid: 100 + i,
+                kernel_tgid: 100,
+                tid: 100 + i,
+                pid: 100,
+                comm: format!("w{i}"),
+            })
+            .collect();
+        let refs: Vec<&TaskRow> = rows.iter().collect();
+        let refs: Vec<&&TaskRow> = refs.iter().collect();
+        assert_eq!(
+            left_out_note(&refs, 16384),
+            "note: 12 threads are not watched: the probes' thread map is full at 16384 threads; \
+             left out: w0[100], w1[101], w2[102], w3[103], w4[104], w5[105], w6[106], w7[107], \
+             w8[108], w9[109] and 2 more"
+        );
+    }
 }

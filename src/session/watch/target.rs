@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use crate::model::Nanos;
+use crate::platform::input;
 use crate::probe::watch::TaskRow;
 use crate::system::cgroup::{self, Cgroup, FoundContainer};
 
@@ -146,7 +147,7 @@ pub struct Found {
 
 /// The tgid of `tid` from /proc/TID/status (None when there is no such thread).
 fn tgid_of(proc: &Path, tid: u32) -> Option<u32> {
-    let status = std::fs::read_to_string(proc.join(tid.to_string()).join("status")).ok()?;
+    let status = input::read_proc(proc.join(tid.to_string()).join("status"), input::PROC_FILE)?;
     status
         .lines()
         .find_map(|l| l.strip_prefix("Tgid:"))

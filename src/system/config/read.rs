@@ -58,11 +58,13 @@ pub(super) fn configured(root: &Root, cpus: &[Cpu]) -> Configured {
 }
 
 /// At most `cap` bytes of a file, as text (invalid UTF-8 replaced).
+/// (`input::read_proc`: None when it is longer than `cap`.)
 pub(crate) fn read_capped(path: &Path, cap: u64) -> Option<String> {
-    let file = std::fs::File::open(path).ok()?;
-    let mut bytes = Vec::new();
-    file.take(cap).read_to_end(&mut bytes).ok()?;
-    Some(String::from_utf8_lossy(&bytes).into_owned())
+    let limit = crate::platform::input::Limit {
+        bytes: cap,
+        name: "the configuration file limit",
+    };
+    crate::platform::input::read_proc(path, limit)
 }
 
 pub(super) fn read_text(root: &Root, abs: &str) -> Option<String> {

@@ -1,0 +1,301 @@
+//! Bounded reads of what comes from outside the program: run files, perf scripts, standard
+//! input, `/proc` and sysfs files. Every read stops at its limit while it reads — a device,
+//! a pipe or a file that grows has no size to judge beforehand — and the error names the
+//! limit that was hit. `-` is standard input. A FIFO, socket or character device named as a
+//! file is read with a wait: nothing for `NON_FILE_WAIT` and the read ends, saying what it
+//! waited for (a FIFO nobody writes to would otherwise hang the command for ever).
+
+use std::fmt;
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileTypeExt;
+use std::path::Path;
+use std::time::Duration;
+
+/// How much of one input may be read, and the name the error gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limit {
+    pub bytes: u64,
+    /// What the limit is for, as the error says it: "the run-file limit".
+    pub name: &'static str,
+}
+
+/// A run file: the largest a long run at the top of every ring writes is some tens of MiB.
+pub const RUN_FILE: Limit = Limit {
+    bytes: 256 << 20,
+    name: "the run-file limit",
+};
+
+/// `perf script` text for one check: a minute of sched_switch and IRQ events on a few CPUs
+/// is some hundreds of MiB at most; anything longer is cut into runs that fit.
+pub const PERF_SCRIPT: Limit = Limit {
+    bytes: 256 << 20,
+    name: "the perf-script limit",
+};
+
+/// One `/proc` or sysfs file of a few lines (a task's `status`, a cpulist, a sysctl).
+pub const PROC_FILE: Limit = Limit {
+    bytes: 1 << 20,
+    name: "the /proc file limit",
+};
+
+/// A `/proc` table that grows with the machine: `/proc/interrupts` with one column per CPU,
+/// `/proc/cpuinfo`, `/proc/self/mountinfo`, a cgroup's task list.
+pub const PROC_TABLE: Limit = Limit {
+    bytes: 64 << 20,
+    name: "the /proc table limit",
+};
+
+/// The restore journal: one entry per setting changed (a few hundred bytes each).
+pub const JOURNAL: Limit = Limit {
+    bytes: 16 << 20,
+    name: "the restore-journal limit",
+};
+
+/// `/proc/kallsyms`: some 200,000 symbols of 40 bytes on a distribution kernel with modules.
+pub const KALLSYMS: Limit = Limit {
+    bytes: 256 << 20,
+    name: "the /proc/kallsyms limit",
+};
+
+/// How long a read from a FIFO, socket or character device named as a file waits for its
+/// next bytes before it ends.
+pub const NON_FILE_WAIT: Duration = Duration::from_secs(10);
+
+/// Why an input could not be read.
+#[derive(Debug)]
+pub enum InputError {
+    /// The open or a read failed.
+    Io(io::Error),
+    /// More than the limit arrived.
+    TooLarge(Limit),
+    /// The path is something no reader can take (a directory, a socket).
+    NotAFile(&'static str),
+    /// A FIFO or device gave nothing for `NON_FILE_WAIT`.
+    Silent {
+        what: &'static str,
+        waited: Duration,
+    },
+    /// The bytes are not UTF-8 text.
+    NotText { offset: usize },
+}
+
+impl fmt::Display for InputError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InputError::Io(e) => write!(f, "{e}"),
+            InputError::TooLarge(limit) => write!(
+                f,
+                "more than {} read ({})",
+                in_units(limit.bytes),
+                limit.name
+            ),
+            InputError::NotAFile(what) => write!(f, "it is {what}, not a file"),
+            InputError::Silent { what, waited } => write!(
+                f,
+                "it is {what} and nothing arrived for {} s (is anything writing to it?)",
+                waited.as_secs()
+            ),
+            InputError::NotText { offset } => {
+                write!(
+                    f,
+                    "it is not UTF-8 text (an invalid byte at offset {offset})"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for InputError {}
+
+/// A limit in whole MiB or KiB where it is one, else in bytes.
+fn in_units(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{} KiB", b >> 10),
+        b => format!("{b} bytes"),
+    }
+}
+
+impl From<io::Error> for InputError {
+    fn from(e: io::Error) -> InputError {
+        InputError::Io(e)
+    }
+}
+
+/// Whether `path` names standard input (`-`).
+pub fn is_stdin(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
+
+/// At most `limit` bytes of `path` (`-`: standard input), or why not.
+pub fn read_bytes(path: &Path, limit: Limit) -> Result<Vec<u8>, InputError> {
+    if is_stdin(path) {
+        return read_bounded(io::stdin().lock(), limit);
+    }
+    let kind = std::fs::metadata(path)?.file_type();
+    if kind.is_dir() {
+        return Err(InputError::NotAFile("a directory"));
+    }
+    if kind.is_socket() {
+        return Err(InputError::NotAFile("a socket"));
+    }
+    // Opening a FIFO for reading blocks until a writer opens it: open without waiting, and
+    // wait in `Waiting` instead, where the wait is bounded.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags_nonblocking(kind.is_fifo())
+        .open(path)?;
+    if kind.is_file() {
+        if file.metadata()?.len() > limit.bytes {
+            return Err(InputError::TooLarge(limit));
+        }
+        return read_bounded(file, limit);
+    }
+    let what = match (kind.is_fifo(), kind.is_char_device()) {
+        (true, _) => "a FIFO",
+        (false, true) => "a character device",
+        (false, false) => "a block device",
+    };
+    read_bounded(Waiting { file, what }, limit)
+}
+
+/// At most `limit` bytes of `path` as UTF-8 text, or why not.
+pub fn read_text(path: &Path, limit: Limit) -> Result<String, InputError> {
+    into_text(read_bytes(path, limit)?)
+}
+
+/// At most `limit` bytes of a `/proc` or sysfs file as text (invalid UTF-8 replaced), or
+/// None when it cannot be read or is longer than the limit.
+pub fn read_proc(path: impl AsRef<Path>, limit: Limit) -> Option<String> {
+    let bytes = read_bounded(File::open(path).ok()?, limit).ok()?;
+    Some(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// The bytes as text, or where they stop being UTF-8.
+pub fn into_text(bytes: Vec<u8>) -> Result<String, InputError> {
+    String::from_utf8(bytes).map_err(|e| InputError::NotText {
+        offset: e.utf8_error().valid_up_to(),
+    })
+}
+
+/// Reads to the end, failing as soon as more than `limit` bytes have arrived.
+pub fn read_bounded(reader: impl Read, limit: Limit) -> Result<Vec<u8>, InputError> {
+    let mut bytes = Vec::new();
+    reader.take(limit.bytes + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit.bytes {
+        return Err(InputError::TooLarge(limit));
+    }
+    Ok(bytes)
+}
+
+trait NonBlocking {
+    fn custom_flags_nonblocking(&mut self, on: bool) -> &mut Self;
+}
+
+impl NonBlocking for std::fs::OpenOptions {
+    fn custom_flags_nonblocking(&mut self, on: bool) -> &mut Self {
+        use std::os::unix::fs::OpenOptionsExt;
+        self.custom_flags(if on { libc::O_NONBLOCK } else { 0 })
+    }
+}
+
+/// A FIFO or device whose every read waits at most `NON_FILE_WAIT` for bytes.
+struct Waiting {
+    file: File,
+    what: &'static str,
+}
+
+impl Read for Waiting {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let mut waited = Duration::ZERO;
+        let step = Duration::from_millis(100);
+        loop {
+            let mut pfd = libc::pollfd {
+                fd: self.file.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd for the duration of the call.
+            let n = unsafe { libc::poll(&mut pfd, 1, step.as_millis() as libc::c_int) };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            if n > 0 {
+                match self.file.read(buf) {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    r => return r,
+                }
+            }
+            waited += step;
+            if waited >= NON_FILE_WAIT {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    InputError::Silent {
+                        what: self.what,
+                        waited: NON_FILE_WAIT,
+                    },
+                ));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TINY: Limit = Limit {
+        bytes: 8,
+        name: "the test limit",
+    };
+
+    #[test]
+    fn a_read_stops_at_its_limit_and_names_it() {
+        assert_eq!(read_bounded(&b"12345678"[..], TINY).unwrap(), b"12345678");
+        let e = read_bounded(io::repeat(0), TINY).unwrap_err();
+        assert_eq!(e.to_string(), "more than 8 bytes read (the test limit)");
+        let e = read_bytes(Path::new("/dev/zero"), TINY).unwrap_err();
+        assert_eq!(e.to_string(), "more than 8 bytes read (the test limit)");
+    }
+
+    #[test]
+    fn directories_sockets_and_bad_text_are_named() {
+        let d = tempfile::tempdir().unwrap();
+        let e = read_bytes(d.path(), TINY).unwrap_err();
+        assert_eq!(e.to_string(), "it is a directory, not a file");
+        let sock = d.path().join("s");
+        let _l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        let e = read_bytes(&sock, TINY).unwrap_err();
+        assert_eq!(e.to_string(), "it is a socket, not a file");
+        let f = d.path().join("f");
+        std::fs::write(&f, b"ab\xffc").unwrap();
+        let e = read_text(&f, TINY).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "it is not UTF-8 text (an invalid byte at offset 2)"
+        );
+        std::fs::write(&f, b"123456789").unwrap();
+        assert!(matches!(read_bytes(&f, TINY), Err(InputError::TooLarge(_))));
+    }
+
+    #[test]
+    fn a_fifo_is_read_when_written_to() {
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("f");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let writer = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::write(fifo, b"hello").unwrap())
+        };
+        assert_eq!(read_text(&fifo, TINY).unwrap(), "hello");
+        writer.join().unwrap();
+    }
+}
