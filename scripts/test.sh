@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every check: formatting, clippy (warnings are
 # errors), the build, and all tests — BPF tests included, which need root. Outside CI,
-# JITTERSCOPE_SKIP_BPF=1 skips the BPF tests, each named as skipped.
+# JITTERSCOPE_SKIP_BPF=1 skips the BPF tests, each named as skipped. Every skip (a test
+# whose machine lacks a piece of hardware; outside CI also a missing precondition) is
+# appended to target/test-skips.log, and the last line, also when a check fails, lists them:
+# `test.sh: 0 skipped` or `test.sh: 2 skipped: probe_bpf::x (reason), …`.
 #
 # --extended also runs the long checks that CI does not: the run-file fuzzer for a bounded
 # time (FUZZ_SECONDS, default 300) and the soak (SOAK_DURATION, default 30m).
@@ -15,10 +18,27 @@ case "${1:-}" in
   *) echo "usage: $0 [--extended]" >&2; exit 2 ;;
 esac
 
-if [ "${CI:-}" = "true" ] && [ -n "${JITTERSCOPE_SKIP_BPF:-}" ]; then
+ci=
+case "${CI:-}" in [Tt][Rr][Uu][Ee] | 1) ci=1 ;; esac
+if [ -n "$ci" ] && [ -n "${JITTERSCOPE_SKIP_BPF:-}" ]; then
   echo "test.sh: JITTERSCOPE_SKIP_BPF is ignored in CI: BPF tests always run there" >&2
   unset JITTERSCOPE_SKIP_BPF
 fi
+
+export JITTERSCOPE_SKIP_LOG="$root/target/test-skips.log"
+mkdir -p "$root/target"
+: >"$JITTERSCOPE_SKIP_LOG"
+skips_summary() {
+  local n
+  n=$(grep -c . "$JITTERSCOPE_SKIP_LOG" 2>/dev/null || true)
+  if [ "${n:-0}" -eq 0 ]; then
+    echo "test.sh: 0 skipped"
+  else
+    echo "test.sh: $n skipped: $(awk -F'\t' '{printf "%s%s (%s)", (NR > 1 ? ", " : ""), $1, $2}' \
+      "$JITTERSCOPE_SKIP_LOG")"
+  fi
+}
+trap skips_summary EXIT
 
 step() { printf '\n== %s ==\n' "$*"; }
 step "cargo fmt --check"

@@ -303,7 +303,10 @@ fn stalls_waiting_for_the_end_are_counted_as_such() {
 #[test]
 fn under_tmux_the_live_view_names_the_injected_kworker_and_restores_the_terminal() {
     if skip_bpf("under_tmux_the_live_view_names_the_injected_kworker_and_restores_the_terminal")
-        || nproc() < 2
+        || fewer_cpus_than(
+            "under_tmux_the_live_view_names_the_injected_kworker_and_restores_the_terminal",
+            2,
+        )
     {
         return;
     }
@@ -318,7 +321,12 @@ fn under_tmux_the_live_view_names_the_injected_kworker_and_restores_the_terminal
 /// are decided at the end, and the table meanwhile names the kworker by its kernel time.
 #[test]
 fn under_tmux_the_default_live_view_names_the_injected_kworker() {
-    if skip_bpf("under_tmux_the_default_live_view_names_the_injected_kworker") || nproc() < 2 {
+    if skip_bpf("under_tmux_the_default_live_view_names_the_injected_kworker")
+        || fewer_cpus_than(
+            "under_tmux_the_default_live_view_names_the_injected_kworker",
+            2,
+        )
+    {
         return;
     }
     let (title, feed) = if nproc() == 2 {
@@ -503,7 +511,10 @@ fn spikes_shown_live_are_what_the_decisions_found(run: &RunFile, lines: &[String
 #[test]
 fn under_tmux_a_watch_shows_its_threads_and_names_the_injected_kworker() {
     if skip_bpf("under_tmux_a_watch_shows_its_threads_and_names_the_injected_kworker")
-        || nproc() < 2
+        || fewer_cpus_than(
+            "under_tmux_a_watch_shows_its_threads_and_names_the_injected_kworker",
+            2,
+        )
     {
         return;
     }
@@ -560,7 +571,10 @@ fn under_tmux_a_watch_shows_its_threads_and_names_the_injected_kworker() {
 #[test]
 fn sigterm_during_the_live_view_restores_the_terminal_and_writes_the_files() {
     if skip_bpf("sigterm_during_the_live_view_restores_the_terminal_and_writes_the_files")
-        || nproc() < 2
+        || fewer_cpus_than(
+            "sigterm_during_the_live_view_restores_the_terminal_and_writes_the_files",
+            2,
+        )
     {
         return;
     }

@@ -94,7 +94,12 @@ fn on_cpu(
 
 #[test]
 fn baseline_pinned_and_shielded_find_and_remove_their_culprits() {
-    if skip_bpf("baseline_pinned_and_shielded_find_and_remove_their_culprits") || nproc() < 2 {
+    if skip_bpf("baseline_pinned_and_shielded_find_and_remove_their_culprits")
+        || fewer_cpus_than(
+            "baseline_pinned_and_shielded_find_and_remove_their_culprits",
+            2,
+        )
+    {
         return;
     }
     let _cpus = exclusive();
@@ -167,11 +172,12 @@ fn baseline_pinned_and_shielded_find_and_remove_their_culprits() {
 
 #[test]
 fn irqs_moved_removes_the_steered_irq() {
-    if skip_bpf("irqs_moved_removes_the_steered_irq") || nproc() < 2 {
+    if skip_bpf("irqs_moved_removes_the_steered_irq")
+        || fewer_cpus_than("irqs_moved_removes_the_steered_irq", 2)
+    {
         return;
     }
-    let Some((n, name)) = jitterscope::workshop::noise::steerable_irq() else {
-        eprintln!("skipped: no steerable IRQ here (irqs_moved_removes_the_steered_irq)");
+    let Some((n, name)) = steerable_irq_or_skip("irqs_moved_removes_the_steered_irq") else {
         return;
     };
     let _cpus = exclusive();
@@ -190,7 +196,12 @@ fn irqs_moved_removes_the_steered_irq() {
 
 #[test]
 fn kworkers_moved_takes_the_injected_unbound_work_off_the_cpu() {
-    if skip_bpf("kworkers_moved_takes_the_injected_unbound_work_off_the_cpu") || nproc() < 2 {
+    if skip_bpf("kworkers_moved_takes_the_injected_unbound_work_off_the_cpu")
+        || fewer_cpus_than(
+            "kworkers_moved_takes_the_injected_unbound_work_off_the_cpu",
+            2,
+        )
+    {
         return;
     }
     let _cpus = exclusive();
@@ -223,7 +234,10 @@ fn kworkers_moved_takes_the_injected_unbound_work_off_the_cpu() {
 #[test]
 fn boot_advises_the_missing_parameters_from_what_check_saw_and_restores_everything() {
     if skip_bpf("boot_advises_the_missing_parameters_from_what_check_saw_and_restores_everything")
-        || nproc() != 2
+        || cpus_other_than(
+            "boot_advises_the_missing_parameters_from_what_check_saw_and_restores_everything",
+            2,
+        )
     {
         return;
     }
@@ -283,7 +297,9 @@ fn boot_advises_the_missing_parameters_from_what_check_saw_and_restores_everythi
 
 #[test]
 fn rt_finds_the_fifo_consumer_throttled_and_removes_it() {
-    if skip_bpf("rt_finds_the_fifo_consumer_throttled_and_removes_it") || nproc() < 2 {
+    if skip_bpf("rt_finds_the_fifo_consumer_throttled_and_removes_it")
+        || fewer_cpus_than("rt_finds_the_fifo_consumer_throttled_and_removes_it", 2)
+    {
         return;
     }
     let runtime = std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us").unwrap();
