@@ -28,16 +28,7 @@ fi
 export JITTERSCOPE_SKIP_LOG="$root/target/test-skips.log"
 mkdir -p "$root/target"
 : >"$JITTERSCOPE_SKIP_LOG"
-skips_summary() {
-  local n
-  n=$(grep -c . "$JITTERSCOPE_SKIP_LOG" 2>/dev/null || true)
-  if [ "${n:-0}" -eq 0 ]; then
-    echo "test.sh: 0 skipped"
-  else
-    echo "test.sh: $n skipped: $(awk -F'\t' '{printf "%s%s (%s)", (NR > 1 ? ", " : ""), $1, $2}' \
-      "$JITTERSCOPE_SKIP_LOG")"
-  fi
-}
+skips_summary() { bash "$root/scripts/skips.sh" "$JITTERSCOPE_SKIP_LOG"; }
 trap skips_summary EXIT
 
 step() { printf '\n== %s ==\n' "$*"; }

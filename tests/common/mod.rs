@@ -11,7 +11,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 /// True in CI: `CI` is `true` or `1`, in any case (`.ci/run` sets it; so do most CI services).
 pub fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1")
+    ci_value(std::env::var("CI").ok().as_deref())
+}
+
+/// Whether a value of `CI` means CI.
+pub fn ci_value(v: Option<&str>) -> bool {
+    v.is_some_and(|v| v.trim().eq_ignore_ascii_case("true") || v.trim() == "1")
 }
 
 /// Why a test does not run here.
@@ -45,12 +50,18 @@ fn binary_name() -> String {
 /// [`Lack::Precondition`] panics with the reason instead; every other skip is printed to
 /// stderr and appended to the skip log (see [`SKIP_LOG`]). The caller returns after it.
 pub fn skip(test: &str, reason: &str, kind: Lack) {
+    let log = std::env::var_os(SKIP_LOG).map(std::path::PathBuf::from);
+    skip_in(test, reason, kind, in_ci(), log.as_deref());
+}
+
+/// [`skip`] with CI and the skip log given.
+pub fn skip_in(test: &str, reason: &str, kind: Lack, ci: bool, log: Option<&std::path::Path>) {
     let name = format!("{}::{test}", binary_name());
-    if kind == Lack::Precondition && in_ci() {
+    if kind == Lack::Precondition && ci {
         panic!("{name}: {reason} (a missing precondition fails in CI; set the machine up)");
     }
     eprintln!("skipped: {name} ({reason})");
-    if let Some(path) = std::env::var_os(SKIP_LOG) {
+    if let Some(path) = log {
         use std::io::Write;
         let line = format!("{name}\t{}\n", reason.replace(['\t', '\n'], " "));
         // One write of one short line to a file opened for appending: lines of tests
@@ -61,10 +72,7 @@ pub fn skip(test: &str, reason: &str, kind: Lack) {
             .open(&path)
             .and_then(|mut f| f.write_all(line.as_bytes()));
         if let Err(e) = written {
-            panic!(
-                "cannot append to the skip log {}: {e}",
-                path.to_string_lossy()
-            );
+            panic!("cannot append to the skip log {}: {e}", path.display());
         }
     }
 }
@@ -417,16 +425,30 @@ pub fn interrupts(row: &str, cpu: usize) -> u64 {
         .unwrap_or(0)
 }
 
-/// Compares `actual` with `tests/golden/<name>`; `UPDATE_GOLDEN=1` rewrites the file (check
-/// the new output by eye first).
+/// Compares `actual` with `tests/golden/<name>`; with `UPDATE_GOLDEN` set it rewrites the
+/// file and fails, saying so (check the new output by eye, then run again without it).
 pub fn golden(name: &str, actual: &str) {
     let path = format!("{}/tests/golden/{name}", env!("CARGO_MANIFEST_DIR"));
-    if std::env::var_os("UPDATE_GOLDEN").is_some() {
-        std::fs::write(&path, actual).unwrap();
+    golden_at(&path, actual, std::env::var_os("UPDATE_GOLDEN").is_some());
+}
+
+/// [`golden`] for the file `path`, rewriting it when `update`.
+pub fn golden_at(path: &str, actual: &str, update: bool) {
+    if update {
+        std::fs::write(path, actual).unwrap();
+        panic!("{}", rewritten(path));
     }
     let expected = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("missing golden file {path}: {e} (UPDATE_GOLDEN=1 writes it)"));
     assert_eq!(actual, expected, "output differs from {path}");
+}
+
+/// What a golden test says after rewriting its file: it fails, so that a run with
+/// `UPDATE_GOLDEN` set never passes.
+pub fn rewritten(path: &str) -> String {
+    format!(
+        "UPDATE_GOLDEN is set: rewrote {path}; check it by eye (git diff), then run again without UPDATE_GOLDEN"
+    )
 }
 
 /// Every system setting jitterscope's tuning may touch, as text, to compare before/after.
