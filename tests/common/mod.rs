@@ -69,7 +69,7 @@ pub fn skip_in(test: &str, reason: &str, kind: Lack, ci: bool, log: Option<&std:
         let written = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(&path)
+            .open(path)
             .and_then(|mut f| f.write_all(line.as_bytes()));
         if let Err(e) = written {
             panic!("cannot append to the skip log {}: {e}", path.display());
@@ -438,7 +438,7 @@ pub fn golden_at(path: &str, actual: &str, update: bool) {
         std::fs::write(path, actual).unwrap();
         panic!("{}", rewritten(path));
     }
-    let expected = std::fs::read_to_string(&path)
+    let expected = std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("missing golden file {path}: {e} (UPDATE_GOLDEN=1 writes it)"));
     assert_eq!(actual, expected, "output differs from {path}");
 }
