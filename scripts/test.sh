@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every check: formatting, clippy (warnings are
 # errors), the build, and all tests — BPF tests included, which need root. Outside CI,
-# JITTERSCOPE_SKIP_BPF=1 skips the BPF tests, each named as skipped.
+# JITTERSCOPE_SKIP_BPF=1 skips the BPF tests, each named as skipped. Every skip (a test
+# whose machine lacks a piece of hardware; outside CI also a missing precondition) is
+# appended to target/test-skips.log, and the last line, also when a check fails, lists them:
+# `test.sh: 0 skipped` or `test.sh: 2 skipped: probe_bpf::x (reason), …`.
 #
 # --extended also runs the long checks that CI does not: the fuzzers (run file, perf script,
 # interval log) for a bounded time split between them (FUZZ_SECONDS in all, default 300) and
@@ -16,10 +19,18 @@ case "${1:-}" in
   *) echo "usage: $0 [--extended]" >&2; exit 2 ;;
 esac
 
-if [ "${CI:-}" = "true" ] && [ -n "${JITTERSCOPE_SKIP_BPF:-}" ]; then
+ci=
+case "${CI:-}" in [Tt][Rr][Uu][Ee] | 1) ci=1 ;; esac
+if [ -n "$ci" ] && [ -n "${JITTERSCOPE_SKIP_BPF:-}" ]; then
   echo "test.sh: JITTERSCOPE_SKIP_BPF is ignored in CI: BPF tests always run there" >&2
   unset JITTERSCOPE_SKIP_BPF
 fi
+
+export JITTERSCOPE_SKIP_LOG="$root/target/test-skips.log"
+mkdir -p "$root/target"
+: >"$JITTERSCOPE_SKIP_LOG"
+skips_summary() { bash "$root/scripts/skips.sh" "$JITTERSCOPE_SKIP_LOG"; }
+trap skips_summary EXIT
 
 step() { printf '\n== %s ==\n' "$*"; }
 step "cargo fmt --check"

@@ -150,7 +150,10 @@ fn start_tune() -> Child {
 #[test]
 fn known_noise_breaks_its_promises_and_a_held_tune_makes_them_hold_by_observation() {
     if skip_bpf("known_noise_breaks_its_promises_and_a_held_tune_makes_them_hold_by_observation")
-        || nproc() < 2
+        || fewer_cpus_than(
+            "known_noise_breaks_its_promises_and_a_held_tune_makes_them_hold_by_observation",
+            2,
+        )
     {
         return;
     }
@@ -206,7 +209,12 @@ fn known_noise_breaks_its_promises_and_a_held_tune_makes_them_hold_by_observatio
 
 #[test]
 fn the_checked_threads_of_a_process_are_left_out_of_what_is_seen() {
-    if skip_bpf("the_checked_threads_of_a_process_are_left_out_of_what_is_seen") || nproc() < 2 {
+    if skip_bpf("the_checked_threads_of_a_process_are_left_out_of_what_is_seen")
+        || fewer_cpus_than(
+            "the_checked_threads_of_a_process_are_left_out_of_what_is_seen",
+            2,
+        )
+    {
         return;
     }
     let _cpus = exclusive();
@@ -279,7 +287,10 @@ fn run_into(dir: &std::path::Path, label: &str) -> std::path::PathBuf {
 #[test]
 fn compare_shows_a_held_tunes_changes_beside_the_culprits_that_went_away() {
     if skip_bpf("compare_shows_a_held_tunes_changes_beside_the_culprits_that_went_away")
-        || nproc() < 2
+        || fewer_cpus_than(
+            "compare_shows_a_held_tunes_changes_beside_the_culprits_that_went_away",
+            2,
+        )
     {
         return;
     }

@@ -17,10 +17,6 @@ fn js() -> Command {
     Command::cargo_bin("jitterscope").unwrap()
 }
 
-fn nproc() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
 #[test]
 fn invalid_cpu_lists_are_usage_errors_naming_the_value() {
     let d = tempfile::tempdir().unwrap();
@@ -110,8 +106,7 @@ fn help_shows_examples_and_completions_generate() {
 
 #[test]
 fn a_short_run_prints_both_blocks_and_writes_its_files() {
-    if nproc() < 2 {
-        eprintln!("skipped: needs 2 CPUs");
+    if common::fewer_cpus_than("a_short_run_prints_both_blocks_and_writes_its_files", 2) {
         return;
     }
     let _cpus = CPUS.lock().unwrap_or_else(|e| e.into_inner());
@@ -444,8 +439,8 @@ fn verify_across_both_attach_orders_grades_what_lies_between_them() {
 #[test]
 fn files_belong_to_the_invoking_user_under_sudo() {
     use std::os::unix::fs::MetadataExt;
-    if nproc() < 2 || unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: needs root (chown) and 2 CPUs");
+    let test = "files_belong_to_the_invoking_user_under_sudo";
+    if common::fewer_cpus_than(test, 2) || common::not_root(test) {
         return;
     }
     let _cpus = CPUS.lock().unwrap_or_else(|e| e.into_inner());
@@ -475,9 +470,8 @@ fn files_belong_to_the_invoking_user_under_sudo() {
 #[test]
 fn without_privileges_the_probes_fail_clearly_and_leave_no_files() {
     use std::process::Command as Std;
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 || Std::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("skipped: needs root and setpriv to drop privileges");
+    let test = "without_privileges_the_probes_fail_clearly_and_leave_no_files";
+    if common::not_root(test) || common::missing_tool(test, "setpriv", "--version") {
         return;
     }
     let _cpus = CPUS.lock().unwrap_or_else(|e| e.into_inner());
@@ -511,13 +505,8 @@ fn without_privileges_the_probes_fail_clearly_and_leave_no_files() {
 
 #[test]
 fn cpus_outside_the_process_cpuset_name_the_allowed_ones() {
-    if nproc() < 2
-        || std::process::Command::new("taskset")
-            .arg("-V")
-            .output()
-            .is_err()
-    {
-        eprintln!("skipped: needs 2 CPUs and taskset");
+    let test = "cpus_outside_the_process_cpuset_name_the_allowed_ones";
+    if common::fewer_cpus_than(test, 2) || common::missing_tool(test, "taskset", "-V") {
         return;
     }
     let out = std::process::Command::new("taskset")
@@ -560,7 +549,10 @@ fn sizes_and_other_values_are_checked_with_the_fix() {
 
 #[test]
 fn a_ring_buffer_size_that_is_not_a_power_of_two_is_rounded_up_and_said() {
-    if nproc() < 2 {
+    if common::fewer_cpus_than(
+        "a_ring_buffer_size_that_is_not_a_power_of_two_is_rounded_up_and_said",
+        2,
+    ) {
         return;
     }
     let _cpus = CPUS.lock().unwrap_or_else(|e| e.into_inner());
@@ -682,7 +674,9 @@ fn report_output_never_follows_a_planted_symlink() {
 #[test]
 fn bpf_perfmon_and_sys_nice_are_enough_without_root() {
     use std::process::Command as Std;
-    if common::skip_bpf("bpf_perfmon_and_sys_nice_are_enough_without_root") || nproc() < 2 {
+    if common::skip_bpf("bpf_perfmon_and_sys_nice_are_enough_without_root")
+        || common::fewer_cpus_than("bpf_perfmon_and_sys_nice_are_enough_without_root", 2)
+    {
         return;
     }
     if unsafe { libc::geteuid() } != 0 || Std::new("setpriv").arg("--version").output().is_err() {
@@ -809,7 +803,7 @@ fn check_of_a_command_that_cannot_start_is_a_usage_error() {
 
 #[test]
 fn after_reboot_is_only_for_the_boot_step() {
-    if nproc() < 2 {
+    if common::fewer_cpus_than("after_reboot_is_only_for_the_boot_step", 2) {
         return;
     }
     let d = tempfile::tempdir().unwrap();
@@ -871,7 +865,7 @@ fn boot_run_file(
 
 #[test]
 fn after_reboot_compares_a_saved_pair_without_measuring() {
-    if nproc() < 2 {
+    if common::fewer_cpus_than("after_reboot_compares_a_saved_pair_without_measuring", 2) {
         return;
     }
     let d = tempfile::tempdir().unwrap();
@@ -932,7 +926,7 @@ fn after_reboot_compares_a_saved_pair_without_measuring() {
 
 #[test]
 fn after_reboot_names_a_file_it_cannot_read() {
-    if nproc() < 2 {
+    if common::fewer_cpus_than("after_reboot_names_a_file_it_cannot_read", 2) {
         return;
     }
     let d = tempfile::tempdir().unwrap();

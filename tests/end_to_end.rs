@@ -148,7 +148,11 @@ fn has(s: &StallEntry, f: impl Fn(&jitterscope::report::runfile::StallCulprit) -
 
 #[test]
 fn stat_refresh_kworkers_are_the_top_culprit_and_explain_their_stalls() {
-    if skip_bpf("stat_refresh_kworkers_are_the_top_culprit_and_explain_their_stalls") || nproc() < 2
+    if skip_bpf("stat_refresh_kworkers_are_the_top_culprit_and_explain_their_stalls")
+        || fewer_cpus_than(
+            "stat_refresh_kworkers_are_the_top_culprit_and_explain_their_stalls",
+            2,
+        )
     {
         return;
     }
@@ -244,7 +248,9 @@ fn spikes_never_exceed_their_transit(run: &RunFile) {
 
 #[test]
 fn a_competing_task_is_the_top_culprit_by_its_comm() {
-    if skip_bpf("a_competing_task_is_the_top_culprit_by_its_comm") || nproc() < 2 {
+    if skip_bpf("a_competing_task_is_the_top_culprit_by_its_comm")
+        || fewer_cpus_than("a_competing_task_is_the_top_culprit_by_its_comm", 2)
+    {
         return;
     }
     let _cpus = exclusive();
@@ -343,11 +349,12 @@ fn a_competing_task_is_the_top_culprit_by_its_comm() {
 
 #[test]
 fn a_steered_irq_is_found_by_its_name() {
-    if skip_bpf("a_steered_irq_is_found_by_its_name") || nproc() < 2 {
+    if skip_bpf("a_steered_irq_is_found_by_its_name")
+        || fewer_cpus_than("a_steered_irq_is_found_by_its_name", 2)
+    {
         return;
     }
-    let Some((irq, name)) = jitterscope::workshop::noise::steerable_irq() else {
-        eprintln!("skipped: no steerable virtio-rng IRQ here (a_steered_irq_is_found_by_its_name)");
+    let Some((irq, name)) = steerable_irq_or_skip("a_steered_irq_is_found_by_its_name") else {
         return;
     };
     let _cpus = exclusive();
@@ -426,7 +433,10 @@ fn jitterscope_sends_no_tlb_shootdown_to_the_consumers_cpu_while_recording() {
 #[test]
 fn deciding_at_end_decides_nothing_while_it_runs_and_names_the_same_culprit() {
     if skip_bpf("deciding_at_end_decides_nothing_while_it_runs_and_names_the_same_culprit")
-        || nproc() < 2
+        || fewer_cpus_than(
+            "deciding_at_end_decides_nothing_while_it_runs_and_names_the_same_culprit",
+            2,
+        )
     {
         return;
     }
@@ -576,7 +586,9 @@ fn intervals_held_to_the_end_are_all_there(dir: &std::path::Path, run: &RunFile,
 
 #[test]
 fn deciding_at_end_drains_early_when_a_ring_needs_room() {
-    if skip_bpf("deciding_at_end_drains_early_when_a_ring_needs_room") || nproc() < 2 {
+    if skip_bpf("deciding_at_end_drains_early_when_a_ring_needs_room")
+        || fewer_cpus_than("deciding_at_end_drains_early_when_a_ring_needs_room", 2)
+    {
         return;
     }
     let _cpus = exclusive();

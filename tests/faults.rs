@@ -219,7 +219,9 @@ fn pinned_bpf_entries() -> Vec<String> {
 
 #[test]
 fn a_signal_at_any_stage_stops_the_run_cleanly() {
-    if skip_bpf("a_signal_at_any_stage_stops_the_run_cleanly") || nproc() < 2 {
+    if skip_bpf("a_signal_at_any_stage_stops_the_run_cleanly")
+        || fewer_cpus_than("a_signal_at_any_stage_stops_the_run_cleanly", 2)
+    {
         return;
     }
     assert!(root(), "this test loads BPF programs and needs root");
@@ -277,7 +279,7 @@ fn a_signal_at_any_stage_stops_the_run_cleanly() {
 /// ones not ignored still end it early.
 #[test]
 fn signals_started_ignored_stay_ignored() {
-    if nproc() < 2 {
+    if fewer_cpus_than("signals_started_ignored_stay_ignored", 2) {
         return;
     }
     let _cpus = exclusive();
@@ -336,7 +338,9 @@ fn signals_started_ignored_stay_ignored() {
 
 #[test]
 fn signals_while_the_report_is_written_do_not_cut_it_short() {
-    if skip_bpf("signals_while_the_report_is_written_do_not_cut_it_short") || nproc() < 2 {
+    if skip_bpf("signals_while_the_report_is_written_do_not_cut_it_short")
+        || fewer_cpus_than("signals_while_the_report_is_written_do_not_cut_it_short", 2)
+    {
         return;
     }
     let _cpus = exclusive();
@@ -379,7 +383,9 @@ fn signals_while_the_report_is_written_do_not_cut_it_short() {
 
 #[test]
 fn sigkill_leaves_nothing_attached_and_the_cpus_free() {
-    if skip_bpf("sigkill_leaves_nothing_attached_and_the_cpus_free") || nproc() < 2 {
+    if skip_bpf("sigkill_leaves_nothing_attached_and_the_cpus_free")
+        || fewer_cpus_than("sigkill_leaves_nothing_attached_and_the_cpus_free", 2)
+    {
         return;
     }
     assert!(root(), "this test loads BPF programs and needs root");
@@ -409,7 +415,12 @@ fn sigkill_leaves_nothing_attached_and_the_cpus_free() {
 
 #[test]
 fn the_next_start_restores_what_a_killed_jitterscope_changed() {
-    if skip_bpf("the_next_start_restores_what_a_killed_jitterscope_changed") || nproc() < 2 {
+    if skip_bpf("the_next_start_restores_what_a_killed_jitterscope_changed")
+        || fewer_cpus_than(
+            "the_next_start_restores_what_a_killed_jitterscope_changed",
+            2,
+        )
+    {
         return;
     }
     assert!(root(), "this test changes a sysctl and needs root");
@@ -519,7 +530,12 @@ fn assert_ended_with_cpu_lost(dir: &Path, code: Option<i32>, cause: &str) {
 
 #[test]
 fn a_cpu_taken_out_of_the_cpuset_ends_the_run_with_an_explanation() {
-    if skip_bpf("a_cpu_taken_out_of_the_cpuset_ends_the_run_with_an_explanation") || nproc() < 2 {
+    if skip_bpf("a_cpu_taken_out_of_the_cpuset_ends_the_run_with_an_explanation")
+        || fewer_cpus_than(
+            "a_cpu_taken_out_of_the_cpuset_ends_the_run_with_an_explanation",
+            2,
+        )
+    {
         return;
     }
     assert!(root(), "this test creates a cpuset and needs root");
@@ -608,7 +624,9 @@ impl Drop for Online {
 
 #[test]
 fn a_cpu_going_offline_ends_the_run_with_an_explanation() {
-    if skip_bpf("a_cpu_going_offline_ends_the_run_with_an_explanation") || nproc() < 2 {
+    if skip_bpf("a_cpu_going_offline_ends_the_run_with_an_explanation")
+        || fewer_cpus_than("a_cpu_going_offline_ends_the_run_with_an_explanation", 2)
+    {
         return;
     }
     assert!(root(), "this test takes a CPU offline and needs root");
@@ -632,7 +650,7 @@ fn a_cpu_going_offline_ends_the_run_with_an_explanation() {
 
 #[test]
 fn a_second_run_on_the_same_cpus_names_the_first_ones_pid() {
-    if nproc() < 2 {
+    if fewer_cpus_than("a_second_run_on_the_same_cpus_names_the_first_ones_pid", 2) {
         return;
     }
     let _cpus = exclusive();
@@ -673,7 +691,7 @@ fn a_second_run_on_the_same_cpus_names_the_first_ones_pid() {
 
 #[test]
 fn a_hung_up_terminal_still_leaves_complete_files() {
-    if nproc() < 2 {
+    if fewer_cpus_than("a_hung_up_terminal_still_leaves_complete_files", 2) {
         return;
     }
     let _cpus = exclusive();
@@ -735,7 +753,10 @@ impl Drop for SmallDisk {
 
 #[test]
 fn a_full_disk_is_reported_with_the_fix_and_the_report_is_still_printed() {
-    if nproc() < 2 {
+    if fewer_cpus_than(
+        "a_full_disk_is_reported_with_the_fix_and_the_report_is_still_printed",
+        2,
+    ) {
         return;
     }
     assert!(root(), "this test mounts a small tmpfs and needs root");
@@ -823,7 +844,10 @@ fn storm_run(stressor: &str) -> (RunFile, String) {
 #[test]
 fn storms_on_a_measured_cpu_count_drops_per_cpu_and_mark_stalls_incomplete() {
     if skip_bpf("storms_on_a_measured_cpu_count_drops_per_cpu_and_mark_stalls_incomplete")
-        || nproc() < 2
+        || fewer_cpus_than(
+            "storms_on_a_measured_cpu_count_drops_per_cpu_and_mark_stalls_incomplete",
+            2,
+        )
     {
         return;
     }

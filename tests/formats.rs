@@ -1,6 +1,7 @@
 //! Output formats against golden files: the seed's histogram blocks and HdrHistogram's
 //! `.hgrm` percentile distribution. Regenerate with `UPDATE_GOLDEN=1 cargo test --test formats`
-//! after checking the new output by eye.
+//! (it rewrites the files and fails, saying so); check the new output by eye, then run again
+//! without it.
 
 mod common;
 

@@ -4,7 +4,7 @@
 mod common;
 
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::*;
 use jitterscope::live::model::ConsumerView;
@@ -303,7 +303,10 @@ fn stalls_waiting_for_the_end_are_counted_as_such() {
 #[test]
 fn under_tmux_the_live_view_names_the_injected_kworker_and_restores_the_terminal() {
     if skip_bpf("under_tmux_the_live_view_names_the_injected_kworker_and_restores_the_terminal")
-        || nproc() < 2
+        || fewer_cpus_than(
+            "under_tmux_the_live_view_names_the_injected_kworker_and_restores_the_terminal",
+            2,
+        )
     {
         return;
     }
@@ -318,7 +321,12 @@ fn under_tmux_the_live_view_names_the_injected_kworker_and_restores_the_terminal
 /// are decided at the end, and the table meanwhile names the kworker by its kernel time.
 #[test]
 fn under_tmux_the_default_live_view_names_the_injected_kworker() {
-    if skip_bpf("under_tmux_the_default_live_view_names_the_injected_kworker") || nproc() < 2 {
+    if skip_bpf("under_tmux_the_default_live_view_names_the_injected_kworker")
+        || fewer_cpus_than(
+            "under_tmux_the_default_live_view_names_the_injected_kworker",
+            2,
+        )
+    {
         return;
     }
     let (title, feed) = if nproc() == 2 {
@@ -330,6 +338,49 @@ fn under_tmux_the_default_live_view_names_the_injected_kworker() {
         ("culprits by total", "latest spikes")
     };
     live_view_names_the_injected_kworker("", title, feed);
+}
+
+/// A SCHED_FIFO thread named `js-test-burst` pinned to a CPU, spinning `busy_ns` then
+/// sleeping `idle_ns`, again and again until dropped: a spike of known cause on that CPU.
+struct Bursts {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Bursts {
+    fn start(cpu: usize, busy_ns: u64, idle_ns: u64) -> Bursts {
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let s = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name("js-test-burst".into())
+            .spawn(move || {
+                pin(0, cpu);
+                let p = libc::sched_param { sched_priority: 10 };
+                // SAFETY: sets this thread's own policy; 0 means the calling thread.
+                let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) };
+                assert_eq!(rc, 0, "SCHED_FIFO needs root");
+                while !s.load(Ordering::Relaxed) {
+                    let t = Instant::now();
+                    while t.elapsed() < Duration::from_nanos(busy_ns) {}
+                    std::thread::sleep(Duration::from_nanos(idle_ns));
+                }
+            })
+            .expect("spawn the burst thread");
+        Bursts {
+            stop,
+            handle: Some(handle),
+        }
+    }
+}
+
+impl Drop for Bursts {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
 }
 
 /// The feed's title while the culprits wait for the end.
@@ -382,14 +433,25 @@ fn live_view_names_the_injected_kworker(flags: &str, title: &str, feed: &str) {
             break;
         }
     }
-    // The rest of the run's spikes, until it ends.
-    for _ in 0..100 {
+    // The rest of the run's spikes, until it ends. For two seconds of it a SCHED_FIFO thread
+    // takes the consumer's CPU 20 ms in every 50: spikes among the worst the run file keeps,
+    // with that thread the culprit of nearly all their transit, and one in every few the
+    // feed lists at each look, so that the comparison below has spikes to compare whatever
+    // else runs on the machine.
+    let mut bursts = Some((Bursts::start(1, 20_000_000, 30_000_000), Instant::now()));
+    for _ in 0..200 {
+        if bursts
+            .as_ref()
+            .is_some_and(|(_, t)| t.elapsed() > Duration::from_secs(2))
+        {
+            bursts = None;
+        }
         let pane = tmux.screen();
         if !pane.contains(feed) {
             break;
         }
         keep_spikes(&pane);
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(Duration::from_millis(100));
     }
     assert!(
         seen.contains("kworker") && seen.contains("refresh_vm_stats"),
@@ -441,8 +503,9 @@ fn since_start_max(pane: &str) -> Vec<String> {
 /// worst the run file keeps) one culprit of most of its transit on the consumer's side (not
 /// the host), the line named it first, with the same time to within a tenth (the same kernel
 /// records, read twice) — or, when that culprit's record came after the glance, said that at
-/// least half of that time was in no kernel record yet. Which spikes come is the host's
-/// doing: the count of each kind is printed.
+/// least half of that time was in no kernel record yet. Which other spikes come is the
+/// host's doing: the count of each kind is printed; at least one spike must have been
+/// compared (the competing task injected makes them).
 fn spikes_shown_live_are_what_the_decisions_found(run: &RunFile, lines: &[String]) {
     let from = run.run.record_from_ns;
     let mut pending = 0;
@@ -511,17 +574,26 @@ fn spikes_shown_live_are_what_the_decisions_found(run: &RunFile, lines: &[String
         );
         compared.push(what);
     }
-    eprintln!(
+    let note = format!(
         "{} spikes shown live: {} named as decided ({compared:?}), {pending} whose record came later",
         lines.len(),
         compared.len()
     );
+    assert!(
+        !compared.is_empty(),
+        "no spike shown live was compared with the decisions: {note}\n{}",
+        lines.join("\n")
+    );
+    eprintln!("{note}");
 }
 
 #[test]
 fn under_tmux_a_watch_shows_its_threads_and_names_the_injected_kworker() {
     if skip_bpf("under_tmux_a_watch_shows_its_threads_and_names_the_injected_kworker")
-        || nproc() < 2
+        || fewer_cpus_than(
+            "under_tmux_a_watch_shows_its_threads_and_names_the_injected_kworker",
+            2,
+        )
     {
         return;
     }
@@ -578,7 +650,10 @@ fn under_tmux_a_watch_shows_its_threads_and_names_the_injected_kworker() {
 #[test]
 fn sigterm_during_the_live_view_restores_the_terminal_and_writes_the_files() {
     if skip_bpf("sigterm_during_the_live_view_restores_the_terminal_and_writes_the_files")
-        || nproc() < 2
+        || fewer_cpus_than(
+            "sigterm_during_the_live_view_restores_the_terminal_and_writes_the_files",
+            2,
+        )
     {
         return;
     }

@@ -2,6 +2,8 @@
 //! byte for byte the committed ones, and every long flag a command's `--help` shows must be
 //! in its page. `man -l` must render them where `man` is installed.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -111,12 +113,7 @@ fn every_command_has_a_page_with_every_long_flag_of_its_help() {
 
 #[test]
 fn man_renders_the_pages() {
-    if std::process::Command::new("man")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("man_renders_the_pages: skipped, `man` is not installed");
+    if common::missing_tool("man_renders_the_pages", "man", "--version") {
         return;
     }
     for name in ["jitterscope.1", "jitterscope-watch.1"] {

@@ -12,7 +12,6 @@ use jitterscope::model::CulpritClass;
 use jitterscope::probe::decode::Record;
 use jitterscope::probe::{ProbeConfig, ProbeSession};
 use jitterscope::system::tuning::{Change, Tuner};
-use jitterscope::workshop::noise::steerable_irq;
 
 const CPU: u32 = 1;
 
@@ -55,7 +54,12 @@ fn interruptions(r: &[Record]) -> impl Iterator<Item = &jitterscope::model::Inte
 
 #[test]
 fn each_noise_kind_produces_its_interruption_on_the_chosen_cpu() {
-    if skip_bpf("each_noise_kind_produces_its_interruption_on_the_chosen_cpu") || nproc() < 2 {
+    if skip_bpf("each_noise_kind_produces_its_interruption_on_the_chosen_cpu")
+        || fewer_cpus_than(
+            "each_noise_kind_produces_its_interruption_on_the_chosen_cpu",
+            2,
+        )
+    {
         return;
     }
     let _cpus = exclusive();
@@ -86,7 +90,9 @@ fn each_noise_kind_produces_its_interruption_on_the_chosen_cpu() {
         "only {sleeps} js-noise-timer wake-ups for a 200/s hrtimer storm"
     );
 
-    if let Some((irq, name)) = steerable_irq() {
+    if let Some((irq, name)) =
+        steerable_irq_or_skip("each_noise_kind_produces_its_interruption_on_the_chosen_cpu")
+    {
         let before = std::fs::read_to_string(format!("/proc/irq/{irq}/smp_affinity_list")).unwrap();
         let (r, _) = census("irq", &journal);
         let n = interruptions(&r)
@@ -95,8 +101,6 @@ fn each_noise_kind_produces_its_interruption_on_the_chosen_cpu() {
         assert!(n >= 50, "only {n} records of IRQ {irq} {name} on CPU {CPU}");
         let after = std::fs::read_to_string(format!("/proc/irq/{irq}/smp_affinity_list")).unwrap();
         assert_eq!(before, after, "the IRQ's affinity was not restored");
-    } else {
-        eprintln!("skipped the irq kind: no virtio-rng IRQ on this machine");
     }
 
     // No cpufreq driver here: the freq kind says why it is skipped instead of failing.
@@ -149,11 +153,11 @@ fn the_tuner_journals_before_changing_and_restores_on_drop() {
 /// SIGKILL leaves it changed until `jitterscope restore`.
 #[test]
 fn settings_come_back_on_sigterm_and_through_restore_after_sigkill() {
-    if skip_bpf("settings_come_back_on_sigterm_and_through_restore_after_sigkill") {
+    let test = "settings_come_back_on_sigterm_and_through_restore_after_sigkill";
+    if skip_bpf(test) {
         return;
     }
-    let Some((irq, _)) = steerable_irq() else {
-        eprintln!("skipped: no steerable IRQ here (settings_come_back_on_sigterm…)");
+    let Some((irq, _)) = steerable_irq_or_skip(test) else {
         return;
     };
     let _cpus = exclusive();
@@ -228,11 +232,13 @@ fn settings_come_back_on_sigterm_and_through_restore_after_sigkill() {
 /// Each kind, injected during a real run, is attributed to itself in the run file.
 #[test]
 fn each_noise_kind_is_attributed_by_name_in_a_run() {
-    if skip_bpf("each_noise_kind_is_attributed_by_name_in_a_run") || nproc() < 2 {
+    if skip_bpf("each_noise_kind_is_attributed_by_name_in_a_run")
+        || fewer_cpus_than("each_noise_kind_is_attributed_by_name_in_a_run", 2)
+    {
         return;
     }
     let _cpus = exclusive();
-    let irq = steerable_irq();
+    let irq = steerable_irq_or_skip("each_noise_kind_is_attributed_by_name_in_a_run");
     let mut kinds = vec!["kworker", "task", "timer"];
     if irq.is_some() {
         kinds.push("irq");
@@ -298,7 +304,9 @@ fn each_noise_kind_is_attributed_by_name_in_a_run() {
 
 #[test]
 fn inject_runs_noise_inside_a_run() {
-    if skip_bpf("inject_runs_noise_inside_a_run") || nproc() < 2 {
+    if skip_bpf("inject_runs_noise_inside_a_run")
+        || fewer_cpus_than("inject_runs_noise_inside_a_run", 2)
+    {
         return;
     }
     let _cpus = exclusive();

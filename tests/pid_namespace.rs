@@ -53,7 +53,10 @@ fn child_of(pid: u32) -> Option<u32> {
 #[test]
 fn a_run_in_a_pid_namespace_blames_neither_the_workload_nor_other_processes_as_self() {
     if skip_bpf("a_run_in_a_pid_namespace_blames_neither_the_workload_nor_other_processes_as_self")
-        || nproc() < 2
+        || fewer_cpus_than(
+            "a_run_in_a_pid_namespace_blames_neither_the_workload_nor_other_processes_as_self",
+            2,
+        )
     {
         return;
     }

@@ -1169,7 +1169,7 @@ fn read_errors_say_what_went_wrong() {
 }
 
 /// The fuzz target's seeds (tests/fuzz/seeds/run_file/) are kept current like golden files:
-/// `UPDATE_GOLDEN=1 cargo test --release --test props fuzz_seeds` rewrites them.
+/// `UPDATE_GOLDEN=1 cargo test --release --test props fuzz_seeds` rewrites them and fails, saying so (run again without it).
 #[test]
 fn fuzz_seeds_are_current() {
     let valid = sample_json();
@@ -1208,9 +1208,10 @@ fn fuzz_seeds_are_current() {
         ),
     ];
     let dir = format!("{}/tests/fuzz/seeds/run_file", env!("CARGO_MANIFEST_DIR"));
+    let update = std::env::var_os("UPDATE_GOLDEN").is_some();
     for (name, text) in &seeds {
         let path = format!("{dir}/{name}");
-        if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        if update {
             std::fs::write(&path, text).unwrap();
         }
         let on_disk = std::fs::read_to_string(&path)
@@ -1222,6 +1223,10 @@ fn fuzz_seeds_are_current() {
         let read = RunFile::from_json(name, text);
         assert_eq!(read.is_ok(), name.starts_with("valid"), "{name}: {read:?}");
     }
+    assert!(
+        !update,
+        "UPDATE_GOLDEN is set: rewrote the seeds in {dir}; check them (git diff), then run again without UPDATE_GOLDEN"
+    );
 }
 
 /// Sets every number to its field's maximum (u32 for CPUs and pids, u64 or f64 otherwise) and

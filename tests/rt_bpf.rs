@@ -61,7 +61,7 @@ fn read_setting(path: &str) -> String {
 fn a_fifo_consumer_is_throttled_tens_of_ms_each_second_and_not_at_all_with_throttling_off() {
     let name =
         "a_fifo_consumer_is_throttled_tens_of_ms_each_second_and_not_at_all_with_throttling_off";
-    if skip_bpf(name) || nproc() < 2 {
+    if skip_bpf(name) || fewer_cpus_than(name, 2) {
         return;
     }
     let _cpus = exclusive();
@@ -183,7 +183,7 @@ impl Drop for FifoSpinner {
 #[test]
 fn a_watched_fifo_thread_held_off_by_rt_throttling_is_throttled_not_unexplained() {
     let name = "a_watched_fifo_thread_held_off_by_rt_throttling_is_throttled_not_unexplained";
-    if skip_bpf(name) || nproc() < 2 {
+    if skip_bpf(name) || fewer_cpus_than(name, 2) {
         return;
     }
     let _cpus = exclusive();

@@ -9,7 +9,43 @@ use std::time::{Duration, Instant};
 use common::*;
 use jitterscope::system::actions::STAT_INTERVAL;
 
-fn start(journal: &std::path::Path) -> Child {
+/// A `tune --hold` child, ended on drop (also when a test fails) by SIGTERM, which restores
+/// its settings, and then by `jitterscope restore` of its journal where it had been killed.
+struct Held {
+    child: Child,
+    journal: std::path::PathBuf,
+}
+
+impl std::ops::Deref for Held {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.child
+    }
+}
+
+impl std::ops::DerefMut for Held {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.child
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            // SAFETY: signalling our own child by its pid.
+            unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+            let _ = self.child.wait();
+        }
+        if self.journal.exists() {
+            let _ = Command::new(env!("CARGO_BIN_EXE_jitterscope"))
+                .arg("restore")
+                .env("JITTERSCOPE_JOURNAL", &self.journal)
+                .output();
+        }
+    }
+}
+
+fn start(journal: &std::path::Path) -> Held {
     let child = Command::new(env!("CARGO_BIN_EXE_jitterscope"))
         .args([
             "tune",
@@ -35,13 +71,19 @@ fn start(journal: &std::path::Path) -> Child {
     }
     // Give the shield (the last step) time to finish.
     std::thread::sleep(Duration::from_millis(500));
-    child
+    Held {
+        child,
+        journal: journal.to_path_buf(),
+    }
 }
 
 #[test]
 fn every_tuning_action_is_restored_on_sigterm_and_by_restore_after_sigkill() {
     if skip_bpf("every_tuning_action_is_restored_on_sigterm_and_by_restore_after_sigkill")
-        || nproc() < 2
+        || fewer_cpus_than(
+            "every_tuning_action_is_restored_on_sigterm_and_by_restore_after_sigkill",
+            2,
+        )
     {
         return;
     }
@@ -92,7 +134,9 @@ fn every_tuning_action_is_restored_on_sigterm_and_by_restore_after_sigkill() {
 
 #[test]
 fn a_held_tune_is_not_undone_by_another_jitterscope() {
-    if skip_bpf("a_held_tune_is_not_undone_by_another_jitterscope") || nproc() < 2 {
+    if skip_bpf("a_held_tune_is_not_undone_by_another_jitterscope")
+        || fewer_cpus_than("a_held_tune_is_not_undone_by_another_jitterscope", 2)
+    {
         return;
     }
     let _cpus = exclusive();
@@ -131,28 +175,45 @@ fn a_held_tune_is_not_undone_by_another_jitterscope() {
     assert!(!journal.with_extension("owner").exists());
 }
 
+/// `--cpus` naming every online CPU (this machine's own list) is refused as a usage error
+/// before anything is applied; were it not, the tune would hold for one second only, with
+/// its own journal, and the settings are compared before and after.
 #[test]
 fn tune_refuses_to_clear_every_cpu() {
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .expect("the online CPU list")
+        .trim()
+        .to_string();
+    let _cpus = exclusive();
+    let before = snapshot();
+    let dir = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_jitterscope"))
-        .args(["tune", "--cpus", "0-1", "--irqs"])
+        .args(["tune", "--cpus", &online, "--irqs", "--hold", "1s"])
+        .env("JITTERSCOPE_JOURNAL", dir.path().join("restore.json"))
         .output()
         .unwrap();
-    let all: Vec<String> = std::fs::read_to_string("/sys/devices/system/cpu/online")
-        .map(|s| vec![s.trim().to_string()])
-        .unwrap_or_default();
-    if all.first().map(String::as_str) == Some("0-1") {
-        assert_eq!(out.status.code(), Some(2));
-        assert!(String::from_utf8_lossy(&out.stderr).contains("every CPU would be cleared"));
-    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "--cpus {online}: {stderr}");
+    assert!(
+        stderr.contains(&format!("--cpus {online}: every CPU would be cleared")),
+        "{stderr}"
+    );
+    assert_eq!(snapshot(), before, "a setting changed");
 }
 
 #[test]
 fn an_error_midway_restores_what_was_already_changed() {
-    if skip_bpf("an_error_midway_restores_what_was_already_changed") || nproc() < 2 {
+    if skip_bpf("an_error_midway_restores_what_was_already_changed")
+        || fewer_cpus_than("an_error_midway_restores_what_was_already_changed", 2)
+    {
         return;
     }
     let Some((root, _, _)) = jitterscope::system::actions::cpuset_root() else {
-        eprintln!("skipped: no cpuset hierarchy here");
+        skip(
+            "an_error_midway_restores_what_was_already_changed",
+            "no cpuset hierarchy mounted",
+            Lack::Precondition,
+        );
         return;
     };
     let _cpus = exclusive();

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{exclusive, nproc, Competitor};
+use common::{exclusive, fewer_cpus_than, nproc, Competitor};
 use std::sync::atomic::Ordering;
 
 use jitterscope::model::{Spike, Stall, ThreadRole};
@@ -106,8 +106,7 @@ fn run_to_end(cfg: WorkloadConfig) -> Ran {
 #[test]
 fn a_run_measures_every_message_and_names_its_threads() {
     let _cpus = exclusive();
-    if online_cpus() < 2 {
-        eprintln!("skipped: needs 2 CPUs");
+    if fewer_cpus_than("a_run_measures_every_message_and_names_its_threads", 2) {
         return;
     }
     let cfg = short_config();
@@ -149,8 +148,7 @@ fn a_run_measures_every_message_and_names_its_threads() {
 #[test]
 fn a_competing_busy_loop_shows_as_stalls_on_its_cpu() {
     let _cpus = exclusive();
-    if online_cpus() < 2 {
-        eprintln!("skipped: needs 2 CPUs");
+    if fewer_cpus_than("a_competing_busy_loop_shows_as_stalls_on_its_cpu", 2) {
         return;
     }
     let cfg = short_config();

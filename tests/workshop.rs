@@ -92,9 +92,72 @@ fn on_cpu(
     total
 }
 
+/// The CLOCK_MONOTONIC window `label`'s run recorded: from `record_from_ns` for `duration_ns`.
+fn window(dir: &std::path::Path, label: &str) -> (u64, u64) {
+    let run = run_json(dir, label);
+    let from = run["run"]["record_from_ns"]
+        .as_u64()
+        .expect("record_from_ns");
+    (
+        from,
+        from + run["run"]["duration_ns"].as_u64().expect("duration_ns"),
+    )
+}
+
+/// /proc/interrupts' count of IRQ `irq` on `cpu`, read every 10 ms with the time of each
+/// read while the thread runs: the kernel's own accounting, beside the probes'.
+struct IrqCounts {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    handle: std::thread::JoinHandle<Vec<(u64, u64)>>,
+}
+
+impl IrqCounts {
+    fn start(irq: u32, cpu: usize) -> IrqCounts {
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let s = stop.clone();
+        let handle = std::thread::spawn(move || {
+            pin(0, 0);
+            let mut reads = Vec::new();
+            while !s.load(Ordering::Relaxed) {
+                let t = jitterscope::workload::clock::monotonic_ns();
+                reads.push((t, interrupts(&irq.to_string(), cpu)));
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            reads
+        });
+        IrqCounts { stop, handle }
+    }
+
+    fn stop(self) -> Vec<(u64, u64)> {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.handle.join().unwrap()
+    }
+}
+
+/// How many times the count in `reads` grew from the last read before `from` to the first
+/// read after `to` (all of the window, and up to 10 ms more at each end).
+fn grew_in(reads: &[(u64, u64)], (from, to): (u64, u64)) -> u64 {
+    let first = reads
+        .iter()
+        .rev()
+        .find(|r| r.0 <= from)
+        .expect("a read before the window");
+    let last = reads
+        .iter()
+        .find(|r| r.0 >= to)
+        .expect("a read after the window");
+    last.1 - first.1
+}
+
 #[test]
 fn baseline_pinned_and_shielded_find_and_remove_their_culprits() {
-    if skip_bpf("baseline_pinned_and_shielded_find_and_remove_their_culprits") || nproc() < 2 {
+    if skip_bpf("baseline_pinned_and_shielded_find_and_remove_their_culprits")
+        || fewer_cpus_than(
+            "baseline_pinned_and_shielded_find_and_remove_their_culprits",
+            2,
+        )
+    {
         return;
     }
     let _cpus = exclusive();
@@ -167,15 +230,18 @@ fn baseline_pinned_and_shielded_find_and_remove_their_culprits() {
 
 #[test]
 fn irqs_moved_removes_the_steered_irq() {
-    if skip_bpf("irqs_moved_removes_the_steered_irq") || nproc() < 2 {
+    if skip_bpf("irqs_moved_removes_the_steered_irq")
+        || fewer_cpus_than("irqs_moved_removes_the_steered_irq", 2)
+    {
         return;
     }
-    let Some((n, name)) = jitterscope::workshop::noise::steerable_irq() else {
-        eprintln!("skipped: no steerable IRQ here (irqs_moved_removes_the_steered_irq)");
+    let Some((n, name)) = steerable_irq_or_skip("irqs_moved_removes_the_steered_irq") else {
         return;
     };
     let _cpus = exclusive();
+    let counts = IrqCounts::start(n, 1);
     let (out, dir) = step("irqs-moved");
+    let reads = counts.stop();
     let irq = |c: &serde_json::Value| {
         c["who"]["irq"].as_u64() == Some(u64::from(n)) && c["who"]["action"] == name.as_str()
     };
@@ -185,16 +251,44 @@ fn irqs_moved_removes_the_steered_irq() {
         before.0 > 0 && after == (0, 0),
         "{before:?} → {after:?}\n{out}"
     );
+    // The kernel's own count agrees: the IRQ was taken on CPU 1 during the run before the
+    // move, and not once during the run after it.
+    let kernel = (
+        grew_in(&reads, window(dir.path(), "workshop-irqs-moved-before")),
+        grew_in(&reads, window(dir.path(), "workshop-irqs-moved-after")),
+    );
+    println!("/proc/interrupts: IRQ {n} on CPU 1: {kernel:?} (before, after the move)");
+    assert!(
+        kernel.0 > 0 && kernel.1 == 0,
+        "/proc/interrupts: IRQ {n} on CPU 1 {} times before the move, {} after\n{out}",
+        kernel.0,
+        kernel.1
+    );
     assert!(out.contains(&format!("IRQ {n} {name} on CPU 1:")), "{out}");
 }
 
 #[test]
 fn kworkers_moved_takes_the_injected_unbound_work_off_the_cpu() {
-    if skip_bpf("kworkers_moved_takes_the_injected_unbound_work_off_the_cpu") || nproc() < 2 {
+    if skip_bpf("kworkers_moved_takes_the_injected_unbound_work_off_the_cpu")
+        || fewer_cpus_than(
+            "kworkers_moved_takes_the_injected_unbound_work_off_the_cpu",
+            2,
+        )
+    {
         return;
     }
     let _cpus = exclusive();
+    let _tracefs = perf::Tracefs::ensure();
+    let data = tempfile::tempdir().unwrap();
+    let data = data.path().join("perf.data");
+    let record = perf::PerfRecord::start(
+        &data,
+        &["workqueue:workqueue_execute_start".to_string()],
+        Some("1"),
+        0,
+    );
     let (out, dir) = step("kworkers-moved");
+    record.stop();
     let unbound = |c: &serde_json::Value| {
         c["class"] == "kworker" && c["name"].as_str().unwrap_or("").starts_with("kworker/u")
     };
@@ -215,15 +309,84 @@ fn kworkers_moved_takes_the_injected_unbound_work_off_the_cpu() {
         before.0 > 0 && after == (0, 0),
         "{before:?} → {after:?}\n{out}"
     );
+    // perf's record of the work items started on CPU 1 agrees: unbound writeback there
+    // during the run before the workqueue cpumask took CPU 1 away, no unbound work after.
+    let executed = unbound_work_on_cpu_1(&data);
+    let count = |(from, to): (u64, u64), function: Option<&str>| {
+        executed
+            .iter()
+            .filter(|(t, f)| (from..=to).contains(t) && function.is_none_or(|x| x == f))
+            .count()
+    };
+    let perf = (
+        count(
+            window(dir.path(), "workshop-kworkers-moved-after-stat-interval"),
+            Some("wb_workfn"),
+        ),
+        count(
+            window(dir.path(), "workshop-kworkers-moved-after-wq-cpumask"),
+            None,
+        ),
+    );
+    println!("perf: on CPU 1 unbound wb_workfn before, unbound work after: {perf:?}");
+    assert!(
+        perf.0 > 0 && perf.1 == 0,
+        "perf: unbound wb_workfn on CPU 1 {} times before the cpumask, unbound work {} times after\n{out}",
+        perf.0,
+        perf.1
+    );
     // The per-CPU work queued on every CPU by name stays, and is said to.
     assert!(out.contains("remains: kworker kworker/1:"), "{out}");
     assert!(out.contains("refresh_vm_stats"), "{out}");
 }
 
+/// The work items unbound kworkers (`kworker/u…`) started on CPU 1 in perf's recording of
+/// `workqueue:workqueue_execute_start` on that CPU: the time (CLOCK_MONOTONIC, as perf's
+/// `-k mono` records it) and the function of each.
+fn unbound_work_on_cpu_1(data: &std::path::Path) -> Vec<(u64, String)> {
+    let out = Command::new("perf")
+        .args(["script", "--ns", "-F", "comm,cpu,time,trace", "-i"])
+        .arg(data)
+        .output()
+        .expect("perf script");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut executed = Vec::new();
+    // `kworker/u4:2-flush-8:0 [001] 1234.567890123: work struct 0x…: function wb_workfn`
+    for line in text.lines() {
+        let Some((comm, rest)) = line.trim_start().split_once(" [") else {
+            continue;
+        };
+        let Some((cpu, rest)) = rest.split_once("] ") else {
+            continue;
+        };
+        let Some((time, trace)) = rest.split_once(": ") else {
+            continue;
+        };
+        if cpu.trim().parse::<u32>() != Ok(1) || !comm.starts_with("kworker/u") {
+            continue;
+        }
+        let Some(function) = trace.split("function ").nth(1) else {
+            continue;
+        };
+        let (s, ns) = time.trim().split_once('.').unwrap_or((time.trim(), "0"));
+        let t = s.parse::<u64>().unwrap() * 1_000_000_000 + ns.parse::<u64>().unwrap();
+        executed.push((t, function.trim().to_string()));
+    }
+    assert!(
+        out.status.success(),
+        "perf script: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    executed
+}
+
 #[test]
 fn boot_advises_the_missing_parameters_from_what_check_saw_and_restores_everything() {
     if skip_bpf("boot_advises_the_missing_parameters_from_what_check_saw_and_restores_everything")
-        || nproc() != 2
+        || cpus_other_than(
+            "boot_advises_the_missing_parameters_from_what_check_saw_and_restores_everything",
+            2,
+        )
     {
         return;
     }
@@ -283,7 +446,9 @@ fn boot_advises_the_missing_parameters_from_what_check_saw_and_restores_everythi
 
 #[test]
 fn rt_finds_the_fifo_consumer_throttled_and_removes_it() {
-    if skip_bpf("rt_finds_the_fifo_consumer_throttled_and_removes_it") || nproc() < 2 {
+    if skip_bpf("rt_finds_the_fifo_consumer_throttled_and_removes_it")
+        || fewer_cpus_than("rt_finds_the_fifo_consumer_throttled_and_removes_it", 2)
+    {
         return;
     }
     let runtime = std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us").unwrap();

@@ -9,15 +9,163 @@ use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+/// True in CI: `CI` is `true` or `1`, in any case (`.ci/run` sets it; so do most CI services).
+pub fn in_ci() -> bool {
+    ci_value(std::env::var("CI").ok().as_deref())
+}
+
+/// Whether a value of `CI` means CI.
+pub fn ci_value(v: Option<&str>) -> bool {
+    v.is_some_and(|v| v.trim().eq_ignore_ascii_case("true") || v.trim() == "1")
+}
+
+/// Why a test does not run here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lack {
+    /// The machine lacks a piece of hardware the test needs (a second CPU, a virtio-rng
+    /// device, a cpufreq driver): a skip, also in CI, listed in `scripts/test.sh`'s summary.
+    Hardware,
+    /// Something the machine could have but is not set up with (a tool, root, a cgroup
+    /// hierarchy, a setting): in CI the test fails naming it; elsewhere a listed skip.
+    Precondition,
+}
+
+/// The environment variable naming the file each skip is appended to, one line each
+/// (`binary::test<TAB>reason`); `scripts/test.sh` sets it and sums the file up at its end.
+pub const SKIP_LOG: &str = "JITTERSCOPE_SKIP_LOG";
+
+/// The test binary's name (`probe_bpf` for `target/release/deps/probe_bpf-0123abcd`).
+fn binary_name() -> String {
+    let exe = std::env::current_exe().unwrap_or_default();
+    let stem = exe
+        .file_stem()
+        .map_or(String::new(), |s| s.to_string_lossy().into_owned());
+    match stem.rsplit_once('-') {
+        Some((name, hash)) if hash.chars().all(|c| c.is_ascii_hexdigit()) => name.to_string(),
+        _ => stem,
+    }
+}
+
+/// Records that `test` does not run here because of `reason`. In CI a missing
+/// [`Lack::Precondition`] panics with the reason instead; every other skip is printed to
+/// stderr and appended to the skip log (see [`SKIP_LOG`]). The caller returns after it.
+pub fn skip(test: &str, reason: &str, kind: Lack) {
+    let log = std::env::var_os(SKIP_LOG).map(std::path::PathBuf::from);
+    skip_in(test, reason, kind, in_ci(), log.as_deref());
+}
+
+/// [`skip`] with CI and the skip log given.
+pub fn skip_in(test: &str, reason: &str, kind: Lack, ci: bool, log: Option<&std::path::Path>) {
+    let name = format!("{}::{test}", binary_name());
+    if kind == Lack::Precondition && ci {
+        panic!("{name}: {reason} (a missing precondition fails in CI; set the machine up)");
+    }
+    eprintln!("skipped: {name} ({reason})");
+    if let Some(path) = log {
+        use std::io::Write;
+        let line = format!("{name}\t{}\n", reason.replace(['\t', '\n'], " "));
+        // One write of one short line to a file opened for appending: lines of tests
+        // running at the same time do not interleave.
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .and_then(|mut f| f.write_all(line.as_bytes()));
+        if let Err(e) = written {
+            panic!("cannot append to the skip log {}: {e}", path.display());
+        }
+    }
+}
+
 /// True when a BPF test must be skipped: only outside CI, only with JITTERSCOPE_SKIP_BPF=1,
-/// and it says so by name. Everywhere else a BPF test runs and fails with the reason.
+/// and it is recorded as a skip by name. Everywhere else a BPF test runs and fails with the
+/// reason.
 pub fn skip_bpf(test: &str) -> bool {
-    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
-    if !ci && std::env::var("JITTERSCOPE_SKIP_BPF").is_ok_and(|v| v == "1") {
-        eprintln!("skipped (JITTERSCOPE_SKIP_BPF=1): {test}");
+    if !in_ci() && std::env::var("JITTERSCOPE_SKIP_BPF").is_ok_and(|v| v == "1") {
+        skip(test, "JITTERSCOPE_SKIP_BPF=1", Lack::Precondition);
         return true;
     }
     false
+}
+
+/// True (and recorded as a hardware skip) when the machine has fewer than `n` CPUs.
+pub fn fewer_cpus_than(test: &str, n: usize) -> bool {
+    let have = nproc();
+    if have < n {
+        skip(test, &format!("{have} CPU(s), needs {n}"), Lack::Hardware);
+        return true;
+    }
+    false
+}
+
+/// True (and recorded as a hardware skip) unless the machine has exactly `n` CPUs.
+pub fn cpus_other_than(test: &str, n: usize) -> bool {
+    let have = nproc();
+    if have != n {
+        skip(
+            test,
+            &format!("{have} CPU(s), needs exactly {n}"),
+            Lack::Hardware,
+        );
+        return true;
+    }
+    false
+}
+
+/// True (recorded as a missing precondition) unless this process runs as root.
+pub fn not_root(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        skip(test, "not root", Lack::Precondition);
+        return true;
+    }
+    false
+}
+
+/// True (recorded as a missing precondition) when the program `tool` cannot be started
+/// (tried with the argument `arg`, e.g. `--version`).
+pub fn missing_tool(test: &str, tool: &str, arg: &str) -> bool {
+    if Command::new(tool).arg(arg).output().is_err() {
+        skip(
+            test,
+            &format!("`{tool}` is not installed"),
+            Lack::Precondition,
+        );
+        return true;
+    }
+    false
+}
+
+/// The virtio-rng IRQ the tests steer and raise (by reading /dev/hwrng), or None, recorded as
+/// a skip: a hardware skip where the machine has no virtio-rng device, a missing precondition
+/// where it has one but the `virtio_rng` driver is not bound to it.
+pub fn steerable_irq_or_skip(test: &str) -> Option<(u32, String)> {
+    let irq = jitterscope::workshop::noise::steerable_irq();
+    if irq.is_none() {
+        // Device ID 4 is the entropy source (virtio specification, "Device Types").
+        let device = std::fs::read_dir("/sys/bus/virtio/devices")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|d| {
+                std::fs::read_to_string(d.path().join("device"))
+                    .is_ok_and(|id| id.trim() == "0x0004")
+            });
+        if device {
+            skip(
+                test,
+                "a virtio-rng device without its IRQ in /proc/interrupts (load virtio_rng)",
+                Lack::Precondition,
+            );
+        } else {
+            skip(
+                test,
+                "no virtio-rng device: no IRQ to steer",
+                Lack::Hardware,
+            );
+        }
+    }
+    irq
 }
 
 static CPUS: Mutex<()> = Mutex::new(());
@@ -277,16 +425,30 @@ pub fn interrupts(row: &str, cpu: usize) -> u64 {
         .unwrap_or(0)
 }
 
-/// Compares `actual` with `tests/golden/<name>`; `UPDATE_GOLDEN=1` rewrites the file (check
-/// the new output by eye first).
+/// Compares `actual` with `tests/golden/<name>`; with `UPDATE_GOLDEN` set it rewrites the
+/// file and fails, saying so (check the new output by eye, then run again without it).
 pub fn golden(name: &str, actual: &str) {
     let path = format!("{}/tests/golden/{name}", env!("CARGO_MANIFEST_DIR"));
-    if std::env::var_os("UPDATE_GOLDEN").is_some() {
-        std::fs::write(&path, actual).unwrap();
+    golden_at(&path, actual, std::env::var_os("UPDATE_GOLDEN").is_some());
+}
+
+/// [`golden`] for the file `path`, rewriting it when `update`.
+pub fn golden_at(path: &str, actual: &str, update: bool) {
+    if update {
+        std::fs::write(path, actual).unwrap();
+        panic!("{}", rewritten(path));
     }
-    let expected = std::fs::read_to_string(&path)
+    let expected = std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("missing golden file {path}: {e} (UPDATE_GOLDEN=1 writes it)"));
     assert_eq!(actual, expected, "output differs from {path}");
+}
+
+/// What a golden test says after rewriting its file: it fails, so that a run with
+/// `UPDATE_GOLDEN` set never passes.
+pub fn rewritten(path: &str) -> String {
+    format!(
+        "UPDATE_GOLDEN is set: rewrote {path}; check it by eye (git diff), then run again without UPDATE_GOLDEN"
+    )
 }
 
 /// Every system setting jitterscope's tuning may touch, as text, to compare before/after.
