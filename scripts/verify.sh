@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The independent check of attribution: jitterscope's measured stolen time per cause on the
-# consumer's CPU against perf's net durations over the same window. For each scenario —
+# consumer's CPU and on the producer's against perf's net durations over the same window. For
+# each scenario —
 #   quiet     nothing injected (the tick is always there),
 #   task      a competing task pinned to the consumer's CPU, busy 2 ms every 40 ms,
 #   kworker   `echo 1 > /proc/sys/vm/stat_refresh` every 50 ms (refresh_vm_stats kworkers)
 # — `perf record -k mono` of the same CPUs runs around `jitterscope --cpus P,C`, then
 # `jitterscope verify` prints the per-cause table (jitterscope ms / perf ms / ratio / within
-# tolerance) for the consumer's CPU. A scenario passes when its table passes and its injected
-# cause was graded within tolerance. Prints Markdown; exit 0 when every scenario passes.
+# tolerance) for the consumer's CPU, then the producer's. A scenario passes when both tables
+# pass and its injected cause was graded within tolerance on the consumer's. Prints Markdown; exit 0 when every scenario passes.
 # Usage: sudo scripts/verify.sh [--cpus 0,1] [--duration 12s] [--order perf-first|jitterscope-first]
 #        [--attribution live|end]   (`end`: the runs decide their culprits after the workload)
 # Two tracers on one tracepoint run one after the other: the one attached second takes its
@@ -207,7 +208,7 @@ case $order in
   both) attached="each scenario twice, perf attached first at each tracepoint, then jitterscope; graded across the two orders" ;;
   *) attached="$order: attached first at each tracepoint" ;;
 esac
-echo "\`perf record -k mono -C $cpus\` of $(( ${#events[@]} / 2 )) tracepoints around \`jitterscope --cpus $cpus --duration $duration\` ($attached); \`jitterscope verify\` compares the consumer's CPU."
+echo "\`perf record -k mono -C $cpus\` of $(( ${#events[@]} / 2 )) tracepoints around \`jitterscope --cpus $cpus --duration $duration\` ($attached); \`jitterscope verify\` compares the consumer's CPU, then the producer's."
 verdicts=()
 failed=0
 for name in quiet task kworker; do
@@ -244,6 +245,21 @@ for name in quiet task kworker; do
   fi
   cat "$dir/table.md"
   [ -s "$dir/verify.log" ] && [ ! -s "$dir/table.md" ] && cat "$dir/verify.log"
+  # The producer's CPU: the same grading, every graded cause (nothing is injected there but
+  # perf's own process and the kworker scenario's writer).
+  rc_producer=0
+  if [ "$order" = both ]; then
+    "$js" verify --run "$(run_file "$first")" --perf-script "$first/perf.txt" --cpu "$producer" \
+      --swapped-run "$(run_file "$dir/jitterscope-first")" \
+      --swapped-perf-script "$dir/jitterscope-first/perf.txt" --order perf-first \
+      >"$dir/table-producer.md" 2>"$dir/verify-producer.log" || rc_producer=$?
+  else
+    "$js" verify --run "$(run_file "$dir")" --perf-script "$dir/perf.txt" --cpu "$producer" \
+      >"$dir/table-producer.md" 2>"$dir/verify-producer.log" || rc_producer=$?
+  fi
+  echo
+  cat "$dir/table-producer.md"
+  [ -s "$dir/verify-producer.log" ] && [ ! -s "$dir/table-producer.md" ] && cat "$dir/verify-producer.log"
   # The injected cause must be in the table and graded within tolerance.
   injected=ok
   case $name in
@@ -282,13 +298,14 @@ for name in quiet task kworker; do
   elif [ -z "$graded" ] || [ -z "$within" ] || [ -n "$outside" ]; then
     injected="its cause is not graded within tolerance: $(echo "$row" | awk -F'|' '{print $2 "→" $(NF-1)}' | tr -s ' ' | paste -sd ';')"
   fi
-  if [ $rc = 0 ] && [ "$injected" = ok ]; then
+  if [ $rc = 0 ] && [ $rc_producer = 0 ] && [ "$injected" = ok ]; then
     verdicts+=("$name: PASS")
   else
     failed=1
     why=()
     # Across both orders, the verdict of the two together (each order's own comes before it).
     [ $rc != 0 ] && why+=("$(sed -n 's/^\*\*verdict: FAIL\*\* \(([a-z ]*) \)\{0,1\}— //p' "$dir/table.md" | tail -1)")
+    [ $rc_producer != 0 ] && why+=("producer's CPU $producer: $(sed -n 's/^\*\*verdict: FAIL\*\* \(([a-z ]*) \)\{0,1\}— //p' "$dir/table-producer.md" | tail -1)")
     [ "$injected" != ok ] && why+=("$injected")
     verdicts+=("$name: FAIL — $(printf '%s; ' "${why[@]}" | sed 's/; $//')")
   fi
@@ -299,7 +316,7 @@ echo
 for v in "${verdicts[@]}"; do echo "- $v"; done
 echo
 if [ $failed = 0 ]; then
-  echo "verify: passed — jitterscope's measured time per cause agrees with perf on CPU $consumer"
+  echo "verify: passed — jitterscope's measured time per cause agrees with perf on CPUs $consumer and $producer"
 else
   echo "verify: FAILED — see the tables above"
   exit 1

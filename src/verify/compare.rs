@@ -25,7 +25,16 @@ pub struct Tolerances {
     pub local_timer: f64,
     /// Causes under this in both recorders are listed, not graded.
     pub floor_ns: Nanos,
-    /// Least overall agreement.
+    /// How far from 1 a cause's ratio may lie in one attach order when the other order puts
+    /// it on the other side (`across_orders`): the tracer attached second sees each episode
+    /// shorter by its predecessor's handler, 0.3–0.45 µs per episode on the 2-CPU test VM
+    /// (reschedule IPIs of ~2 µs matched one by one between the two recordings of
+    /// `scripts/verify.sh --order both`: ratios 0.76 with perf first, 1.23 with jitterscope
+    /// first). Beyond it, the difference is more than the handlers.
+    pub order_bias: f64,
+    /// Least overall agreement: the figure `scripts/verify.sh` measures is 0.999–1.000 on
+    /// every scenario and both CPUs of the test VM; what is left is room for one graded
+    /// cause of a few ms outside its tolerance.
     pub agreement: f64,
     /// How far perf's first and last events on the CPU may lie inside the window.
     pub coverage_slack_ns: Nanos,
@@ -44,7 +53,8 @@ impl Default for Tolerances {
             task_and_irq: 0.05,
             local_timer: 0.15,
             floor_ns: 1_000_000,
-            agreement: 0.90,
+            order_bias: 0.30,
+            agreement: 0.97,
             coverage_slack_ns: 20_000_000,
             wakeup_total: 0.05,
             wakeup_stamp_ns: 1_000,
@@ -665,8 +675,9 @@ pub struct OrderedRow {
 /// A cause outside its tolerance in one order is therefore accepted when, in the other, it
 /// lies on the other side, and the two ratios reach the tolerance between them (perf first ≤
 /// 1 + t, jitterscope first ≥ 1 − t, the first no larger than the second): the true ratio
-/// lies between them. An error of the attribution larger than the handlers' difference moves
-/// both ratios the same way and still fails. Every other failure of either recording (perf's
+/// lies between them; and neither lies further from 1 than the handlers' bias
+/// (`Tolerances::order_bias`). An error of the attribution larger than the handlers'
+/// difference moves both ratios the same way, or one of them past the bias, and still fails. Every other failure of either recording (perf's
 /// coverage, the overall agreement) stays a failure.
 pub fn across_orders(
     perf_first: &Comparison,
@@ -696,7 +707,7 @@ pub fn across_orders(
     for (name, t) in outside {
         let (pf, jf) = (graded(perf_first, name), graded(js_first, name));
         let bracketed = match (pf, jf) {
-            (Some(pf), Some(jf)) => pf <= jf && pf <= 1.0 + t && jf >= 1.0 - t,
+            (Some(pf), Some(jf)) => bracketed(pf, jf, t, perf_first.tolerances.order_bias),
             _ => false,
         };
         if !bracketed {
@@ -717,6 +728,14 @@ pub fn across_orders(
         });
     }
     (rows, failures)
+}
+
+/// Both orders bounded on both sides: perf first in `[1 − b, 1 + t]`, jitterscope first in
+/// `[1 − t, 1 + b]` (b the handlers' bias, t the cause's tolerance), the first no larger
+/// than the second — the true ratio lies between them.
+fn bracketed(pf: f64, jf: f64, t: f64, b: f64) -> bool {
+    let b = b.max(t);
+    pf <= jf && (1.0 - b..=1.0 + t).contains(&pf) && (1.0 - t..=1.0 + b).contains(&jf)
 }
 
 /// The causes outside their tolerance in either order (`across_orders`), as a Markdown
@@ -884,6 +903,22 @@ mod tests {
             &sched_recording(900_000, 850_000),
         );
         assert!(rows[0].bracketed && failures.is_empty(), "{failures:?}");
+        // 0.6 in one order and 1.0 in the other: past the handlers' bias on its side.
+        let (rows, failures) = across_orders(
+            &sched_recording(600_000, 1_000_000),
+            &sched_recording(1_000_000, 1_000_000),
+        );
+        assert!(!rows[0].bracketed && failures.len() == 1, "{failures:?}");
+        assert!(
+            failures[0].starts_with("SCHED: 0.60× with perf first, 1.00× with jitterscope first"),
+            "{failures:?}"
+        );
+        // And 1.0 against 1.6 the other way.
+        let (rows, failures) = across_orders(
+            &sched_recording(1_000_000, 1_000_000),
+            &sched_recording(1_600_000, 1_000_000),
+        );
+        assert!(!rows[0].bracketed && failures.len() == 1, "{failures:?}");
         // perf saw none of it in the other order: nothing to bracket with.
         let (rows, failures) = across_orders(
             &sched_recording(1_140_000, 1_210_000),
@@ -917,7 +952,7 @@ mod tests {
     }
 
     #[test]
-    fn the_issue_figures_fail_on_the_tick_only() {
+    fn the_issue_figures_fail_on_the_tick_and_the_agreement() {
         // The quiet run the issue measured: the tick credited with ≤ 20 µs pieces next to it.
         let js = measured(vec![
             js_row(CulpritClass::TimerTick, "local timer", "", 62_100_000),
@@ -940,9 +975,11 @@ mod tests {
         assert_eq!((k.class, k.grade), (CulpritClass::Kthread, Grade::Within));
         assert_eq!(c.not_compared.len(), 1);
         let f = c.failures();
-        assert_eq!(f.len(), 1, "{f:?}");
+        // The tick's error alone takes the overall agreement under 0.97.
+        assert_eq!(f.len(), 2, "{f:?}");
         assert!(f[0]
             .starts_with("local timer: jitterscope 62.10 ms, perf 40.90 ms (1.52×), outside ±15%"));
+        assert_eq!(f[1], "overall agreement 0.913 is under 0.97");
         // 1 − (21.2 + 0.2) / (2 × 123.1)
         assert!(
             (c.agreement - (1.0 - 21.4 / 246.2)).abs() < 1e-3,
