@@ -411,9 +411,8 @@ fn a_steered_irq_is_found_by_its_name() {
 /// class no more of its IPI episodes `self` than perf saw it send.
 #[test]
 fn jitterscope_sends_no_tlb_shootdown_to_the_consumers_cpu_while_recording() {
-    if skip_bpf("jitterscope_sends_no_tlb_shootdown_to_the_consumers_cpu_while_recording")
-        || nproc() < 2
-    {
+    let test = "jitterscope_sends_no_tlb_shootdown_to_the_consumers_cpu_while_recording";
+    if skip_bpf(test) || fewer_cpus_than(test, 2) {
         return;
     }
     assert!(

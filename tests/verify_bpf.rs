@@ -125,7 +125,7 @@ fn record() -> Result<Recorded, String> {
 
 /// The recording, or None when the test is skipped or the machine has one CPU.
 fn comparison(test: &str) -> Option<&'static Recorded> {
-    if skip_bpf(test) || nproc() < 2 {
+    if skip_bpf(test) || fewer_cpus_than(test, 2) {
         return None;
     }
     match recorded() {

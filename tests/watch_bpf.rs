@@ -130,7 +130,12 @@ impl Drop for Target {
 
 #[test]
 fn a_watched_process_interruptions_agree_with_perf_per_cause() {
-    if skip_bpf("a_watched_process_interruptions_agree_with_perf_per_cause") || nproc() < 2 {
+    if skip_bpf("a_watched_process_interruptions_agree_with_perf_per_cause")
+        || fewer_cpus_than(
+            "a_watched_process_interruptions_agree_with_perf_per_cause",
+            2,
+        )
+    {
         return;
     }
     assert!(
@@ -291,7 +296,9 @@ fn irq_ratio_jitterscope_first(tracepoints: &[String], dir: &Path) -> f64 {
 
 #[test]
 fn wake_up_delays_of_a_sleeping_thread_agree_with_perf() {
-    if skip_bpf("wake_up_delays_of_a_sleeping_thread_agree_with_perf") || nproc() < 2 {
+    if skip_bpf("wake_up_delays_of_a_sleeping_thread_agree_with_perf")
+        || fewer_cpus_than("wake_up_delays_of_a_sleeping_thread_agree_with_perf", 2)
+    {
         return;
     }
     assert!(
@@ -346,7 +353,12 @@ fn sleeper_tid(run: &RunFile) -> u32 {
 
 #[test]
 fn a_watched_command_gains_threads_and_its_exit_ends_the_watch() {
-    if skip_bpf("a_watched_command_gains_threads_and_its_exit_ends_the_watch") || nproc() < 2 {
+    if skip_bpf("a_watched_command_gains_threads_and_its_exit_ends_the_watch")
+        || fewer_cpus_than(
+            "a_watched_command_gains_threads_and_its_exit_ends_the_watch",
+            2,
+        )
+    {
         return;
     }
     let _cpus = exclusive();
@@ -411,7 +423,9 @@ fn a_watched_command_gains_threads_and_its_exit_ends_the_watch() {
 /// thread, never by a workload, says what a watch cannot see, and the run file keeps it.
 #[test]
 fn a_watch_report_is_headed_by_what_was_watched() {
-    if skip_bpf("a_watch_report_is_headed_by_what_was_watched") || nproc() < 2 {
+    if skip_bpf("a_watch_report_is_headed_by_what_was_watched")
+        || fewer_cpus_than("a_watch_report_is_headed_by_what_was_watched", 2)
+    {
         return;
     }
     let _cpus = exclusive();
@@ -460,7 +474,9 @@ fn a_watch_report_is_headed_by_what_was_watched() {
 /// does not go with them — it gets the CPUs jitterscope was started with.
 #[test]
 fn a_started_command_keeps_the_users_cpus() {
-    if skip_bpf("a_started_command_keeps_the_users_cpus") || nproc() < 2 {
+    if skip_bpf("a_started_command_keeps_the_users_cpus")
+        || fewer_cpus_than("a_started_command_keeps_the_users_cpus", 2)
+    {
         return;
     }
     let _cpus = exclusive();
@@ -527,7 +543,9 @@ fn on_path(name: &str) -> bool {
 
 #[test]
 fn a_watch_of_oslat_beside_a_shell_loop_reads_at_a_glance() {
-    if skip_bpf("a_watch_of_oslat_beside_a_shell_loop_reads_at_a_glance") || nproc() < 2 {
+    if skip_bpf("a_watch_of_oslat_beside_a_shell_loop_reads_at_a_glance")
+        || fewer_cpus_than("a_watch_of_oslat_beside_a_shell_loop_reads_at_a_glance", 2)
+    {
         return;
     }
     assert!(
@@ -657,7 +675,9 @@ impl Drop for ManyThreads {
 /// the target at the start, so every thread is watched and the watch ends as asked.
 #[test]
 fn a_process_of_17000_threads_is_watched_whole() {
-    if skip_bpf("a_process_of_17000_threads_is_watched_whole") || nproc() < 2 {
+    if skip_bpf("a_process_of_17000_threads_is_watched_whole")
+        || fewer_cpus_than("a_process_of_17000_threads_is_watched_whole", 2)
+    {
         return;
     }
     const THREADS: u32 = 17_000;

@@ -35,13 +35,7 @@ pub(super) fn start(plan: &WatchPlan, found: Vec<Found>, out: &mut Console) -> R
     }
     // Read now, off the watched CPUs and before anything records: it walks all of /proc.
     let config = Configured::read(&Root::live(), &plan.cpus);
-    let mut pc = ProbeConfig::new(plan.cpus.clone());
-    pc.drain_cpus = housekeeping;
-    pc.ringbuf_bytes = plan.ringbuf_bytes;
-    pc.watch = true;
-    // Nothing to take, the rings are looked at less often (see `ProbeConfig::drain_idle`).
-    pc.drain_idle = Some(WATCH_DRAIN_IDLE);
-    pc.watch_capacity = crate::probe::watch::capacity_for(expected_threads(plan, &found));
+    let pc = probe_config(plan, housekeeping, &found);
     let (session, rx) = ProbeSession::start(pc).context("cannot start the kernel probes")?;
     crate::session::check_startup()?;
     let mut watched = Watched {
@@ -169,6 +163,19 @@ fn left_out_note(rows: &[&&TaskRow], capacity: u32) -> String {
 }
 
 /// Starts the command to watch on `cpus` (the CPUs jitterscope was started with); a command that cannot be started is a usage error.
+/// The probes of a watch: its drain on the housekeeping CPUs, its rings, its thread map
+/// sized from the target.
+fn probe_config(plan: &WatchPlan, housekeeping: Vec<Cpu>, found: &[Found]) -> ProbeConfig {
+    let mut pc = ProbeConfig::new(plan.cpus.clone());
+    pc.drain_cpus = housekeeping;
+    pc.ringbuf_bytes = plan.ringbuf_bytes;
+    pc.watch = true;
+    // Nothing to take, the rings are looked at less often (see `ProbeConfig::drain_idle`).
+    pc.drain_idle = Some(WATCH_DRAIN_IDLE);
+    pc.watch_capacity = crate::probe::watch::capacity_for(expected_threads(plan, found));
+    pc
+}
+
 /// The longest a watch's rings wait for a look while they stay empty: an idle watch wakes about
 /// once a second, not four times. A ring of the watch's default size (2 MiB, some 21,000
 /// records) fills in that second only under more than 21,000 records a second of its CPU's
