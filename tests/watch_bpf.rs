@@ -393,6 +393,11 @@ fn a_watched_command_gains_threads_and_its_exit_ends_the_watch() {
         assert!(t.created_ns.is_some(), "{name} was not seen created: {t:?}");
         assert!(t.exited_ns.is_some(), "{name} was not seen exiting: {t:?}");
         assert!(t.interruptions.count > 0, "{name}: {t:?}");
+        // Both spin through the warm-up and the run (3 s): their CPU time as they exited comes
+        // in the kernel's record of the exit (the thread is gone before /proc is read).
+        let on_cpu = t.on_cpu_ns.unwrap_or(0);
+        assert!(on_cpu > 1_500_000_000, "{name}: {t:?}");
+        assert!(t.wanted_ns.is_some_and(|w| w >= on_cpu), "{name}: {t:?}");
     }
     // Its files are complete: a histogram file per thread that was interrupted.
     let consumer = run
