@@ -69,20 +69,12 @@ impl IntervalWork<'_> {
             return;
         }
         let pacer = &mut *self.pacer;
-        read_buckets(
-            &hists.transit,
-            &mut || {
-                pacer.between();
-            },
-            &mut self.buckets.transit,
-        );
+        read_paced(&hists.transit, &mut self.buckets.transit, pacer);
         pacer.between();
-        add_buckets(
+        add_paced(
             &mut self.view_totals[consumer],
             &self.buckets.transit,
-            &mut || {
-                pacer.between();
-            },
+            pacer,
         );
     }
 
@@ -92,44 +84,44 @@ impl IntervalWork<'_> {
     pub(super) fn take(&mut self, consumer: usize, hists: &IntervalHistograms, latest: bool) {
         let pacer = &mut *self.pacer;
         // Each histogram's counts walked once; everything below reads its buckets.
-        read_buckets(
-            &hists.transit,
-            &mut || {
-                pacer.between();
-            },
-            &mut self.buckets.transit,
-        );
+        read_paced(&hists.transit, &mut self.buckets.transit, pacer);
         pacer.between();
-        read_buckets(
-            &hists.inter_message,
-            &mut || {
-                pacer.between();
-            },
-            &mut self.buckets.inter_message,
-        );
+        read_paced(&hists.inter_message, &mut self.buckets.inter_message, pacer);
         pacer.between();
         let (transit, inter_message) = (&self.buckets.transit, &self.buckets.inter_message);
         let t = &mut self.totals[consumer];
-        add_buckets(&mut t.transit, transit, &mut || {
-            pacer.between();
-        });
-        add_buckets(&mut t.inter_message, inter_message, &mut || {
-            pacer.between();
-        });
+        add_paced(&mut t.transit, transit, pacer);
+        add_paced(&mut t.inter_message, inter_message, pacer);
         pacer.between();
         // A held interval taken late is not the live view's latest, nor in what it counted
         // since its last reset.
         if latest {
             t.last_transit = Some(Summary::brief_of(&hists.transit, transit));
             if self.run_totals {
-                add_buckets(&mut self.view_totals[consumer], transit, &mut || {
-                    pacer.between();
-                });
+                add_paced(&mut self.view_totals[consumer], transit, pacer);
             }
         }
         let log = (&mut *self.log.0, self.log.1, &mut *self.log.2);
         write_interval(log, consumer, hists, self.buckets, pacer);
     }
+}
+
+/// A histogram's recorded buckets (`summary::read_buckets`), `pacer` consulted as it walks.
+fn read_paced(h: &Histogram<u64>, into: &mut Buckets, pacer: &mut Pacer) {
+    read_buckets(
+        h,
+        &mut || {
+            pacer.between();
+        },
+        into,
+    );
+}
+
+/// Buckets added to a histogram, `pacer` consulted as it goes.
+fn add_paced(total: &mut Histogram<u64>, buckets: &Buckets, pacer: &mut Pacer) {
+    add_buckets(total, buckets, &mut || {
+        pacer.between();
+    });
 }
 
 pub(super) fn write_interval(
