@@ -200,6 +200,24 @@ record() {
   exit 1
 }
 
+# Grades CPU $1 of the scenario in $dir (its first order in $first) into $dir/table$2.md,
+# printed; returns verify's status.
+grade_cpu() {
+  local cpu=$1 suffix=$2 rc=0
+  if [ "$order" = both ]; then
+    "$js" verify --run "$(run_file "$first")" --perf-script "$first/perf.txt" --cpu "$cpu" \
+      --swapped-run "$(run_file "$dir/jitterscope-first")" \
+      --swapped-perf-script "$dir/jitterscope-first/perf.txt" --order perf-first \
+      >"$dir/table$suffix.md" 2>"$dir/verify$suffix.log" || rc=$?
+  else
+    "$js" verify --run "$(run_file "$dir")" --perf-script "$dir/perf.txt" --cpu "$cpu" \
+      >"$dir/table$suffix.md" 2>"$dir/verify$suffix.log" || rc=$?
+  fi
+  cat "$dir/table$suffix.md"
+  [ -s "$dir/verify$suffix.log" ] && [ ! -s "$dir/table$suffix.md" ] && cat "$dir/verify$suffix.log"
+  return $rc
+}
+
 run_file() { ls "$1"/runs/*.json | grep -v '\.trace\.json$'; }
 
 echo "### jitterscope against perf — $(hostname), $(nproc) CPUs, kernel $(uname -r), CPUs $cpus (consumer $consumer), $duration per scenario"
@@ -233,33 +251,13 @@ for name in quiet task kworker; do
   echo
   lost=$(grep -ihE 'lost|chunks' "$first"/perf.log "$first"/perf-script.log ${dir}/jitterscope-first/perf*.log 2>/dev/null || true)
   [ -n "$lost" ] && echo "WARNING: perf reported lost events: $lost" && echo
+  # Each CPU graded alike: the consumer's into table.md, the producer's (nothing is injected
+  # there but perf's own process and the kworker scenario's writer) into table-producer.md.
   rc=0
-  if [ "$order" = both ]; then
-    "$js" verify --run "$(run_file "$first")" --perf-script "$first/perf.txt" --cpu "$consumer" \
-      --swapped-run "$(run_file "$dir/jitterscope-first")" \
-      --swapped-perf-script "$dir/jitterscope-first/perf.txt" --order perf-first \
-      >"$dir/table.md" 2>"$dir/verify.log" || rc=$?
-  else
-    "$js" verify --run "$(run_file "$dir")" --perf-script "$dir/perf.txt" --cpu "$consumer" \
-      >"$dir/table.md" 2>"$dir/verify.log" || rc=$?
-  fi
-  cat "$dir/table.md"
-  [ -s "$dir/verify.log" ] && [ ! -s "$dir/table.md" ] && cat "$dir/verify.log"
-  # The producer's CPU: the same grading, every graded cause (nothing is injected there but
-  # perf's own process and the kworker scenario's writer).
+  grade_cpu "$consumer" "" || rc=$?
   rc_producer=0
-  if [ "$order" = both ]; then
-    "$js" verify --run "$(run_file "$first")" --perf-script "$first/perf.txt" --cpu "$producer" \
-      --swapped-run "$(run_file "$dir/jitterscope-first")" \
-      --swapped-perf-script "$dir/jitterscope-first/perf.txt" --order perf-first \
-      >"$dir/table-producer.md" 2>"$dir/verify-producer.log" || rc_producer=$?
-  else
-    "$js" verify --run "$(run_file "$dir")" --perf-script "$dir/perf.txt" --cpu "$producer" \
-      >"$dir/table-producer.md" 2>"$dir/verify-producer.log" || rc_producer=$?
-  fi
   echo
-  cat "$dir/table-producer.md"
-  [ -s "$dir/verify-producer.log" ] && [ ! -s "$dir/table-producer.md" ] && cat "$dir/verify-producer.log"
+  grade_cpu "$producer" "-producer" || rc_producer=$?
   # The injected cause must be in the table and graded within tolerance.
   injected=ok
   case $name in
