@@ -11,7 +11,12 @@
 # and the soak counts its series at every sample: after the first minute (the label set
 # closes a minute into recording) the count must not change, and promtool must accept the
 # last file.
-# Usage: sudo scripts/soak.sh [--cpus 0,1] [--duration 30m] [--watch] [--metrics]
+# With --watch --idle the watched process is a `sleep` and nothing is injected: the always-on
+# watch with nothing to explain. Besides flat memory it then holds the targets of an idle
+# watch: resident memory at most 24 MiB at every sample, and jitterscope's CPU time
+# (utime + stime of all its threads, /proc/PID/stat) at most 0.05 % of one CPU after the
+# first minute — over the whole soak and in each third of it, so that it cannot grow.
+# Usage: sudo scripts/soak.sh [--cpus 0,1] [--duration 30m] [--watch [--idle]] [--metrics]
 # Part of `scripts/test.sh --extended`; not run in CI (it takes the whole duration).
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
@@ -19,16 +24,22 @@ source "$(dirname "$0")/env.sh"
 cpus=0,1
 duration=30m
 watch=0
+idle=0
 metrics=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --cpus) cpus=$2; shift 2 ;;
     --duration) duration=$2; shift 2 ;;
     --watch) watch=1; shift ;;
+    --idle) idle=1; shift ;;
     --metrics) metrics=1; shift ;;
-    *) echo "usage: $0 [--cpus A,B] [--duration 30m] [--watch] [--metrics]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--cpus A,B] [--duration 30m] [--watch [--idle]] [--metrics]" >&2; exit 2 ;;
   esac
 done
+if [ "$idle" -eq 1 ] && [ "$watch" -eq 0 ]; then
+  echo "--idle: an idle soak is of a watch; give --watch --idle" >&2
+  exit 2
+fi
 consumer=${cpus##*,}
 
 cargo build --release --quiet
@@ -58,7 +69,15 @@ if [ "$metrics" -eq 1 ]; then
   metrics_file="$out/metrics/soak.prom"
   metrics_args=(--metrics "$metrics_file" --metrics-interval 10s)
 fi
-if [ "$watch" -eq 1 ]; then
+if [ "$idle" -eq 1 ]; then
+  # Nothing to explain: a sleeping process, no noise.
+  inject=()
+  sleep 24h &
+  target_pid=$!
+  "$js" watch --pid "$target_pid" --duration "$duration" --label soak-idle --no-tui \
+    "${metrics_args[@]}" --output "$out/runs" >"$out/run.txt" 2>&1 &
+  js_pid=$!
+elif [ "$watch" -eq 1 ]; then
   # The watched program: measures its own stalls, no probes; ended by its pid at the end.
   "$js" run --no-probes --cpus "$cpus" --duration 24h --warmup 1s --label soak-target \
     --no-tui "${inject[@]}" --output "$out/target" >"$out/target.txt" 2>&1 &
@@ -73,29 +92,38 @@ else
     "${inject[@]}" "${metrics_args[@]}" --output "$out/runs" >"$out/run.txt" 2>&1 &
   js_pid=$!
 fi
-# New pids all the time: every `sleep` is a new task the ranking may meet.
-( while :; do sleep 0.1; done ) &
-fork_pid=$!
-
 what=run
-[ "$watch" -eq 1 ] && what="watch --pid of a run"
-echo "### jitterscope soak ($what) — $(hostname), $(nproc) CPUs, kernel $(uname -r), CPUs $cpus, $duration, noise: ${inject[*]} + a forking shell loop"
+noise="${inject[*]} + a forking shell loop"
+if [ "$idle" -eq 1 ]; then
+  what="watch --pid of a sleeping process"
+  noise=none
+else
+  # New pids all the time: every `sleep` is a new task the ranking may meet.
+  ( while :; do sleep 0.1; done ) &
+  fork_pid=$!
+  [ "$watch" -eq 1 ] && what="watch --pid of a run"
+fi
+echo "### jitterscope soak ($what) — $(hostname), $(nproc) CPUs, kernel $(uname -r), CPUs $cpus, $duration, noise: $noise"
 echo
-echo "| t (s) | RSS (KiB) | series |"
-echo "|---:|---:|---:|"
+echo "| t (s) | RSS (KiB) | CPU (clock ticks) | series |"
+echo "|---:|---:|---:|---:|"
 samples=()
 series=()
+ticks=()
 t=0
 while kill -0 "$js_pid" 2>/dev/null; do
   rss=$(awk '/^VmRSS/ {print $2}' "/proc/$js_pid/status" 2>/dev/null || true)
+  # utime + stime of every thread of the process (fields 14 and 15 after the comm).
+  cpu=$(sed 's/.*) //' "/proc/$js_pid/stat" 2>/dev/null | awk '{print $12 + $13}' || true)
   n=-
   if [ -n "$metrics_file" ] && [ -f "$metrics_file" ]; then
     n=$(grep -vc '^#' "$metrics_file" || true)
     series+=("$t:$n")
   fi
-  if [ -n "$rss" ]; then
+  if [ -n "$rss" ] && [ -n "$cpu" ]; then
     samples+=("$t:$rss")
-    echo "| $t | $rss | $n |"
+    ticks+=("$t:$cpu")
+    echo "| $t | $rss | $cpu | $n |"
   fi
   sleep 10
   t=$((t + 10))
@@ -123,6 +151,32 @@ print()
 print(f"samples {len(rows)}; after the first minute: median {median} KiB, min {lo}, max {hi}: within ±{dev:.1f}% of the median (limit ±5%)")
 sys.exit(0 if dev <= 5.0 else 1)
 ' || { echo "FAIL: resident memory is not flat"; exit 1; }
+if [ "$idle" -eq 1 ]; then
+  printf '%s\n' "${ticks[@]}" | HZ=$(getconf CLK_TCK) python3 -c '
+import os, sys
+hz = int(os.environ["HZ"])
+rows = [tuple(int(x) for x in l.split(":")) for l in sys.stdin if l.strip()]
+steady = [r for r in rows if r[0] >= 60]
+if len(steady) < 4:
+    print("FAIL: too few samples after the first minute to judge the CPU time")
+    sys.exit(1)
+def pct(a, b):
+    return (b[1] - a[1]) / hz / (b[0] - a[0]) * 100
+whole = pct(steady[0], steady[-1])
+n = len(steady) - 1
+thirds = [pct(steady[i * n // 3], steady[(i + 1) * n // 3]) for i in range(3)]
+print()
+shown = ", ".join(f"{p:.3f} %" for p in thirds)
+print(f"CPU of jitterscope after the first minute: {whole:.3f} % of one CPU (limit 0.05 %); by thirds {shown}")
+sys.exit(0 if max([whole] + thirds) <= 0.05 else 1)
+' || { echo "FAIL: the idle watch took more than 0.05 % of one CPU"; exit 1; }
+  printf '%s\n' "${samples[@]}" | python3 -c '
+import sys
+worst = max(int(l.split(":")[1]) for l in sys.stdin if l.strip())
+print(f"largest resident memory: {worst} KiB (limit 24576 KiB)")
+sys.exit(0 if worst <= 24576 else 1)
+' || { echo "FAIL: the idle watch's resident memory went over 24 MiB"; exit 1; }
+fi
 if [ "$metrics" -eq 1 ]; then
   # The label set closes a minute into recording; the first rewrite after that lands by
   # t = 80 s (start-up, warm-up, a 10 s interval).
