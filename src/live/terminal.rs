@@ -8,18 +8,19 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use ratatui::backend::{Backend, ClearType, CrosstermBackend, WindowSize};
-use ratatui::buffer::Cell;
+use ratatui::backend::{Backend, CrosstermBackend};
+use ratatui::buffer::{Buffer, Cell};
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use ratatui::crossterm::terminal::{
-    disable_raw_mode, enable_raw_mode, EnterAlternateScreen, LeaveAlternateScreen,
+    disable_raw_mode, enable_raw_mode, size as terminal_size, EnterAlternateScreen,
+    LeaveAlternateScreen,
 };
 use ratatui::crossterm::{cursor, execute};
-use ratatui::layout::{Position, Size};
-use ratatui::Terminal;
+use ratatui::layout::Rect;
 
-use super::model::LiveModel;
+use super::model::{ConsumerView, CulpritRow, LiveModel};
 use super::view;
+use crate::model::CulpritClass;
 use crate::platform::pace::Pacer;
 
 /// What a key asks for.
@@ -80,66 +81,54 @@ impl Write for Held {
 /// of cells, each some tens of ns of escape codes.
 const CELLS_PER_PIECE: usize = 64;
 
-/// The collector's pacer, lent to the view for a frame (the render and the backend both
-/// consult it).
-type Lent = Rc<RefCell<Option<Pacer>>>;
+/// Rows of a buffer cleared in one piece, at most (a 160-column row is 160 cells to reset).
+const ROWS_PER_RESET: usize = 4;
 
-/// crossterm's backend, with a frame's changed cells drawn a piece at a time and the lent
-/// pacer consulted between two pieces.
-struct PacedBackend {
-    inner: CrosstermBackend<Held>,
-    pacer: Lent,
+/// What ratatui's `Terminal::draw` does, a piece at a time: the frame is rendered into one of
+/// two buffers (the view, a line or two a piece), the cells that changed since the last
+/// frame are encoded a piece at a time, the buffers are swapped and the next one cleared a few
+/// rows at a time, each piece of its own for `pace`. The bytes go to `out`.
+struct Screen<W: Write> {
+    backend: CrosstermBackend<W>,
+    buffers: [Buffer; 2],
+    current: usize,
 }
 
-impl Backend for PacedBackend {
-    type Error = std::io::Error;
-
-    fn draw<'a, I>(&mut self, content: I) -> std::io::Result<()>
-    where
-        I: Iterator<Item = (u16, u16, &'a Cell)>,
-    {
-        let mut content = content.peekable();
-        while content.peek().is_some() {
-            self.inner.draw(content.by_ref().take(CELLS_PER_PIECE))?;
-            between(&self.pacer);
+impl<W: Write> Screen<W> {
+    fn new(out: W) -> Self {
+        Screen {
+            backend: CrosstermBackend::new(out),
+            buffers: [Buffer::empty(Rect::ZERO), Buffer::empty(Rect::ZERO)],
+            current: 0,
         }
-        Ok(())
     }
 
-    fn hide_cursor(&mut self) -> std::io::Result<()> {
-        self.inner.hide_cursor()
-    }
-
-    fn show_cursor(&mut self) -> std::io::Result<()> {
-        self.inner.show_cursor()
-    }
-
-    fn get_cursor_position(&mut self) -> std::io::Result<Position> {
-        self.inner.get_cursor_position()
-    }
-
-    fn set_cursor_position<P: Into<Position>>(&mut self, position: P) -> std::io::Result<()> {
-        self.inner.set_cursor_position(position)
-    }
-
-    fn clear(&mut self) -> std::io::Result<()> {
-        self.inner.clear()
-    }
-
-    fn clear_region(&mut self, clear_type: ClearType) -> std::io::Result<()> {
-        self.inner.clear_region(clear_type)
-    }
-
-    fn size(&self) -> std::io::Result<Size> {
-        self.inner.size()
-    }
-
-    fn window_size(&mut self) -> std::io::Result<WindowSize> {
-        self.inner.window_size()
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Backend::flush(&mut self.inner)
+    /// One frame of `m` over `area` (the terminal's size: when it changed, the screen is
+    /// cleared and drawn whole).
+    fn frame(&mut self, area: Rect, m: &LiveModel, pace: &mut dyn FnMut()) -> std::io::Result<()> {
+        if self.buffers[self.current].area != area {
+            self.buffers = [Buffer::empty(area), Buffer::empty(area)];
+            self.backend.clear()?;
+        }
+        view::draw_paced(area, &mut self.buffers[self.current], m, pace);
+        pace();
+        let (previous, current) = match self.current {
+            0 => (&self.buffers[1], &self.buffers[0]),
+            _ => (&self.buffers[0], &self.buffers[1]),
+        };
+        let mut changed = previous.diff_iter(current).peekable();
+        while changed.peek().is_some() {
+            self.backend.draw(changed.by_ref().take(CELLS_PER_PIECE))?;
+            pace();
+        }
+        self.current = 1 - self.current;
+        let next = &mut self.buffers[self.current];
+        let width = next.area.width as usize;
+        for rows in next.content.chunks_mut(ROWS_PER_RESET * width.max(1)) {
+            rows.iter_mut().for_each(Cell::reset);
+            pace();
+        }
+        Backend::flush(&mut self.backend)
     }
 }
 
@@ -150,15 +139,21 @@ fn between(lent: &Lent) {
     }
 }
 
+/// The collector's pacer, lent to the view for a frame.
+type Lent = Rc<RefCell<Option<Pacer>>>;
+
 pub struct LiveTerminal {
-    terminal: Terminal<PacedBackend>,
+    screen: Screen<Held>,
     held: Held,
-    lent: Lent,
     out: Stdout,
 }
 
 impl LiveTerminal {
     /// Takes over the terminal; a panic hook puts it back before the panic message prints.
+    /// Before anything is measured, the code and memory of a frame are touched once here
+    /// rather than in the run's first frame (a page fault or a first run of a widget's code
+    /// is hundreds of µs): a model with a row of each kind is drawn off the screen, then an
+    /// empty one on it twice (each of the screen's two buffers).
     pub fn enter() -> std::io::Result<LiveTerminal> {
         let hook = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
@@ -173,38 +168,37 @@ impl LiveTerminal {
             return Err(e);
         }
         let held = Held::default();
-        let lent = Lent::default();
-        let backend = PacedBackend {
-            inner: CrosstermBackend::new(held.clone()),
-            pacer: lent.clone(),
+        let mut terminal = LiveTerminal {
+            screen: Screen::new(held.clone()),
+            held,
+            out,
         };
-        let terminal = match Terminal::new(backend) {
-            Ok(t) => t,
-            Err(e) => {
+        let (width, height) = terminal_size()?;
+        let area = Rect::new(0, 0, width, height);
+        view::draw_paced(area, &mut Buffer::empty(area), &warm_up_model(), &mut || {});
+        let empty = LiveModel::default();
+        for _ in 0..2 {
+            if let Err(e) = terminal.draw(&empty, &mut Pacer::new(false)) {
                 restore();
                 return Err(e);
             }
-        };
-        Ok(LiveTerminal {
-            terminal,
-            held,
-            lent,
-            out,
-        })
+        }
+        Ok(terminal)
     }
 
-    /// Renders the frame a widget at a time, draws the cells that changed a piece at a time
-    /// (`PacedBackend`), then writes it to the terminal in pieces of `PIECE_BYTES`: `pacer`
-    /// is consulted between any two.
+    /// Renders the frame a line or two at a time, draws the cells that changed a piece at a
+    /// time (`Screen`), then writes it to the terminal in pieces of `PIECE_BYTES`: `pacer` is
+    /// consulted between any two.
     pub fn draw(&mut self, m: &LiveModel, pacer: &mut Pacer) -> std::io::Result<()> {
+        let (width, height) = terminal_size()?;
+        let area = Rect::new(0, 0, width, height);
         // Lent for the frame, then given back (also when the frame failed).
-        *self.lent.borrow_mut() = Some(std::mem::replace(pacer, Pacer::new(false)));
-        let lent = self.lent.clone();
-        // `draw` redraws cleanly after a resize: ratatui re-reads the size every frame.
-        let drawn = self
-            .terminal
-            .draw(|f| view::draw_paced(f, m, &mut || between(&lent)));
-        if let Some(given_back) = self.lent.borrow_mut().take() {
+        let lent = Lent::new(RefCell::new(Some(std::mem::replace(
+            pacer,
+            Pacer::new(false),
+        ))));
+        let drawn = self.screen.frame(area, m, &mut || between(&lent));
+        if let Some(given_back) = lent.borrow_mut().take() {
             *pacer = given_back;
         }
         drawn?;
@@ -217,23 +211,42 @@ impl LiveTerminal {
         written
     }
 
-    /// Keys pressed since the last call (no waiting).
+    /// Keys pressed since the last call (no waiting). A resize is seen by the next frame.
     pub fn actions(&mut self) -> std::io::Result<Vec<Action>> {
         let mut out = Vec::new();
         while event::poll(Duration::ZERO)? {
-            match event::read()? {
-                Event::Key(k) if k.kind == KeyEventKind::Press => {
-                    if let Some(a) = action_of(k.code, k.modifiers) {
-                        out.push(a);
-                    }
+            if let Event::Key(k) = event::read()? {
+                if k.kind == KeyEventKind::Press {
+                    out.extend(action_of(k.code, k.modifiers));
                 }
-                Event::Resize(..) => {
-                    let _ = self.terminal.autoresize();
-                }
-                _ => {}
             }
         }
         Ok(out)
+    }
+}
+
+/// A model with one of each row the view draws (a consumer, a culprit, a spike), for
+/// `LiveTerminal::enter` to draw off the screen.
+fn warm_up_model() -> LiveModel {
+    LiveModel {
+        consumers: vec![ConsumerView {
+            max_history: [1_000, 100_000].into_iter().collect(),
+            ..ConsumerView::default()
+        }],
+        culprits: vec![CulpritRow {
+            class: CulpritClass::Kworker,
+            inferred: false,
+            name: String::new(),
+            detail: String::new(),
+            count: 1,
+            total_ns: 1_000,
+            max_ns: 1_000,
+            last_seen_ns: 0,
+            share: 1.0,
+        }],
+        feed: [String::new()].into_iter().collect(),
+        probes: true,
+        ..LiveModel::default()
     }
 }
 
@@ -287,6 +300,56 @@ mod tests {
         let mut none = Writes::default();
         write_in_pieces(&mut none, &[], &mut pacer).unwrap();
         assert!(none.0.is_empty());
+    }
+
+    /// A model with `n` culprits and a consumer whose chart grows with `n`.
+    fn model(n: usize) -> LiveModel {
+        let mut m = warm_up_model();
+        m.label = format!("frame {n}");
+        m.culprits = (0..n)
+            .map(|i| CulpritRow {
+                name: format!("kworker/{i}:1"),
+                count: i as u64,
+                ..m.culprits[0].clone()
+            })
+            .collect();
+        m.consumers[0].max_history = (1..=n as u64 * 7).map(|v| v * 1_000).collect();
+        m.feed = (0..n).map(|i| format!("spike {i}")).collect();
+        m
+    }
+
+    /// The text of `m` drawn whole by the view, row by row.
+    fn drawn_whole(m: &LiveModel, area: Rect) -> Vec<String> {
+        let mut buf = Buffer::empty(area);
+        view::draw_paced(area, &mut buf, m, &mut || {});
+        (0..area.height)
+            .map(|y| (0..area.width).map(|x| buf[(x, y)].symbol()).collect())
+            .collect()
+    }
+
+    /// Frames drawn in pieces, one after the other, leave on a terminal what the last frame
+    /// drawn whole shows: the changed cells of each frame are all written, and the buffer
+    /// cleared in pieces holds nothing of the frame before the last.
+    #[test]
+    fn frames_drawn_in_pieces_leave_the_last_frame_on_the_terminal() {
+        let area = Rect::new(0, 0, 160, 48);
+        let held = Held::default();
+        let mut screen = Screen::new(held.clone());
+        let mut pieces = 0;
+        for n in [12, 3, 20, 0, 7] {
+            screen.frame(area, &model(n), &mut || pieces += 1).unwrap();
+        }
+        let size = |n: u16| std::num::NonZeroU16::new(n).unwrap();
+        let mut terminal = vt100::Parser::new(size(area.height), size(area.width), 0);
+        terminal.process(&held.0.borrow());
+        let shown: Vec<String> = terminal
+            .screen()
+            .rows(0, area.width)
+            .map(|r| format!("{r:<width$}", width = area.width as usize))
+            .collect();
+        assert_eq!(shown, drawn_whole(&model(7), area));
+        // Each frame: header, table and chart bands, cell pieces, reset bands.
+        assert!(pieces > 5 * 20, "{pieces} pieces in five frames");
     }
 
     #[test]

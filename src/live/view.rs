@@ -1,12 +1,11 @@
 //! Rendering the live model with ratatui. A full layout when the terminal is large enough, a
 //! readable minimal one when it is not.
 
+use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Direction, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{
-    Block, Borders, Cell, Clear, List, ListItem, Paragraph, Row, Sparkline, Table,
-};
+use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Sparkline, Table, Widget};
 use ratatui::Frame;
 
 use super::model::{ConsumerView, CulpritRow, LiveModel};
@@ -20,16 +19,17 @@ pub const MIN_WIDTH: u16 = 80;
 pub const MIN_HEIGHT: u16 = 24;
 
 pub fn draw(f: &mut Frame, m: &LiveModel) {
-    draw_paced(f, m, &mut || {});
+    let area = f.area();
+    draw_paced(area, f.buffer_mut(), m, &mut || {});
 }
 
-/// `draw`, with `pace` called between two pieces (the header, each consumer's table and
-/// chart, the culprits, the feed, the footer): each is a piece of its own for the pacer of a
-/// collector that shares a measured CPU.
-pub fn draw_paced(f: &mut Frame, m: &LiveModel, pace: &mut dyn FnMut()) {
-    let area = f.area();
+/// `draw` into `buf` over `area`, with `pace` called between two pieces, each a line or two
+/// of the screen (a header line, a block's border, two rows of a table, a band of the
+/// chart's columns): each is a piece of its own for the pacer of a collector that shares a
+/// measured CPU, and the pieces together draw what the widgets drawn whole would.
+pub fn draw_paced(area: Rect, buf: &mut Buffer, m: &LiveModel, pace: &mut dyn FnMut()) {
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
-        draw_minimal(f, m, area);
+        draw_minimal(buf, m, area);
         return;
     }
     let rows = Layout::default()
@@ -42,21 +42,41 @@ pub fn draw_paced(f: &mut Frame, m: &LiveModel, pace: &mut dyn FnMut()) {
             Constraint::Length(1),
         ])
         .split(area);
-    f.render_widget(header(m), rows[0]);
+    draw_lines(buf, header(m), rows[0], pace);
     pace();
-    draw_consumers(f, m, rows[1], pace);
+    draw_consumers(buf, m, rows[1], pace);
     pace();
-    draw_culprits(f, m, rows[2], pace);
+    draw_culprits(buf, m, rows[2], pace);
     pace();
-    f.render_widget(feed(m, rows[3].height.saturating_sub(2) as usize), rows[3]);
+    draw_feed(buf, m, rows[3], pace);
     pace();
-    f.render_widget(footer(m), rows[4]);
+    footer(m).render(rows[4], buf);
     if m.help {
-        draw_help(f, area);
+        draw_help(buf, area);
     }
 }
 
-fn header(m: &LiveModel) -> Paragraph<'static> {
+/// Lines, one to a row of `area` and a piece each (a `Paragraph` of them, drawn a line at a
+/// time).
+fn draw_lines(buf: &mut Buffer, lines: Vec<Line<'static>>, area: Rect, pace: &mut dyn FnMut()) {
+    for (n, line) in lines.into_iter().take(area.height as usize).enumerate() {
+        if n > 0 {
+            pace();
+        }
+        Paragraph::new(line).render(row_of(area, n), buf);
+    }
+}
+
+/// Row `n` of `area`, one high.
+fn row_of(area: Rect, n: usize) -> Rect {
+    Rect {
+        y: area.y + n as u16,
+        height: 1,
+        ..area
+    }
+}
+
+fn header(m: &LiveModel) -> Vec<Line<'static>> {
     let lost_style = if m.lost > 0 {
         Style::default()
             .fg(Color::White)
@@ -117,10 +137,10 @@ fn header(m: &LiveModel) -> Paragraph<'static> {
     if let Some(n) = &m.note {
         lines.push(Line::styled(n.clone(), Style::default().fg(Color::Yellow)));
     }
-    Paragraph::new(lines)
+    lines
 }
 
-fn draw_consumers(f: &mut Frame, m: &LiveModel, area: Rect, pace: &mut dyn FnMut()) {
+fn draw_consumers(buf: &mut Buffer, m: &LiveModel, area: Rect, pace: &mut dyn FnMut()) {
     if m.consumers.is_empty() {
         return;
     }
@@ -135,14 +155,103 @@ fn draw_consumers(f: &mut Frame, m: &LiveModel, area: Rect, pace: &mut dyn FnMut
             .direction(Direction::Horizontal)
             .constraints([Constraint::Length(36), Constraint::Min(10)])
             .split(col);
-        f.render_widget(percentiles(c, m.watch), halves[0]);
+        draw_percentiles(buf, c, m.watch, halves[0], pace);
         pace();
-        f.render_widget(chart(c, halves[1].width, m.watch), halves[1]);
+        draw_chart(buf, c, m.watch, halves[1], pace);
         pace();
     }
 }
 
-fn percentiles(c: &ConsumerView, watch: bool) -> Table<'static> {
+/// Rows of a table drawn in one piece, at most: a table is drawn in slices of this many rows
+/// (the same columns, so the slices line up), each a piece of its own for the pacer.
+const TABLE_ROWS_PER_PIECE: usize = 1;
+
+/// A bordered table: the block, the header, then its rows `TABLE_ROWS_PER_PIECE` at a time,
+/// `pace` called between two pieces.
+fn draw_table(
+    buf: &mut Buffer,
+    title: String,
+    header: Row<'static>,
+    rows: &mut dyn Iterator<Item = Row<'static>>,
+    widths: &[Constraint],
+    area: Rect,
+    pace: &mut dyn FnMut(),
+) {
+    let inner = draw_block(buf, title, area, pace);
+    if inner.height == 0 {
+        return;
+    }
+    pace();
+    Table::new(Vec::<Row>::new(), widths.iter().copied())
+        .header(header)
+        .render(row_of(inner, 0), buf);
+    let shown = inner.height.saturating_sub(1) as usize;
+    let mut rows = rows.take(shown).peekable();
+    let mut first = 0;
+    while rows.peek().is_some() {
+        pace();
+        // The rows are made as they are drawn: only a piece's rows in a piece.
+        let slice: Vec<Row> = rows.by_ref().take(TABLE_ROWS_PER_PIECE).collect();
+        let at = Rect {
+            y: inner.y + 1 + first as u16,
+            height: slice.len() as u16,
+            ..inner
+        };
+        first += slice.len();
+        Table::new(slice, widths.iter().copied()).render(at, buf);
+    }
+}
+
+/// Rows of a block's border drawn in one piece, at most.
+const BLOCK_ROWS_PER_PIECE: u16 = 8;
+
+/// A bordered block titled `title` over `area`, in bands of `BLOCK_ROWS_PER_PIECE` rows (the
+/// first with the top border and the title, the last with the bottom border: together the
+/// block drawn whole), `pace` called between two. Returns the area inside the border.
+fn draw_block(buf: &mut Buffer, title: String, area: Rect, pace: &mut dyn FnMut()) -> Rect {
+    let inner = Block::default().borders(Borders::ALL).inner(area);
+    let mut title = Some(title);
+    let mut top = 0;
+    while top < area.height {
+        if top > 0 {
+            pace();
+        }
+        let height = BLOCK_ROWS_PER_PIECE.min(area.height - top);
+        let mut borders = Borders::LEFT | Borders::RIGHT;
+        if top == 0 {
+            borders |= Borders::TOP;
+        }
+        if top + height == area.height {
+            borders |= Borders::BOTTOM;
+        }
+        let mut band = Block::default().borders(borders);
+        if let Some(t) = title.take() {
+            band = band.title(t);
+        }
+        let at = Rect {
+            y: area.y + top,
+            height,
+            ..area
+        };
+        band.render(at, buf);
+        top += height;
+    }
+    inner
+}
+
+const PERCENTILE_WIDTHS: [Constraint; 3] = [
+    Constraint::Length(9),
+    Constraint::Length(11),
+    Constraint::Length(11),
+];
+
+fn draw_percentiles(
+    buf: &mut Buffer,
+    c: &ConsumerView,
+    watch: bool,
+    area: Rect,
+    pace: &mut dyn FnMut(),
+) {
     let keys = ["50", "90", "99", "99.9", "99.99"];
     let mut rows: Vec<Row> = keys
         .iter()
@@ -176,32 +285,33 @@ fn percentiles(c: &ConsumerView, watch: bool) -> Table<'static> {
         Cell::from(interval_max),
         Cell::from(max(&c.total)),
     ]));
-    Table::new(
-        rows,
-        [
-            Constraint::Length(9),
-            Constraint::Length(11),
-            Constraint::Length(11),
-        ],
-    )
-    .header(
-        Row::new(vec![
-            if watch { "interrupt" } else { "transit" },
-            "last 1s",
-            "since start",
-        ])
-        .style(Style::default().add_modifier(Modifier::BOLD)),
-    )
-    .block(
-        Block::default()
-            .borders(Borders::ALL)
-            .title(format!("{} (CPU {})", c.name, c.cpu)),
-    )
+    let header = Row::new(vec![
+        if watch { "interrupt" } else { "transit" },
+        "last 1s",
+        "since start",
+    ])
+    .style(Style::default().add_modifier(Modifier::BOLD));
+    let title = format!("{} (CPU {})", c.name, c.cpu);
+    draw_table(
+        buf,
+        title,
+        header,
+        &mut rows.into_iter(),
+        &PERCENTILE_WIDTHS,
+        area,
+        pace,
+    );
 }
 
-/// Maximum transit per interval on a log scale: 1 ns → 0, 10 s → 1000.
-fn chart(c: &ConsumerView, width: u16, watch: bool) -> Sparkline<'static> {
-    let n = width.saturating_sub(2) as usize;
+/// Columns of the chart drawn in one piece, at most (each column a bar over the chart's
+/// height).
+const CHART_COLUMNS_PER_PIECE: usize = 24;
+
+/// Maximum transit per interval on a log scale (1 ns → 0, 10 s → 1000), in bands of
+/// `CHART_COLUMNS_PER_PIECE` columns: the scale is fixed, so each band's bars are those of
+/// the whole chart.
+fn draw_chart(buf: &mut Buffer, c: &ConsumerView, watch: bool, area: Rect, pace: &mut dyn FnMut()) {
+    let n = area.width.saturating_sub(2) as usize;
     let data: Vec<u64> = c
         .max_history
         .iter()
@@ -211,20 +321,30 @@ fn chart(c: &ConsumerView, width: u16, watch: bool) -> Sparkline<'static> {
         .map(|&v| ((v.max(1) as f64).log10() * 100.0) as u64)
         .collect();
     let worst = c.max_history.iter().copied().max().unwrap_or(0);
-    Sparkline::default()
-        .block(Block::default().borders(Borders::ALL).title(format!(
-            "max {} per second, log scale (worst {})",
-            if watch { "interruption" } else { "transit" },
-            fmt_ns(worst)
-        )))
-        .data(data)
-        .max(1000)
-        .style(Style::default().fg(Color::Cyan))
+    let title = format!(
+        "max {} per second, log scale (worst {})",
+        if watch { "interruption" } else { "transit" },
+        fmt_ns(worst)
+    );
+    let inner = draw_block(buf, title, area, pace);
+    let mut x = 0;
+    while x < inner.width as usize {
+        pace();
+        let width = CHART_COLUMNS_PER_PIECE.min(inner.width as usize - x);
+        let band = Rect {
+            x: inner.x + x as u16,
+            width: width as u16,
+            ..inner
+        };
+        let bars = data.get(x..data.len().min(x + width)).unwrap_or(&[]);
+        Sparkline::default()
+            .data(bars)
+            .max(1000)
+            .style(Style::default().fg(Color::Cyan))
+            .render(band, buf);
+        x += width;
+    }
 }
-
-/// Culprit rows drawn as one table, at most: the table is drawn in slices of this many rows
-/// (the same columns), each a piece of its own for the pacer.
-const CULPRIT_ROWS_PER_PIECE: usize = 6;
 
 const CULPRIT_WIDTHS: [Constraint; 8] = [
     Constraint::Length(11),
@@ -238,45 +358,21 @@ const CULPRIT_WIDTHS: [Constraint; 8] = [
 ];
 
 /// The culprits' block, its header and its rows, a slice of rows at a time.
-fn draw_culprits(f: &mut Frame, m: &LiveModel, area: Rect, pace: &mut dyn FnMut()) {
-    let block = Block::default()
-        .borders(Borders::ALL)
-        .title(culprits_title(m));
-    let inner = block.inner(area);
-    f.render_widget(block, area);
-    if inner.height == 0 {
-        return;
-    }
+fn draw_culprits(buf: &mut Buffer, m: &LiveModel, area: Rect, pace: &mut dyn FnMut()) {
     let header = Row::new(vec![
         "class", "how", "culprit", "count", "total", "max", "last", "share",
     ])
     .style(Style::default().add_modifier(Modifier::BOLD));
-    f.render_widget(
-        Table::new(Vec::<Row>::new(), CULPRIT_WIDTHS).header(header),
-        Rect { height: 1, ..inner },
-    );
-    let shown = inner.height.saturating_sub(1) as usize;
     let sorted = m.sorted_culprits();
-    for (n, slice) in sorted
-        .chunks(CULPRIT_ROWS_PER_PIECE)
-        .take(shown.div_ceil(CULPRIT_ROWS_PER_PIECE))
-        .enumerate()
-    {
-        pace();
-        let first = n * CULPRIT_ROWS_PER_PIECE;
-        let rows: Vec<Row> = slice
-            .iter()
-            .take(shown - first)
-            .map(|c| culprit_row(c))
-            .collect();
-        let height = rows.len() as u16;
-        let at = Rect {
-            y: inner.y + 1 + first as u16,
-            height,
-            ..inner
-        };
-        f.render_widget(Table::new(rows, CULPRIT_WIDTHS), at);
-    }
+    draw_table(
+        buf,
+        culprits_title(m),
+        header,
+        &mut sorted.into_iter().map(culprit_row),
+        &CULPRIT_WIDTHS,
+        area,
+        pace,
+    );
 }
 
 fn culprit_row(c: &CulpritRow) -> Row<'static> {
@@ -324,19 +420,18 @@ fn culprits_title(m: &LiveModel) -> String {
 /// Lines of the spike feed in the full layout (inside its border).
 pub const FEED_ROWS: u16 = 5;
 
-fn feed(m: &LiveModel, rows: usize) -> List<'static> {
-    let items: Vec<ListItem> = m
-        .feed
-        .iter()
-        .rev()
-        .take(rows)
-        .map(|l| ListItem::new(l.clone()))
-        .collect();
+/// The latest spikes, the newest first, a line a piece.
+fn draw_feed(buf: &mut Buffer, m: &LiveModel, area: Rect, pace: &mut dyn FnMut()) {
     let title = match m.at_end && m.kernel_total_ns.is_some() {
         true => "latest spikes, by the kernel's time in each one's window (their culprits are decided at the end)",
         false => "latest spikes",
     };
-    List::new(items).block(Block::default().borders(Borders::ALL).title(title))
+    let inner = draw_block(buf, title.to_string(), area, pace);
+    let lines = (m.feed.iter().rev().take(inner.height as usize))
+        .map(|l| Line::from(l.clone()))
+        .collect();
+    pace();
+    draw_lines(buf, lines, inner, pace);
 }
 
 fn footer(m: &LiveModel) -> Paragraph<'static> {
@@ -348,7 +443,7 @@ fn footer(m: &LiveModel) -> Paragraph<'static> {
     .style(Style::default().add_modifier(Modifier::REVERSED))
 }
 
-fn draw_help(f: &mut Frame, area: Rect) {
+fn draw_help(buf: &mut Buffer, area: Rect) {
     let w = area.width.min(64);
     let h = area.height.min(12);
     let r = Rect::new(
@@ -367,15 +462,14 @@ fn draw_help(f: &mut Frame, area: Rect) {
         Line::from("A stall is a gap in a spinning thread's loop; culprits are"),
         Line::from("the kernel activity that overlapped it on the same CPU."),
     ];
-    f.render_widget(Clear, r);
-    f.render_widget(
-        Paragraph::new(text).block(Block::default().borders(Borders::ALL).title("help")),
-        r,
-    );
+    Clear.render(r, buf);
+    Paragraph::new(text)
+        .block(Block::default().borders(Borders::ALL).title("help"))
+        .render(r, buf);
 }
 
 /// Small terminals: one line per fact.
-fn draw_minimal(f: &mut Frame, m: &LiveModel, area: Rect) {
+fn draw_minimal(buf: &mut Buffer, m: &LiveModel, area: Rect) {
     let first = if m.watch {
         format!(
             "watch {} {:.0}s interruptions seen {}",
@@ -425,5 +519,5 @@ fn draw_minimal(f: &mut Frame, m: &LiveModel, area: Rect) {
         )));
     }
     lines.push(Line::from("q quit"));
-    f.render_widget(Paragraph::new(lines), area);
+    Paragraph::new(lines).render(area, buf);
 }
