@@ -19,7 +19,7 @@ use ratatui::crossterm::{cursor, execute};
 use ratatui::layout::Rect;
 
 use super::model::{ConsumerView, CulpritRow, LiveModel};
-use super::view;
+use super::view::{self, Canvas, Drawn};
 use crate::model::CulpritClass;
 use crate::platform::pace::Pacer;
 
@@ -92,6 +92,8 @@ struct Screen<W: Write> {
     backend: CrosstermBackend<W>,
     buffers: [Buffer; 2],
     current: usize,
+    /// What the pieces of the last frame were drawn from.
+    drawn: Drawn,
 }
 
 impl<W: Write> Screen<W> {
@@ -100,6 +102,7 @@ impl<W: Write> Screen<W> {
             backend: CrosstermBackend::new(out),
             buffers: [Buffer::empty(Rect::ZERO), Buffer::empty(Rect::ZERO)],
             current: 0,
+            drawn: Drawn::default(),
         }
     }
 
@@ -108,9 +111,19 @@ impl<W: Write> Screen<W> {
     fn frame(&mut self, area: Rect, m: &LiveModel, pace: &mut dyn FnMut()) -> std::io::Result<()> {
         if self.buffers[self.current].area != area {
             self.buffers = [Buffer::empty(area), Buffer::empty(area)];
+            self.drawn = Drawn::default();
             self.backend.clear()?;
         }
-        view::draw_paced(area, &mut self.buffers[self.current], m, pace);
+        let [first, second] = &mut self.buffers;
+        let (buffer, previous) = match self.current {
+            0 => (first, &*second),
+            _ => (second, &*first),
+        };
+        view::draw_paced(
+            area,
+            &mut Canvas::new(buffer, Some(previous), &mut self.drawn, pace),
+            m,
+        );
         pace();
         let (previous, current) = match self.current {
             0 => (&self.buffers[1], &self.buffers[0]),
@@ -175,7 +188,10 @@ impl LiveTerminal {
         };
         let (width, height) = terminal_size()?;
         let area = Rect::new(0, 0, width, height);
-        view::draw_paced(area, &mut Buffer::empty(area), &warm_up_model(), &mut || {});
+        let (mut drawn, mut pace) = (Drawn::default(), || {});
+        let mut scratch = Buffer::empty(area);
+        let mut canvas = Canvas::new(&mut scratch, None, &mut drawn, &mut pace);
+        view::draw_paced(area, &mut canvas, &warm_up_model());
         let empty = LiveModel::default();
         for _ in 0..2 {
             if let Err(e) = terminal.draw(&empty, &mut Pacer::new(false)) {
@@ -321,23 +337,41 @@ mod tests {
     /// The text of `m` drawn whole by the view, row by row.
     fn drawn_whole(m: &LiveModel, area: Rect) -> Vec<String> {
         let mut buf = Buffer::empty(area);
-        view::draw_paced(area, &mut buf, m, &mut || {});
+        let (mut drawn, mut pace) = (Drawn::default(), || {});
+        view::draw_paced(
+            area,
+            &mut Canvas::new(&mut buf, None, &mut drawn, &mut pace),
+            m,
+        );
         (0..area.height)
             .map(|y| (0..area.width).map(|x| buf[(x, y)].symbol()).collect())
             .collect()
     }
 
     /// Frames drawn in pieces, one after the other, leave on a terminal what the last frame
-    /// drawn whole shows: the changed cells of each frame are all written, and the buffer
-    /// cleared in pieces holds nothing of the frame before the last.
+    /// drawn whole shows: the changed cells of each frame are all written, the pieces copied
+    /// from the frame before are those it drew from the same (rows kept, rows gone, the help
+    /// drawn over everything and taken away), and the buffer cleared in pieces holds nothing
+    /// of the frame before the last.
     #[test]
     fn frames_drawn_in_pieces_leave_the_last_frame_on_the_terminal() {
         let area = Rect::new(0, 0, 160, 48);
         let held = Held::default();
         let mut screen = Screen::new(held.clone());
         let mut pieces = 0;
-        for n in [12, 3, 20, 0, 7] {
-            screen.frame(area, &model(n), &mut || pieces += 1).unwrap();
+        let frames = [
+            (12, false),
+            (3, false),
+            (20, true),
+            (20, false),
+            (0, false),
+            (7, true),
+            (7, false),
+        ];
+        for (n, help) in frames {
+            let mut m = model(n);
+            m.help = help;
+            screen.frame(area, &m, &mut || pieces += 1).unwrap();
         }
         let size = |n: u16| std::num::NonZeroU16::new(n).unwrap();
         let mut terminal = vt100::Parser::new(size(area.height), size(area.width), 0);
@@ -349,7 +383,7 @@ mod tests {
             .collect();
         assert_eq!(shown, drawn_whole(&model(7), area));
         // Each frame: header, table and chart bands, cell pieces, reset bands.
-        assert!(pieces > 5 * 20, "{pieces} pieces in five frames");
+        assert!(pieces > 7 * 20, "{pieces} pieces in seven frames");
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! Rendering the live model with ratatui. A full layout when the terminal is large enough, a
 //! readable minimal one when it is not.
 
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Direction, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
@@ -20,16 +23,134 @@ pub const MIN_HEIGHT: u16 = 24;
 
 pub fn draw(f: &mut Frame, m: &LiveModel) {
     let area = f.area();
-    draw_paced(area, f.buffer_mut(), m, &mut || {});
+    let mut drawn = Drawn::default();
+    let mut pace = || {};
+    draw_paced(
+        area,
+        &mut Canvas::new(f.buffer_mut(), None, &mut drawn, &mut pace),
+        m,
+    );
 }
 
-/// `draw` into `buf` over `area`, with `pace` called between two pieces, each a line or two
-/// of the screen (a header line, a block's border, two rows of a table, a band of the
-/// chart's columns): each is a piece of its own for the pacer of a collector that shares a
-/// measured CPU, and the pieces together draw what the widgets drawn whole would.
-pub fn draw_paced(area: Rect, buf: &mut Buffer, m: &LiveModel, pace: &mut dyn FnMut()) {
+/// What each piece of the screen was drawn from in the frame before, by its area.
+#[derive(Debug, Default)]
+pub struct Drawn {
+    before: HashMap<Rect, u64>,
+    now: HashMap<Rect, u64>,
+}
+
+/// Where a frame is drawn, a piece at a time: a line of text, a band of a block's border, a
+/// row of a table, a band of the chart's columns. `pace` is called between two pieces (each
+/// is a piece of its own for the pacer of a collector that shares a measured CPU). A piece
+/// drawn from what it was drawn from in the frame before, over the same area, is copied
+/// from that frame's buffer (`previous`) rather than drawn again: copying a cell is a
+/// fraction of drawing it (a cell's text is measured and cut into graphemes), and from one
+/// second to the next most of the screen stays as it was.
+pub struct Canvas<'a> {
+    buf: &'a mut Buffer,
+    previous: Option<&'a Buffer>,
+    drawn: &'a mut Drawn,
+    pace: &'a mut dyn FnMut(),
+    pieces: usize,
+}
+
+impl<'a> Canvas<'a> {
+    pub fn new(
+        buf: &'a mut Buffer,
+        previous: Option<&'a Buffer>,
+        drawn: &'a mut Drawn,
+        pace: &'a mut dyn FnMut(),
+    ) -> Self {
+        // A buffer of another size holds nothing to copy.
+        let previous = previous.filter(|p| p.area == buf.area);
+        if previous.is_none() {
+            drawn.before.clear();
+        }
+        drawn.now.clear();
+        Canvas {
+            buf,
+            previous,
+            drawn,
+            pace,
+            pieces: 0,
+        }
+    }
+
+    /// One piece over `area`, drawn from `key`: copied from the frame before if it was drawn
+    /// there from the same, else drawn by `draw`. The frame's buffer is blank where nothing
+    /// was drawn yet, and a piece writes only inside its area (no two pieces share a cell,
+    /// except a block's band and what is inside its border: `border_piece`).
+    fn piece(&mut self, key: u64, area: Rect, draw: impl FnOnce(&mut Buffer)) {
+        self.copied_or_drawn(key, area, None, draw);
+    }
+
+    /// A band of a block's border over `area`, of the block over `block`: copied, only the
+    /// border's cells are (what is inside is other pieces').
+    fn border_piece(&mut self, key: u64, area: Rect, block: Rect, draw: impl FnOnce(&mut Buffer)) {
+        self.copied_or_drawn(key, area, Some(block), draw);
+    }
+
+    fn copied_or_drawn(
+        &mut self,
+        key: u64,
+        area: Rect,
+        block: Option<Rect>,
+        draw: impl FnOnce(&mut Buffer),
+    ) {
+        if self.pieces > 0 {
+            (self.pace)();
+        }
+        self.pieces += 1;
+        let area = area.intersection(self.buf.area);
+        match self.previous {
+            Some(previous) if self.drawn.before.get(&area) == Some(&key) => {
+                for y in area.top()..area.bottom() {
+                    match block {
+                        Some(b) if y != b.top() && y + 1 != b.bottom() => {
+                            copy(previous, self.buf, Rect::new(area.x, y, 1, 1));
+                            copy(previous, self.buf, Rect::new(area.right() - 1, y, 1, 1));
+                        }
+                        _ => copy(previous, self.buf, Rect::new(area.x, y, area.width, 1)),
+                    }
+                }
+            }
+            _ => draw(self.buf),
+        }
+        self.drawn.now.insert(area, key);
+    }
+
+    /// The frame is drawn: what it was drawn from is what the next one compares with, unless
+    /// something was drawn over the pieces (the help).
+    fn done(&mut self, overdrawn: bool) {
+        self.drawn.before = std::mem::take(&mut self.drawn.now);
+        if overdrawn {
+            self.drawn.before.clear();
+        }
+    }
+}
+
+/// What a piece is drawn from, as `Canvas::piece` compares it.
+fn key(what: &impl Hash) -> u64 {
+    let mut h = DefaultHasher::new();
+    what.hash(&mut h);
+    h.finish()
+}
+
+/// `area`'s cells of `from` into `to` (buffers of one size).
+fn copy(from: &Buffer, to: &mut Buffer, area: Rect) {
+    for y in area.top()..area.bottom() {
+        let start = to.index_of(area.x, y);
+        let end = start + area.width as usize;
+        to.content[start..end].clone_from_slice(&from.content[start..end]);
+    }
+}
+
+/// `m` drawn on `c` over `area`, a piece at a time (`Canvas`): together the pieces draw what
+/// the widgets drawn whole would.
+pub fn draw_paced(area: Rect, c: &mut Canvas, m: &LiveModel) {
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
-        draw_minimal(buf, m, area);
+        draw_minimal(c.buf, m, area);
+        c.done(true);
         return;
     }
     let rows = Layout::default()
@@ -42,28 +163,24 @@ pub fn draw_paced(area: Rect, buf: &mut Buffer, m: &LiveModel, pace: &mut dyn Fn
             Constraint::Length(1),
         ])
         .split(area);
-    draw_lines(buf, header(m), rows[0], pace);
-    pace();
-    draw_consumers(buf, m, rows[1], pace);
-    pace();
-    draw_culprits(buf, m, rows[2], pace);
-    pace();
-    draw_feed(buf, m, rows[3], pace);
-    pace();
-    footer(m).render(rows[4], buf);
+    draw_lines(c, header(m), rows[0]);
+    draw_consumers(c, m, rows[1]);
+    draw_culprits(c, m, rows[2]);
+    draw_feed(c, m, rows[3]);
+    let footer = footer(m);
+    c.piece(key(&footer), rows[4], |buf| footer.render(rows[4], buf));
     if m.help {
-        draw_help(buf, area);
+        draw_help(c.buf, area);
     }
+    c.done(m.help);
 }
 
 /// Lines, one to a row of `area` and a piece each (a `Paragraph` of them, drawn a line at a
 /// time).
-fn draw_lines(buf: &mut Buffer, lines: Vec<Line<'static>>, area: Rect, pace: &mut dyn FnMut()) {
+fn draw_lines(c: &mut Canvas, lines: Vec<Line<'static>>, area: Rect) {
     for (n, line) in lines.into_iter().take(area.height as usize).enumerate() {
-        if n > 0 {
-            pace();
-        }
-        Paragraph::new(line).render(row_of(area, n), buf);
+        let at = row_of(area, n);
+        c.piece(key(&line), at, |buf| Paragraph::new(line).render(at, buf));
     }
 }
 
@@ -140,7 +257,7 @@ fn header(m: &LiveModel) -> Vec<Line<'static>> {
     lines
 }
 
-fn draw_consumers(buf: &mut Buffer, m: &LiveModel, area: Rect, pace: &mut dyn FnMut()) {
+fn draw_consumers(c: &mut Canvas, m: &LiveModel, area: Rect) {
     if m.consumers.is_empty() {
         return;
     }
@@ -150,15 +267,13 @@ fn draw_consumers(buf: &mut Buffer, m: &LiveModel, area: Rect, pace: &mut dyn Fn
         .direction(Direction::Horizontal)
         .constraints(vec![Constraint::Ratio(1, shown as u32); shown])
         .split(area);
-    for (c, &col) in m.consumers.iter().zip(cols.iter()) {
+    for (consumer, &col) in m.consumers.iter().zip(cols.iter()) {
         let halves = Layout::default()
             .direction(Direction::Horizontal)
             .constraints([Constraint::Length(36), Constraint::Min(10)])
             .split(col);
-        draw_percentiles(buf, c, m.watch, halves[0], pace);
-        pace();
-        draw_chart(buf, c, m.watch, halves[1], pace);
-        pace();
+        draw_percentiles(c, consumer, m.watch, halves[0]);
+        draw_chart(c, consumer, m.watch, halves[1]);
     }
 }
 
@@ -166,30 +281,29 @@ fn draw_consumers(buf: &mut Buffer, m: &LiveModel, area: Rect, pace: &mut dyn Fn
 /// (the same columns, so the slices line up), each a piece of its own for the pacer.
 const TABLE_ROWS_PER_PIECE: usize = 1;
 
-/// A bordered table: the block, the header, then its rows `TABLE_ROWS_PER_PIECE` at a time,
-/// `pace` called between two pieces.
+/// A bordered table: the block, the header, then its rows `TABLE_ROWS_PER_PIECE` at a time.
 fn draw_table(
-    buf: &mut Buffer,
+    c: &mut Canvas,
     title: String,
     header: Row<'static>,
     rows: &mut dyn Iterator<Item = Row<'static>>,
     widths: &[Constraint],
     area: Rect,
-    pace: &mut dyn FnMut(),
 ) {
-    let inner = draw_block(buf, title, area, pace);
+    let inner = draw_block(c, title, area);
     if inner.height == 0 {
         return;
     }
-    pace();
-    Table::new(Vec::<Row>::new(), widths.iter().copied())
-        .header(header)
-        .render(row_of(inner, 0), buf);
+    let at = row_of(inner, 0);
+    c.piece(key(&(&header, widths)), at, |buf| {
+        Table::new(Vec::<Row>::new(), widths.iter().copied())
+            .header(header)
+            .render(at, buf)
+    });
     let shown = inner.height.saturating_sub(1) as usize;
     let mut rows = rows.take(shown).peekable();
     let mut first = 0;
     while rows.peek().is_some() {
-        pace();
         // The rows are made as they are drawn: only a piece's rows in a piece.
         let slice: Vec<Row> = rows.by_ref().take(TABLE_ROWS_PER_PIECE).collect();
         let at = Rect {
@@ -198,7 +312,9 @@ fn draw_table(
             ..inner
         };
         first += slice.len();
-        Table::new(slice, widths.iter().copied()).render(at, buf);
+        c.piece(key(&(&slice, widths)), at, |buf| {
+            Table::new(slice, widths.iter().copied()).render(at, buf)
+        });
     }
 }
 
@@ -207,15 +323,12 @@ const BLOCK_ROWS_PER_PIECE: u16 = 8;
 
 /// A bordered block titled `title` over `area`, in bands of `BLOCK_ROWS_PER_PIECE` rows (the
 /// first with the top border and the title, the last with the bottom border: together the
-/// block drawn whole), `pace` called between two. Returns the area inside the border.
-fn draw_block(buf: &mut Buffer, title: String, area: Rect, pace: &mut dyn FnMut()) -> Rect {
+/// block drawn whole). Returns the area inside the border.
+fn draw_block(c: &mut Canvas, title: String, area: Rect) -> Rect {
     let inner = Block::default().borders(Borders::ALL).inner(area);
     let mut title = Some(title);
     let mut top = 0;
     while top < area.height {
-        if top > 0 {
-            pace();
-        }
         let height = BLOCK_ROWS_PER_PIECE.min(area.height - top);
         let mut borders = Borders::LEFT | Borders::RIGHT;
         if top == 0 {
@@ -233,7 +346,7 @@ fn draw_block(buf: &mut Buffer, title: String, area: Rect, pace: &mut dyn FnMut(
             height,
             ..area
         };
-        band.render(at, buf);
+        c.border_piece(key(&band), at, area, |buf| band.render(at, buf));
         top += height;
     }
     inner
@@ -245,13 +358,7 @@ const PERCENTILE_WIDTHS: [Constraint; 3] = [
     Constraint::Length(11),
 ];
 
-fn draw_percentiles(
-    buf: &mut Buffer,
-    c: &ConsumerView,
-    watch: bool,
-    area: Rect,
-    pace: &mut dyn FnMut(),
-) {
+fn draw_percentiles(canvas: &mut Canvas, c: &ConsumerView, watch: bool, area: Rect) {
     let keys = ["50", "90", "99", "99.9", "99.99"];
     let mut rows: Vec<Row> = keys
         .iter()
@@ -293,13 +400,12 @@ fn draw_percentiles(
     .style(Style::default().add_modifier(Modifier::BOLD));
     let title = format!("{} (CPU {})", c.name, c.cpu);
     draw_table(
-        buf,
+        canvas,
         title,
         header,
         &mut rows.into_iter(),
         &PERCENTILE_WIDTHS,
         area,
-        pace,
     );
 }
 
@@ -310,7 +416,7 @@ const CHART_COLUMNS_PER_PIECE: usize = 24;
 /// Maximum transit per interval on a log scale (1 ns → 0, 10 s → 1000), in bands of
 /// `CHART_COLUMNS_PER_PIECE` columns: the scale is fixed, so each band's bars are those of
 /// the whole chart.
-fn draw_chart(buf: &mut Buffer, c: &ConsumerView, watch: bool, area: Rect, pace: &mut dyn FnMut()) {
+fn draw_chart(canvas: &mut Canvas, c: &ConsumerView, watch: bool, area: Rect) {
     let n = area.width.saturating_sub(2) as usize;
     let data: Vec<u64> = c
         .max_history
@@ -326,10 +432,9 @@ fn draw_chart(buf: &mut Buffer, c: &ConsumerView, watch: bool, area: Rect, pace:
         if watch { "interruption" } else { "transit" },
         fmt_ns(worst)
     );
-    let inner = draw_block(buf, title, area, pace);
+    let inner = draw_block(canvas, title, area);
     let mut x = 0;
     while x < inner.width as usize {
-        pace();
         let width = CHART_COLUMNS_PER_PIECE.min(inner.width as usize - x);
         let band = Rect {
             x: inner.x + x as u16,
@@ -337,11 +442,13 @@ fn draw_chart(buf: &mut Buffer, c: &ConsumerView, watch: bool, area: Rect, pace:
             ..inner
         };
         let bars = data.get(x..data.len().min(x + width)).unwrap_or(&[]);
-        Sparkline::default()
-            .data(bars)
-            .max(1000)
-            .style(Style::default().fg(Color::Cyan))
-            .render(band, buf);
+        canvas.piece(key(&bars), band, |buf| {
+            Sparkline::default()
+                .data(bars)
+                .max(1000)
+                .style(Style::default().fg(Color::Cyan))
+                .render(band, buf)
+        });
         x += width;
     }
 }
@@ -358,20 +465,19 @@ const CULPRIT_WIDTHS: [Constraint; 8] = [
 ];
 
 /// The culprits' block, its header and its rows, a slice of rows at a time.
-fn draw_culprits(buf: &mut Buffer, m: &LiveModel, area: Rect, pace: &mut dyn FnMut()) {
+fn draw_culprits(c: &mut Canvas, m: &LiveModel, area: Rect) {
     let header = Row::new(vec![
         "class", "how", "culprit", "count", "total", "max", "last", "share",
     ])
     .style(Style::default().add_modifier(Modifier::BOLD));
     let sorted = m.sorted_culprits();
     draw_table(
-        buf,
+        c,
         culprits_title(m),
         header,
         &mut sorted.into_iter().map(culprit_row),
         &CULPRIT_WIDTHS,
         area,
-        pace,
     );
 }
 
@@ -421,17 +527,16 @@ fn culprits_title(m: &LiveModel) -> String {
 pub const FEED_ROWS: u16 = 5;
 
 /// The latest spikes, the newest first, a line a piece.
-fn draw_feed(buf: &mut Buffer, m: &LiveModel, area: Rect, pace: &mut dyn FnMut()) {
+fn draw_feed(c: &mut Canvas, m: &LiveModel, area: Rect) {
     let title = match m.at_end && m.kernel_total_ns.is_some() {
         true => "latest spikes, by the kernel's time in each one's window (their culprits are decided at the end)",
         false => "latest spikes",
     };
-    let inner = draw_block(buf, title.to_string(), area, pace);
+    let inner = draw_block(c, title.to_string(), area);
     let lines = (m.feed.iter().rev().take(inner.height as usize))
         .map(|l| Line::from(l.clone()))
         .collect();
-    pace();
-    draw_lines(buf, lines, inner, pace);
+    draw_lines(c, lines, inner);
 }
 
 fn footer(m: &LiveModel) -> Paragraph<'static> {
