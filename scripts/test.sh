@@ -49,6 +49,8 @@ if [ -n "$extended" ]; then
   bash "$root/scripts/soak.sh" --metrics --duration "${SOAK_DURATION:-30m}"
   step "soak of a watch for ${SOAK_DURATION:-30m}"
   bash "$root/scripts/soak.sh" --watch --metrics --duration "${SOAK_DURATION:-30m}"
+  step "soak of an idle watch for ${SOAK_DURATION:-30m}"
+  bash "$root/scripts/soak.sh" --watch --idle --duration "${SOAK_DURATION:-30m}"
 fi
 echo
 echo "test.sh: all checks passed"
