@@ -85,6 +85,10 @@ pub struct KernelTally {
     total_ns: Nanos,
     lost: u64,
     end_unseen: u64,
+    /// The culprits credited since the last `top` (a place may repeat), and the places it
+    /// listed: a culprit's time only grows, so the next top is among the two.
+    credited: Vec<usize>,
+    listed: Vec<usize>,
 }
 
 /// A piece of an episode for the spike windows (`recent`), naming its culprit there first if
@@ -311,6 +315,14 @@ impl KernelTally {
 
     fn credit(&mut self, at: usize, ns: Nanos, end_ns: Nanos) {
         let c = &mut self.culprits[at];
+        if self.credited.last() != Some(&at) {
+            if self.credited.len() >= 2 * CULPRITS_KEPT {
+                // Bounded however long nobody asks for the top.
+                self.credited.sort_unstable();
+                self.credited.dedup();
+            }
+            self.credited.push(at);
+        }
         c.episodes += 1;
         c.ns += ns;
         c.longest_ns = c.longest_ns.max(ns);
@@ -318,20 +330,36 @@ impl KernelTally {
         self.total_ns += ns;
     }
 
-    /// The `n` culprits with the most time, most first, and the totals.
-    pub fn top(&self, n: usize) -> KernelTime {
-        // Indices sorted, the listed culprits copied: up to `CULPRITS_KEPT` each second.
+    /// The `n` culprits with the most time, most first, and the totals. The work is the
+    /// culprits credited since the last call and those it listed, not every culprit known:
+    /// time only grows, so one neither credited nor listed then cannot rise into the list
+    /// (asked for the same `n` each time; a larger `n` than before looks at them all).
+    pub fn top(&mut self, n: usize) -> KernelTime {
+        let mut order = std::mem::take(&mut self.credited);
+        if n > self.listed.len() && self.listed.len() < self.culprits.len() {
+            // Nothing listed was left out last time only if the list was not full.
+            order.clear();
+            order.extend(0..self.culprits.len());
+        } else {
+            order.extend_from_slice(&self.listed);
+        }
         // A culprit named only for the spike windows (a run whose end was not seen) has no
         // time here.
-        let mut order: Vec<usize> = (0..self.culprits.len())
-            .filter(|&i| self.culprits[i].episodes > 0)
-            .collect();
-        order.sort_by_key(|&i| std::cmp::Reverse(self.culprits[i].ns));
+        order.retain(|&i| self.culprits[i].episodes > 0);
+        order.sort_unstable();
+        order.dedup();
+        order.sort_by_key(|&i| (std::cmp::Reverse(self.culprits[i].ns), i));
+        order.truncate(n);
+        self.listed.clear();
+        self.listed.extend_from_slice(&order);
+        // The allocation kept for the next credits.
+        self.credited = order;
+        self.credited.clear();
         KernelTime {
-            culprits: order
-                .into_iter()
-                .take(n)
-                .map(|i| self.culprits[i].clone())
+            culprits: self
+                .listed
+                .iter()
+                .map(|&i| self.culprits[i].clone())
                 .collect(),
             total_ns: self.total_ns,
             lost: self.lost,
@@ -436,6 +464,37 @@ mod tests {
             .iter()
             .find(|c| shown(&c.culprit) == name)
             .map(|c| c.ns)
+    }
+
+    /// The top looked up from what was credited since the last call and what it listed is
+    /// the top of every culprit, call after call, whichever culprits rise and fall.
+    #[test]
+    fn the_top_from_what_changed_is_the_top_of_all() {
+        let mut t = KernelTally::default();
+        let mut seed = 7u64;
+        let mut at = 1_000;
+        for round in 0..200 {
+            for _ in 0..(round % 7) * 3 + 1 {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                // Forty culprits; each round favours a few, which overtake the list.
+                let who = (seed >> 33) % 40;
+                let ns = 1 + (seed >> 20) % (if who % 9 == round % 9 { 5_000 } else { 100 });
+                t.add(
+                    &ep(0, C::Kthread, &format!("k{who}"), (at, at + ns), None),
+                    0,
+                    None,
+                );
+                at += ns + 1;
+            }
+            let mut all: Vec<&KernelCulprit> =
+                t.culprits.iter().filter(|c| c.episodes > 0).collect();
+            all.sort_by_key(|c| std::cmp::Reverse(c.ns));
+            let expected: Vec<Nanos> = all.iter().take(5).map(|c| c.ns).collect();
+            let got: Vec<Nanos> = t.top(5).culprits.iter().map(|c| c.ns).collect();
+            assert_eq!(got, expected, "round {round}");
+        }
     }
 
     #[test]
