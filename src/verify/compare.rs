@@ -402,14 +402,6 @@ impl Comparison {
         f
     }
 
-    /// The failures of the recording as a whole: perf's coverage of the window and the
-    /// overall agreement.
-    fn recording_failures(&self) -> Vec<String> {
-        (self.coverage_failure().into_iter())
-            .chain(self.agreement_failure())
-            .collect()
-    }
-
     fn coverage_failure(&self) -> Option<String> {
         (!self.covered).then(|| {
             format!(
@@ -677,8 +669,9 @@ pub struct OrderedRow {
 /// 1 + t, jitterscope first ≥ 1 − t, the first no larger than the second): the true ratio
 /// lies between them; and neither lies further from 1 than the handlers' bias
 /// (`Tolerances::order_bias`). An error of the attribution larger than the handlers'
-/// difference moves both ratios the same way, or one of them past the bias, and still fails. Every other failure of either recording (perf's
-/// coverage, the overall agreement) stays a failure.
+/// difference moves both ratios the same way, or one of them past the bias, and still fails.
+/// The overall agreement is held across the orders in the same spirit
+/// (`agreement_failures_across`); perf's coverage of either recording stays a failure.
 pub fn across_orders(
     perf_first: &Comparison,
     js_first: &Comparison,
@@ -692,12 +685,9 @@ pub fn across_orders(
     let mut rows = Vec::new();
     let mut failures = Vec::new();
     for (c, order) in [(perf_first, "perf first"), (js_first, "jitterscope first")] {
-        failures.extend(
-            c.recording_failures()
-                .into_iter()
-                .map(|f| format!("{order}: {f}")),
-        );
+        failures.extend(c.coverage_failure().map(|f| format!("{order}: {f}")));
     }
+    failures.extend(agreement_failures_across(perf_first, js_first));
     let mut outside: Vec<(&str, f64)> = Vec::new();
     for r in perf_first.rows.iter().chain(&js_first.rows) {
         if r.grade == Grade::Outside && !outside.iter().any(|(n, _)| *n == r.name) {
@@ -728,6 +718,64 @@ pub fn across_orders(
         });
     }
     (rows, failures)
+}
+
+/// The overall agreement of the two recordings together. Each attach order moves every short
+/// episode the same way (`Tolerances::order_bias`: jitterscope under perf with perf first,
+/// over it with jitterscope first), so a single order's agreement carries the handlers' bias
+/// of all its short causes at once. The bias cancels when each cause's time is added up over
+/// both recordings: that sum is held to `Tolerances::agreement`. Each single order is held
+/// only in the direction its bias does not explain: with perf first, jitterscope's time over
+/// perf's; with jitterscope first, its time under perf's; each to the same figure.
+fn agreement_failures_across(perf_first: &Comparison, js_first: &Comparison) -> Vec<String> {
+    let mut sums: BTreeMap<&str, (Nanos, Nanos)> = BTreeMap::new();
+    for c in [perf_first, js_first] {
+        for r in c.rows.iter().filter(|r| r.perf_measured()) {
+            let e = sums.entry(&r.name).or_default();
+            e.0 += r.js_ns;
+            e.1 += r.perf_ns;
+        }
+    }
+    let share = |diff: Nanos, total: Nanos| match (diff, total) {
+        (0, _) => 1.0,
+        (_, 0) => 0.0,
+        _ => 1.0 - diff as f64 / (2.0 * total as f64),
+    };
+    let least = perf_first.tolerances.agreement;
+    let mut failures = Vec::new();
+    let (diff, total) = sums
+        .values()
+        .fold((0, 0), |(d, t), &(j, p)| (d + j.abs_diff(p), t + p));
+    let both = share(diff, total);
+    if both < least {
+        failures.push(format!(
+            "overall agreement of both orders together {both:.3} is under {least:.2}"
+        ));
+    }
+    let one_sided = |c: &Comparison, over: bool| {
+        let compared = c.rows.iter().filter(|r| r.perf_measured());
+        let (d, t) = compared.fold((0, 0), |(d, t), r| {
+            let e = if over {
+                r.js_ns.saturating_sub(r.perf_ns)
+            } else {
+                r.perf_ns.saturating_sub(r.js_ns)
+            };
+            (d + e, t + r.perf_ns)
+        });
+        share(d, t)
+    };
+    for (c, over, order, side) in [
+        (perf_first, true, "perf first", "over"),
+        (js_first, false, "jitterscope first", "under"),
+    ] {
+        let a = one_sided(c, over);
+        if a < least {
+            failures.push(format!(
+                "{order}: overall agreement counting only jitterscope's time {side} perf's {a:.3} is under {least:.2}"
+            ));
+        }
+    }
+    failures
 }
 
 /// Both orders bounded on both sides: perf first in `[1 − b, 1 + t]`, jitterscope first in
@@ -927,6 +975,42 @@ mod tests {
         assert_eq!(rows[0].js_first, None);
         assert!(
             failures[0].contains("no ratio with jitterscope first"),
+            "{failures:?}"
+        );
+    }
+
+    #[test]
+    fn the_overall_agreement_across_the_orders_cancels_the_handlers_bias_only() {
+        // SCHED at 0.75× with perf first and 1.25× with jitterscope first, 40 ms of 80: each
+        // order alone is at 0.94, both together at 1.
+        let pf = sched_recording(30 * MS, 40 * MS);
+        let jf = sched_recording(50 * MS, 40 * MS);
+        assert!(pf.agreement < 0.97 && jf.agreement < 0.97);
+        let (rows, failures) = across_orders(&pf, &jf);
+        assert!(rows[0].bracketed && failures.is_empty(), "{failures:?}");
+        // The same error on the sides the orders do not explain: each single order fails.
+        let (_, failures) = across_orders(&jf, &pf);
+        assert!(
+            failures.iter().any(|f| f.starts_with(
+                "perf first: overall agreement counting only jitterscope's time over perf's 0.938"
+            )),
+            "{failures:?}"
+        );
+        assert!(
+            failures.iter().any(|f| f.starts_with(
+                "jitterscope first: overall agreement counting only jitterscope's time under perf's 0.938"
+            )),
+            "{failures:?}"
+        );
+        // Short by a fifth in both orders: the sum does not cancel.
+        let (_, failures) = across_orders(
+            &sched_recording(30 * MS, 40 * MS),
+            &sched_recording(30 * MS, 40 * MS),
+        );
+        assert!(
+            failures
+                .iter()
+                .any(|f| f.starts_with("overall agreement of both orders together 0.938")),
             "{failures:?}"
         );
     }
