@@ -105,18 +105,32 @@ fn said_once(what: &str, e: &Ended, part: &str) {
     assert_eq!(e.stderr.matches(part).count(), 1, "{what}: {}", e.stderr);
 }
 
+/// Endless inputs that cannot be what is read end at their first wrong byte, the message
+/// naming the limit; one that could be (blanks after a `{`) ends at the limit.
 #[test]
 fn endless_devices_and_streams_end_at_the_limit_in_bounded_memory() {
-    let limit = "more than 256 MiB read (the run-file limit)";
+    let limit = "at most 256 MiB, the run-file limit";
     let mut c = js();
     c.args(["report", "/dev/zero"]);
     let e = run(c, None);
     refused("report /dev/zero", &e, limit);
     said_once("report /dev/zero", &e, limit);
     assert!(
-        e.stderr.contains("/dev/zero: not a run file"),
+        e.stderr
+            .contains("/dev/zero: not a run file: it starts with byte 0x00, not '{' at offset 0"),
         "{}",
         e.stderr
+    );
+
+    let mut c = Command::new("sh");
+    c.arg("-c").arg(format!(
+        "(printf '{{'; yes '') | {} report -",
+        env!("CARGO_BIN_EXE_jitterscope")
+    ));
+    refused(
+        "report - < an endless '{' and blanks",
+        &run(c, None),
+        "more than 256 MiB read (the run-file limit)",
     );
 
     let mut c = js();
@@ -134,7 +148,7 @@ fn endless_devices_and_streams_end_at_the_limit_in_bounded_memory() {
         limit,
     );
 
-    let perf_limit = "more than 256 MiB read (the perf-script limit)";
+    let perf_limit = "at most 256 MiB, the perf-script limit";
     let mut c = js();
     c.args(["verify", "--run"])
         .arg(seed("valid.json"))
@@ -221,7 +235,7 @@ fn files_that_cannot_be_run_files_get_one_line_each() {
         (
             "non-UTF-8",
             at("latin1.json"),
-            "not a run file: it is not UTF-8 text (an invalid byte at offset 29)",
+            "not a run file: byte 0xe9, which is not UTF-8 text, at offset 29",
         ),
         ("truncated", at("truncated.json"), "the file is truncated"),
         (

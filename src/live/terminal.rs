@@ -145,16 +145,6 @@ impl<W: Write> Screen<W> {
     }
 }
 
-/// Consults the lent pacer, if one is lent.
-fn between(lent: &Lent) {
-    if let Some(p) = lent.borrow_mut().as_mut() {
-        p.between();
-    }
-}
-
-/// The collector's pacer, lent to the view for a frame.
-type Lent = Rc<RefCell<Option<Pacer>>>;
-
 pub struct LiveTerminal {
     screen: Screen<Held>,
     held: Held,
@@ -186,8 +176,13 @@ impl LiveTerminal {
             held,
             out,
         };
-        let (width, height) = terminal_size()?;
-        let area = Rect::new(0, 0, width, height);
+        let area = match terminal_size() {
+            Ok((width, height)) => Rect::new(0, 0, width, height),
+            Err(e) => {
+                restore();
+                return Err(e);
+            }
+        };
         let (mut drawn, mut pace) = (Drawn::default(), || {});
         let mut scratch = Buffer::empty(area);
         let mut canvas = Canvas::new(&mut scratch, None, &mut drawn, &mut pace);
@@ -208,16 +203,9 @@ impl LiveTerminal {
     pub fn draw(&mut self, m: &LiveModel, pacer: &mut Pacer) -> std::io::Result<()> {
         let (width, height) = terminal_size()?;
         let area = Rect::new(0, 0, width, height);
-        // Lent for the frame, then given back (also when the frame failed).
-        let lent = Lent::new(RefCell::new(Some(std::mem::replace(
-            pacer,
-            Pacer::new(false),
-        ))));
-        let drawn = self.screen.frame(area, m, &mut || between(&lent));
-        if let Some(given_back) = lent.borrow_mut().take() {
-            *pacer = given_back;
-        }
-        drawn?;
+        self.screen.frame(area, m, &mut || {
+            pacer.between();
+        })?;
         let frame = std::mem::take(&mut *self.held.0.borrow_mut());
         let written = write_in_pieces(&mut self.out, &frame, pacer);
         // The same allocation for the next frame.

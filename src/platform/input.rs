@@ -19,12 +19,28 @@ pub struct Limit {
     pub bytes: u64,
     /// What the limit is for, as the error says it: "the run-file limit".
     pub name: &'static str,
+    /// What the bytes must look like, checked as they arrive: what cannot be the input is
+    /// refused at its first wrong byte, not after the limit has been read.
+    pub shape: Shape,
+}
+
+/// What an input's bytes must look like.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// Anything (a `/proc` file, read leniently).
+    Bytes,
+    /// UTF-8 text without NUL bytes (a perf script: a thread's name may hold any byte but
+    /// NUL).
+    Text,
+    /// Text whose first byte other than blanks is `{` (a run file: a JSON object).
+    JsonObject,
 }
 
 /// A run file: the largest a long run at the top of every ring writes is some tens of MiB.
 pub const RUN_FILE: Limit = Limit {
     bytes: 256 << 20,
     name: "the run-file limit",
+    shape: Shape::JsonObject,
 };
 
 /// `perf script` text for one check: a minute of sched_switch and IRQ events on a few CPUs
@@ -32,12 +48,14 @@ pub const RUN_FILE: Limit = Limit {
 pub const PERF_SCRIPT: Limit = Limit {
     bytes: 256 << 20,
     name: "the perf-script limit",
+    shape: Shape::Text,
 };
 
 /// One `/proc` or sysfs file of a few lines (a task's `status`, a cpulist, a sysctl).
 pub const PROC_FILE: Limit = Limit {
     bytes: 1 << 20,
     name: "the /proc file limit",
+    shape: Shape::Bytes,
 };
 
 /// A `/proc` table that grows with the machine: `/proc/interrupts` with one column per CPU,
@@ -45,18 +63,21 @@ pub const PROC_FILE: Limit = Limit {
 pub const PROC_TABLE: Limit = Limit {
     bytes: 64 << 20,
     name: "the /proc table limit",
+    shape: Shape::Bytes,
 };
 
 /// The restore journal: one entry per setting changed (a few hundred bytes each).
 pub const JOURNAL: Limit = Limit {
     bytes: 16 << 20,
     name: "the restore-journal limit",
+    shape: Shape::Bytes,
 };
 
 /// `/proc/kallsyms`: some 200,000 symbols of 40 bytes on a distribution kernel with modules.
 pub const KALLSYMS: Limit = Limit {
     bytes: 256 << 20,
     name: "the /proc/kallsyms limit",
+    shape: Shape::Bytes,
 };
 
 /// How long a read from a FIFO, socket or character device named as a file waits for its
@@ -79,6 +100,15 @@ pub enum InputError {
     },
     /// The bytes are not UTF-8 text.
     NotText { offset: usize },
+    /// A byte the input's shape cannot hold, seen as it arrived (`Shape`): the read ended
+    /// there.
+    Refused {
+        offset: usize,
+        byte: u8,
+        limit: Limit,
+        /// The byte is the first other than blanks, where a JSON object's `{` must be.
+        start: bool,
+    },
 }
 
 impl fmt::Display for InputError {
@@ -101,6 +131,32 @@ impl fmt::Display for InputError {
                 write!(
                     f,
                     "it is not UTF-8 text (an invalid byte at offset {offset})"
+                )
+            }
+            InputError::Refused {
+                offset,
+                byte,
+                limit,
+                start,
+            } => {
+                let shown = match byte.is_ascii_graphic() {
+                    true => format!("'{}'", *byte as char),
+                    false => format!("byte 0x{byte:02x}"),
+                };
+                let what = match (start, byte) {
+                    (true, _) => format!("it starts with {shown}, not '{{'"),
+                    (false, 0) => "a NUL byte".to_string(),
+                    (false, _) => format!("{shown}, which is not UTF-8 text,"),
+                };
+                let shape = match limit.shape {
+                    Shape::JsonObject => "JSON text starting with '{'",
+                    _ => "text",
+                };
+                write!(
+                    f,
+                    "{what} at offset {offset} (this input is {shape} of at most {}, {})",
+                    in_units(limit.bytes),
+                    limit.name
                 )
             }
         }
@@ -180,14 +236,73 @@ pub fn into_text(bytes: Vec<u8>) -> Result<String, InputError> {
     })
 }
 
-/// Reads to the end, failing as soon as more than `limit` bytes have arrived.
+/// Bytes read from an input at a time before they are checked against its shape.
+const CHUNK: usize = 64 << 10;
+
+/// Reads to the end, failing as soon as more than `limit` bytes have arrived or a byte that
+/// `limit.shape` cannot hold has.
 pub fn read_bounded(reader: impl Read, limit: Limit) -> Result<Vec<u8>, InputError> {
     let mut bytes = Vec::new();
-    reader.take(limit.bytes + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > limit.bytes {
-        return Err(InputError::TooLarge(limit));
+    let mut reader = reader.take(limit.bytes + 1);
+    let mut checked = Checked::default();
+    loop {
+        let n = (&mut reader).take(CHUNK as u64).read_to_end(&mut bytes)?;
+        checked.check(&bytes, limit)?;
+        if bytes.len() as u64 > limit.bytes {
+            return Err(InputError::TooLarge(limit));
+        }
+        if n == 0 {
+            return Ok(bytes);
+        }
     }
-    Ok(bytes)
+}
+
+/// How far an input's bytes were found to fit its shape.
+#[derive(Debug, Default)]
+struct Checked {
+    /// Bytes up to here are whole UTF-8 characters without NUL.
+    upto: usize,
+    /// The first byte other than blanks was seen (and was `{` for a JSON object).
+    begun: bool,
+}
+
+impl Checked {
+    /// The bytes after `upto` against `limit.shape`; a character cut by the end of what has
+    /// arrived is checked when the rest comes.
+    fn check(&mut self, bytes: &[u8], limit: Limit) -> Result<(), InputError> {
+        if limit.shape == Shape::Bytes {
+            return Ok(());
+        }
+        let refused = |offset: usize, start: bool| InputError::Refused {
+            offset,
+            byte: bytes[offset],
+            limit,
+            start,
+        };
+        let new = &bytes[self.upto..];
+        // The earliest wrong byte is named: the start (blanks, then '{'), then NULs and
+        // bytes that are not UTF-8.
+        if limit.shape == Shape::JsonObject && !self.begun {
+            if let Some(at) = new.iter().position(|b| !b.is_ascii_whitespace()) {
+                if new[at] != b'{' {
+                    return Err(refused(self.upto + at, true));
+                }
+                self.begun = true;
+            }
+        }
+        let nul = new.iter().position(|&b| b == 0);
+        let (valid, invalid) = match std::str::from_utf8(new) {
+            Ok(_) => (new.len(), None),
+            Err(e) => (e.valid_up_to(), e.error_len().map(|_| e.valid_up_to())),
+        };
+        match (nul, invalid) {
+            (Some(a), Some(b)) => return Err(refused(self.upto + a.min(b), false)),
+            (Some(a), None) | (None, Some(a)) => return Err(refused(self.upto + a, false)),
+            // A character cut by the end of what arrived is checked when the rest comes.
+            (None, None) => self.upto += valid,
+        }
+        Ok(())
+    }
 }
 
 trait NonBlocking {
@@ -253,7 +368,86 @@ mod tests {
     const TINY: Limit = Limit {
         bytes: 8,
         name: "the test limit",
+        shape: Shape::Bytes,
     };
+
+    /// An input that would go on for ever, each read handing out `chunk` again; counts what
+    /// was taken.
+    struct Endless<'a> {
+        chunk: &'a [u8],
+        taken: usize,
+    }
+
+    impl Read for Endless<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = buf.len().min(self.chunk.len());
+            buf[..n].copy_from_slice(&self.chunk[..n]);
+            self.taken += n;
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn what_cannot_be_the_input_is_refused_at_its_first_wrong_byte() {
+        let mut random = [0u8; 4096];
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for b in random.iter_mut() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *b = x as u8;
+        }
+        for (what, chunk, limit) in [
+            ("zeros as a run file", &[0u8; 4096][..], RUN_FILE),
+            ("random bytes as a run file", &random[..], RUN_FILE),
+            ("zeros as a perf script", &[0u8; 4096][..], PERF_SCRIPT),
+            ("random bytes as a perf script", &random[..], PERF_SCRIPT),
+        ] {
+            let mut input = Endless { chunk, taken: 0 };
+            let e = read_bounded(&mut input, limit).unwrap_err();
+            assert!(matches!(e, InputError::Refused { .. }), "{what}: {e}");
+            assert!(
+                input.taken <= 2 * CHUNK,
+                "{what}: {} bytes taken before the refusal",
+                input.taken
+            );
+            let said = e.to_string();
+            assert!(
+                said.contains("at most 256 MiB") && said.contains(limit.name),
+                "{what}: {said}"
+            );
+        }
+        // A run file may start with blanks; its first other byte is what counts.
+        let e = read_bounded(&b"  \n [1]"[..], RUN_FILE).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("it starts with '[', not '{' at offset 4"),
+            "{e}"
+        );
+        assert_eq!(
+            read_bounded(&b" {\"a\": 1}"[..], RUN_FILE).unwrap(),
+            b" {\"a\": 1}"
+        );
+        // A character cut between two reads is whole once the rest arrives.
+        let split = "{\"µs\": 1}".as_bytes();
+        let mut checked = Checked::default();
+        checked.check(&split[..3], RUN_FILE).unwrap();
+        checked.check(split, RUN_FILE).unwrap();
+        assert_eq!(checked.upto, split.len());
+        // Well-formed text that never ends still ends at the limit.
+        let mut blanks = Endless {
+            chunk: b"{                ",
+            taken: 0,
+        };
+        let small = Limit {
+            bytes: 1 << 20,
+            ..RUN_FILE
+        };
+        assert!(matches!(
+            read_bounded(&mut blanks, small),
+            Err(InputError::TooLarge(_))
+        ));
+    }
 
     #[test]
     fn a_read_stops_at_its_limit_and_names_it() {

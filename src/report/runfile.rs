@@ -907,7 +907,9 @@ impl RunFile {
 /// What an input error says about a run file: too large or not text, it is not one.
 pub fn not_a_run_file(e: &InputError) -> String {
     match e {
-        InputError::TooLarge(_) | InputError::NotText { .. } => format!("not a run file: {e}"),
+        InputError::TooLarge(_) | InputError::NotText { .. } | InputError::Refused { .. } => {
+            format!("not a run file: {e}")
+        }
         _ => e.to_string(),
     }
 }

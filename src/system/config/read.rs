@@ -63,6 +63,7 @@ pub(crate) fn read_capped(path: &Path, cap: u64) -> Option<String> {
     let limit = crate::platform::input::Limit {
         bytes: cap,
         name: "the configuration file limit",
+        shape: crate::platform::input::Shape::Bytes,
     };
     crate::platform::input::read_proc(path, limit)
 }
