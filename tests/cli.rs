@@ -246,7 +246,7 @@ fn report_on_bad_run_files_fails_clearly() {
     check(
         "garbage.json",
         Some("\u{0}\u{1}binary"),
-        "not a jitterscope run file",
+        "not a run file: it starts with byte 0x00, not '{' at offset 0",
     );
 }
 

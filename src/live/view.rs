@@ -122,7 +122,8 @@ impl<'a> Canvas<'a> {
     /// The frame is drawn: what it was drawn from is what the next one compares with, unless
     /// something was drawn over the pieces (the help).
     fn done(&mut self, overdrawn: bool) {
-        self.drawn.before = std::mem::take(&mut self.drawn.now);
+        // Swapped, so that both maps keep their room (`new` clears `now`).
+        std::mem::swap(&mut self.drawn.before, &mut self.drawn.now);
         if overdrawn {
             self.drawn.before.clear();
         }
