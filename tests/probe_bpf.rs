@@ -161,6 +161,85 @@ fn stat_refresh_shows_as_a_kworker_running_refresh_vm_stats_in_a_workload_gap() 
     );
 }
 
+/// jitterscope's own IPIs are its own noise: the probes mark an IPI sent by one of its
+/// threads (from task context) as the sender's own, and no other process's. Both are caused
+/// here on purpose — this process's expedited membarrier IPIs the CPU its spinning thread runs
+/// on; another process's write to `stat_refresh` queues work there, waking its kworker — and
+/// each send is found among the causes by the sending thread's id, which the kernel stamps.
+#[test]
+fn an_ipi_sent_by_this_process_is_marked_its_own_and_another_process_is_not() {
+    let test = "an_ipi_sent_by_this_process_is_marked_its_own_and_another_process_is_not";
+    if skip_bpf(test) || fewer_cpus_than(test, 2) {
+        return;
+    }
+    let _cpus = exclusive();
+    let (session, rx) = start(config());
+    let spinner = Spinner::start(CPU as usize);
+    session.set_workload_tids(&[spinner.tid()]).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_long = 8;
+    const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_long = 16;
+    let membarrier = |cmd: libc::c_long| unsafe { libc::syscall(libc::SYS_membarrier, cmd, 0, 0) };
+    assert_eq!(
+        membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED),
+        0,
+        "membarrier register: {}",
+        std::io::Error::last_os_error()
+    );
+    let sender = std::thread::spawn(move || {
+        pin(0, 0);
+        for _ in 0..20 {
+            assert_eq!(
+                membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED),
+                0,
+                "membarrier: {}",
+                std::io::Error::last_os_error()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        (unsafe { libc::gettid() }) as u32
+    })
+    .join()
+    .unwrap();
+    let other = std::process::Command::new("sh")
+        .args(["-c", "echo 1 > /proc/sys/vm/stat_refresh"])
+        .spawn()
+        .expect("start sh");
+    let other_pid = other.id();
+    assert!(other.wait_with_output().unwrap().status.success());
+    let records = collect(&rx, Instant::now() + Duration::from_millis(300));
+    drop(spinner);
+    session.stop().unwrap();
+    let causes = |pid: u32| -> Vec<&jitterscope::model::Cause> {
+        records
+            .iter()
+            .filter_map(|r| match r {
+                Record::Cause(c) if c.target_cpu == CPU && c.sender_pid == pid => Some(c),
+                _ => None,
+            })
+            .collect()
+    };
+    let own = causes(sender);
+    let own_ipis = own.iter().filter(|c| c.kind == CauseKind::Ipi).count();
+    assert!(
+        own_ipis >= 10,
+        "{own_ipis} IPIs to CPU {CPU} from this process's thread {sender} after 20 expedited membarriers: {own:#?}"
+    );
+    assert!(
+        own.iter().all(|c| c.sender_is_self),
+        "an IPI this process sent is not marked as its own: {own:#?}"
+    );
+    let theirs = causes(other_pid);
+    assert!(
+        !theirs.is_empty(),
+        "no cause for CPU {CPU} from sh[{other_pid}], which wrote stat_refresh: {records:#?}"
+    );
+    assert!(
+        theirs.iter().all(|c| !c.sender_is_self),
+        "another process's send is marked as jitterscope's own: {theirs:#?}"
+    );
+}
+
 #[test]
 fn a_competing_task_is_named_with_its_comm_and_pid() {
     if skip_bpf("a_competing_task_is_named_with_its_comm_and_pid")
