@@ -210,7 +210,7 @@ grade_cpu() {
       --swapped-perf-script "$dir/jitterscope-first/perf.txt" --order perf-first \
       >"$dir/table$suffix.md" 2>"$dir/verify$suffix.log" || rc=$?
   else
-    "$js" verify --run "$(run_file "$dir")" --perf-script "$dir/perf.txt" --cpu "$cpu" \
+    "$js" verify --run "$(run_file "$dir")" --perf-script "$dir/perf.txt" --cpu "$cpu" --order "$order" \
       >"$dir/table$suffix.md" 2>"$dir/verify$suffix.log" || rc=$?
   fi
   cat "$dir/table$suffix.md"

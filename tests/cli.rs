@@ -430,9 +430,14 @@ fn verify_across_both_attach_orders_grades_what_lies_between_them() {
         &[&base[..], &["--swapped-run", jf_json]].concat(),
         "--swapped-perf-script",
     );
+    // The order belongs to time per cause, not to wake-up delays.
     usage_error(
-        &[&base[..], &["--order", "jitterscope-first"]].concat(),
-        "--swapped-run",
+        &[
+            &base[..],
+            &["--order", "jitterscope-first", "--wakeups", "7"],
+        ]
+        .concat(),
+        "--wakeups",
     );
 }
 

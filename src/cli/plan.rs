@@ -20,6 +20,7 @@ use crate::session::RunPlan;
 use crate::system::cpus::Topology;
 use crate::system::hold::TuneRequest;
 use crate::units::format_list;
+use crate::verify::compare::FirstAttached;
 use crate::verify::{CheckRequest, PerfSource, Swapped, Tolerances, VerifyRequest};
 use crate::workload::pingpong::FloorConfig;
 use crate::workload::{auto_stall_threshold_ns, WorkloadConfig};
@@ -345,6 +346,10 @@ pub fn verify_request(args: &VerifyArgs) -> Result<VerifyRequest, UsageError> {
         false => PerfSource::File(path.clone()),
     };
     let perf_script = source(perf_script);
+    let first = match args.order {
+        AttachOrder::PerfFirst => FirstAttached::Perf,
+        AttachOrder::JitterscopeFirst => FirstAttached::Jitterscope,
+    };
     let swapped = match (&args.swapped_run, &args.swapped_perf_script) {
         (Some(run), Some(perf)) => {
             let other = source(perf);
@@ -356,12 +361,12 @@ pub fn verify_request(args: &VerifyArgs) -> Result<VerifyRequest, UsageError> {
             Some(Swapped {
                 run_file: run.clone(),
                 perf_script: other,
-                perf_first: args.order == AttachOrder::PerfFirst,
+                perf_first: first == FirstAttached::Perf,
             })
         }
         _ => None,
     };
-    Ok(VerifyRequest::Check(CheckRequest {
+    Ok(VerifyRequest::Check(Box::new(CheckRequest {
         run_file: run_file.clone(),
         perf_script,
         cpu: args.cpu,
@@ -369,11 +374,12 @@ pub fn verify_request(args: &VerifyArgs) -> Result<VerifyRequest, UsageError> {
         tolerances: Tolerances {
             floor_ns: args.floor,
             wakeup_total: args.wakeup_tolerance,
+            first: (args.wakeups.is_none()).then_some(first),
             ..Tolerances::default()
         },
         all: args.all,
         swapped,
-    }))
+    })))
 }
 
 /// `jitterscope check`: CPUs given, a SCHED_FIFO spinner only where RT throttling leaves the

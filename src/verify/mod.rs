@@ -46,7 +46,7 @@ pub enum VerifyError {
 pub enum VerifyRequest {
     /// List the tracepoints perf must record, those this kernel has.
     PrintPerfEvents,
-    Check(CheckRequest),
+    Check(Box<CheckRequest>),
 }
 
 /// One check: a run file against perf's events of the same run.
@@ -121,11 +121,15 @@ fn run_check(req: &CheckRequest, out: &mut dyn Write) -> anyhow::Result<()> {
         write!(out, "{}", markdown(&c))?;
         return fail_on(c.cpu, &c.failures());
     };
+    let other_order = Tolerances {
+        first: req.tolerances.first.map(compare::FirstAttached::other),
+        ..req.tolerances.clone()
+    };
     let other = check(
         &read_run_file(&swapped.run_file)?,
         &read_perf(&swapped.perf_script)?,
         Some(c.cpu),
-        &req.tolerances,
+        &other_order,
     )
     .with_context(|| format!("cannot check {}", swapped.run_file.display()))?;
     let (pf, jf) = match swapped.perf_first {

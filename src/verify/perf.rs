@@ -431,6 +431,9 @@ pub struct PerfCause {
     /// `comm[pid]`, `kworker/1:2`, `36 virtio1-req.0`, `TIMER`, `local timer` …
     pub name: String,
     pub ns: Nanos,
+    /// The pieces `ns` adds up: each lies between two of perf's events on the CPU, so each
+    /// carries the attach order's bias once (`compare::Tolerances::handler_ns`).
+    pub pieces: u64,
     /// Work functions a kworker ran; NMI handlers.
     pub details: BTreeSet<String>,
 }
@@ -480,9 +483,11 @@ impl NetDurations {
                 class,
                 name: name.to_string(),
                 ns: 0,
+                pieces: 0,
                 details: BTreeSet::new(),
             });
         c.ns += ns;
+        c.pieces += 1;
     }
 }
 
@@ -828,6 +833,63 @@ pub fn net_durations(
         c.details.extend(p.nmi_handlers);
     }
     out
+}
+
+/// perf's time on one CPU cut into owned pieces once, for net durations over any windows
+/// (the spikes' windows, `super::spikes`).
+pub struct CpuTime {
+    cpu: Cpu,
+    /// In time order; pieces do not overlap.
+    pieces: Vec<Piece>,
+    first_event_ns: Nanos,
+    last_event_ns: Nanos,
+}
+
+impl CpuTime {
+    pub fn of(events: &[Event], cpu: Cpu) -> CpuTime {
+        let mut mine: Vec<&Event> = events
+            .iter()
+            .filter(|e| e.cpu == cpu && e.kind.holds_cpu_time())
+            .collect();
+        mine.sort_by_key(|e| e.ns);
+        let mut pieces = cut(&mine).pieces;
+        pieces.sort_by_key(|p| p.start);
+        CpuTime {
+            cpu,
+            pieces,
+            first_event_ns: mine.first().map_or(0, |e| e.ns),
+            last_event_ns: mine.last().map_or(0, |e| e.ns),
+        }
+    }
+
+    /// Net durations per cause over `windows` (each `[from, to)`, clipped), away from the
+    /// workload: what ran in them other than its threads. A piece cut by a window's edge
+    /// counts as a piece. Time of unknown owner is counted, never given.
+    pub fn in_windows(&self, windows: &[(Nanos, Nanos)]) -> NetDurations {
+        let (from_ns, to_ns) = windows.iter().fold((Nanos::MAX, 0), |(a, b), &(lo, hi)| {
+            (a.min(lo), b.max(hi))
+        });
+        let mut out = NetDurations {
+            cpu: self.cpu,
+            from_ns: from_ns.min(to_ns),
+            to_ns,
+            first_event_ns: self.first_event_ns,
+            last_event_ns: self.last_event_ns,
+            ..NetDurations::default()
+        };
+        for &(lo, hi) in windows {
+            let first = self.pieces.partition_point(|p| p.end <= lo);
+            for p in self.pieces[first..].iter().take_while(|p| p.start < hi) {
+                let ns = p.end.min(hi).saturating_sub(p.start.max(lo));
+                match &p.owner {
+                    Owner::Cause(class, name) if ns > 0 => out.credit(*class, name, ns),
+                    Owner::Unknown(_) => out.unknown_ns += ns,
+                    _ => {}
+                }
+            }
+        }
+        out
+    }
 }
 
 /// When a switch on the CPU last named one of the workload's threads (switched in or out).
