@@ -15,7 +15,7 @@ use std::time::Duration;
 use common::perf::{Noise, PerfRecord, Tracefs};
 use common::*;
 use jitterscope::verify::compare::FirstAttached;
-use jitterscope::verify::{self, Comparison, Grade, Tolerances};
+use jitterscope::verify::{self, Comparison, Grade, SpikeCheck, Tolerances};
 
 const PRODUCER: usize = 0;
 const CONSUMER: usize = 1;
@@ -24,6 +24,10 @@ struct Recorded {
     comparison: Comparison,
     /// The producer's CPU of the same recording.
     producer: Comparison,
+    /// The kept spikes of the consumer's CPU against perf in their windows, and how many the
+    /// run kept.
+    spikes: SpikeCheck,
+    kept: usize,
     hog: String,
 }
 
@@ -103,15 +107,23 @@ fn record() -> Result<Recorded, String> {
             first: Some(FirstAttached::Perf),
             ..Tolerances::default()
         };
-        let comparison = verify::check(&run_text, &perf_text, Some(CONSUMER as u32), &tolerances)
-            .map_err(|e| format!("{e}\nperf record said: {perf_log}"))?;
+        let (comparison, spikes, kept) =
+            verify::check_with_spikes(&run_text, &perf_text, Some(CONSUMER as u32), &tolerances)
+                .map_err(|e| format!("{e}\nperf record said: {perf_log}"))?;
         let producer = verify::check(&run_text, &perf_text, Some(PRODUCER as u32), &tolerances)
             .map_err(|e| format!("{e}\nperf record said: {perf_log}"))?;
         // Shown with --nocapture (and with the recording test's failure).
-        eprintln!("{}\n{}", comparison.to_markdown(), producer.to_markdown());
+        eprintln!(
+            "{}\n{}\n{}",
+            comparison.to_markdown(),
+            spikes.to_markdown(kept),
+            producer.to_markdown()
+        );
         return Ok(Recorded {
             comparison,
             producer,
+            spikes,
+            kept,
             hog,
         });
     }
@@ -274,5 +286,32 @@ fn the_overall_agreement_holds() {
         "overall agreement {:.3}\n{}",
         c.agreement,
         c.to_markdown()
+    );
+}
+
+/// The kept spikes: their culprits, each side's window against perf's events in it, agree
+/// overall and name perf's first culprit on most sides; a run that kept spikes none of which
+/// could be compared fails.
+#[test]
+fn the_spikes_culprits_agree_with_perf_in_their_windows() {
+    let Some(r) = comparison("the_spikes_culprits_agree_with_perf_in_their_windows") else {
+        return;
+    };
+    let s = &r.spikes;
+    assert!(
+        r.kept > 0,
+        "the run kept no spike: nothing to compare\n{}",
+        s.to_markdown(r.kept)
+    );
+    assert!(
+        !s.sides.is_empty(),
+        "no kept spike was compared\n{}",
+        s.to_markdown(r.kept)
+    );
+    let failures = s.failures(r.kept);
+    assert!(
+        failures.is_empty(),
+        "{failures:?}\n{}",
+        s.to_markdown(r.kept)
     );
 }

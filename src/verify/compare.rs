@@ -52,6 +52,14 @@ pub struct Tolerances {
     /// every scenario and both CPUs of the test VM; what is left is room for one graded
     /// cause of a few ms outside its tolerance.
     pub agreement: f64,
+    /// Least agreement of the kept spikes' culprits with perf's events in their windows
+    /// (`spikes`), summed over every window: µs-long windows whose edges are the workload's
+    /// own clock reads, not tracepoints, so a piece cut by an edge differs by up to the
+    /// workload's loop between the two recorders. SPIKE_AGREEMENT_NOTE
+    pub spike_agreement: f64,
+    /// Least share of the spikes' sides whose largest culprit is perf's largest in the
+    /// window. SPIKE_FIRST_NOTE
+    pub spike_same_first: f64,
     /// How far perf's first and last events on the CPU may lie inside the window.
     pub coverage_slack_ns: Nanos,
     /// A watched thread's total wake-up delay (`--wakeups`), relative to perf's.
@@ -74,6 +82,8 @@ impl Default for Tolerances {
             first: None,
             agreement: 0.97,
             coverage_slack_ns: 20_000_000,
+            spike_agreement: 0.95,
+            spike_same_first: 0.90,
             wakeup_total: 0.05,
             wakeup_stamp_ns: 1_000,
         }

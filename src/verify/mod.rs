@@ -10,6 +10,7 @@
 pub mod compare;
 pub mod measured;
 pub mod perf;
+pub mod spikes;
 pub mod wakeups;
 
 use std::io::Write;
@@ -21,6 +22,7 @@ use crate::model::Cpu;
 use crate::platform::input;
 
 pub use compare::{compare, Comparison, Grade, Tolerances};
+pub use spikes::SpikeCheck;
 pub use wakeups::{compare_wakeups, PerfWakeups, WakeupComparison};
 
 #[derive(Debug, thiserror::Error)]
@@ -112,14 +114,16 @@ fn run_check(req: &CheckRequest, out: &mut dyn Write) -> anyhow::Result<()> {
     if let Some(tid) = req.wakeups {
         return run_wakeup_check(&req.run_file, &run, &perf, tid, &req.tolerances, out);
     }
-    let c = check(&run, &perf, req.cpu, &req.tolerances)?;
+    let (c, spikes, kept) = check_with_spikes(&run, &perf, req.cpu, &req.tolerances)?;
     let markdown = |c: &Comparison| match req.all {
         true => c.to_markdown_all(),
         false => c.to_markdown(),
     };
     let Some(swapped) = &req.swapped else {
-        write!(out, "{}", markdown(&c))?;
-        return fail_on(c.cpu, &c.failures());
+        write!(out, "{}\n{}", markdown(&c), spikes.to_markdown(kept))?;
+        let mut failures = c.failures();
+        failures.extend(spikes.failures(kept));
+        return fail_on(c.cpu, &failures);
     };
     let other_order = Tolerances {
         first: req.tolerances.first.map(compare::FirstAttached::other),
@@ -218,15 +222,46 @@ pub fn check(
     cpu: Option<Cpu>,
     tolerances: &Tolerances,
 ) -> Result<Comparison, VerifyError> {
-    let cpu = match cpu {
-        Some(c) => c,
+    let cpu = cpu_or_first(run_file, cpu)?;
+    let events = perf::parse(perf_script)?;
+    Ok(check_events(run_file, &events, cpu, tolerances)?.0)
+}
+
+/// The check on `cpu` and the spikes of that consumer CPU (`spikes`), from a run file's text
+/// and `perf script --ns` text: the per-cause comparison, the spikes' and how many spikes the
+/// run kept.
+pub fn check_with_spikes(
+    run_file: &str,
+    perf_script: &str,
+    cpu: Option<Cpu>,
+    tolerances: &Tolerances,
+) -> Result<(Comparison, SpikeCheck, usize), VerifyError> {
+    let events = perf::parse(perf_script)?;
+    let cpu = cpu_or_first(run_file, cpu)?;
+    let (c, js) = check_events(run_file, &events, cpu, tolerances)?;
+    let kept = spikes::read_spikes(run_file, cpu)?;
+    let s = spikes::check_spikes(&kept, &js, &events, tolerances);
+    Ok((c, s, kept.len()))
+}
+
+/// `cpu`, or the run's first consumer CPU.
+fn cpu_or_first(run_file: &str, cpu: Option<Cpu>) -> Result<Cpu, VerifyError> {
+    match cpu {
+        Some(c) => Ok(c),
         None => {
             let any = measured::read_measured(run_file, 0)?;
-            *any.consumer_cpus.first().ok_or(VerifyError::NoCpu)?
+            Ok(*any.consumer_cpus.first().ok_or(VerifyError::NoCpu)?)
         }
-    };
+    }
+}
+
+fn check_events(
+    run_file: &str,
+    events: &[perf::Event],
+    cpu: Cpu,
+    tolerances: &Tolerances,
+) -> Result<(Comparison, measured::Measured), VerifyError> {
     let js = measured::read_measured(run_file, cpu)?;
-    let events = perf::parse(perf_script)?;
     if !events.iter().any(|e| e.cpu == cpu) {
         return Err(VerifyError::NoEvents(cpu));
     }
@@ -238,8 +273,8 @@ pub fn check(
     } else {
         1_000
     };
-    let net = perf::net_durations(&events, cpu, js.record_from_ns, to_ns, gap);
-    Ok(compare(&js, &net, tolerances))
+    let net = perf::net_durations(events, cpu, js.record_from_ns, to_ns, gap);
+    Ok((compare(&js, &net, tolerances), js))
 }
 
 /// A run file's text (`-`: standard input), at most `input::RUN_FILE` of it.

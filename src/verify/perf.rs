@@ -866,9 +866,9 @@ impl CpuTime {
     /// workload: what ran in them other than its threads. A piece cut by a window's edge
     /// counts as a piece. Time of unknown owner is counted, never given.
     pub fn in_windows(&self, windows: &[(Nanos, Nanos)]) -> NetDurations {
-        let (from_ns, to_ns) = windows.iter().fold((Nanos::MAX, 0), |(a, b), &(lo, hi)| {
-            (a.min(lo), b.max(hi))
-        });
+        let (from_ns, to_ns) = windows
+            .iter()
+            .fold((Nanos::MAX, 0), |(a, b), &(lo, hi)| (a.min(lo), b.max(hi)));
         let mut out = NetDurations {
             cpu: self.cpu,
             from_ns: from_ns.min(to_ns),
