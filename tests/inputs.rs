@@ -401,3 +401,40 @@ fn a_broken_restore_journal_says_what_is_wrong_and_what_to_do() {
     assert_eq!(e.code, Some(0), "{}{}", e.stdout, e.stderr);
     assert!(!journal.exists());
 }
+
+/// A perf script of another layout — another perf version's, or `-F` without the CPU, time or
+/// trace fields — is refused by `verify` naming what it lacks and the field list it needs,
+/// not read as a script with no events of the CPU.
+#[test]
+fn a_perf_script_of_another_layout_says_what_is_missing() {
+    let d = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "-F comm,tid,time,event,trace",
+            "      sh    77   100.000000001: sched:sched_switch: prev_comm=sh prev_pid=77 prev_prio=120 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120\n",
+            "without perf's CPU and time columns",
+        ),
+        (
+            "-F cpu,time,event",
+            "[001]   100.000000001: sched:sched_switch:\n",
+            "without its fields: perf printed no trace fields",
+        ),
+    ];
+    for (what, text, says) in cases {
+        let script = d.path().join("perf.txt");
+        std::fs::write(&script, text).unwrap();
+        let mut c = js();
+        c.args(["verify", "--run"])
+            .arg(seed("valid.json"))
+            .arg("--perf-script")
+            .arg(&script);
+        let e = run(c, None);
+        refused(what, &e, says);
+        assert!(
+            e.stderr.contains("-F cpu,time,event,trace"),
+            "{what}: {}",
+            e.stderr
+        );
+        said_once(what, &e, says);
+    }
+}
