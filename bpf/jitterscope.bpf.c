@@ -19,6 +19,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 #define PF_WQ_WORKER 0x00000020
 #define PF_KTHREAD 0x00200000
+#define JS_E2BIG 7 /* errno: a full hash map's answer to a new key */
 
 /* Set by user space before load. */
 const volatile __u64 target_cpus[JS_MAX_CPUS / 64] = {};
@@ -52,6 +53,10 @@ const volatile bool watch_mode = false;
  * `watched`, so per-CPU caches of "is the current task watched" are redone. */
 __u32 watch_tgid = 0;
 __u32 watch_gen = 0;
+/* Watch mode, read by user space at the end: threads the programs would have watched from
+ * their creation or their move into the watched cgroup, left out because `watched` was full
+ * (its size is set from the target at the start). */
+__u64 watch_map_full = 0;
 /* Watch mode, written by user space: when every watched thread belongs to this process
  * (kernel tgid; `--pid`, a command), a task of another process is not looked up at all. */
 __u32 watch_only_tgid = 0;
@@ -1617,8 +1622,15 @@ static __always_inline bool watch_new(struct task_struct *t, __u32 parent, __u32
 {
 	struct js_watched fresh = { .state = JS_T_BLOCKED };
 	__u32 tid = BPF_CORE_READ(t, pid);
+	long err;
 
-	if (!tid || bpf_map_update_elem(&watched, &tid, &fresh, BPF_NOEXIST))
+	if (!tid)
+		return false;
+	err = bpf_map_update_elem(&watched, &tid, &fresh, BPF_NOEXIST);
+	/* a full hash map refuses a new key with E2BIG: the thread is counted, not watched */
+	if (err == -JS_E2BIG)
+		__sync_fetch_and_add(&watch_map_full, 1);
+	if (err)
 		return false;
 	emit_thread_event(JS_REC_THREAD_NEW, cpu, t, parent, 0, bpf_ktime_get_ns());
 	return true;

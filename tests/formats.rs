@@ -341,6 +341,7 @@ fn run_fixture() -> jitterscope::report::runfile::RunFile {
             ring_buffer_drops: 12,
             workload_queue_drops: 0,
             sequence_errors: 0,
+            threads_not_watched: 0,
         },
         probes: Some(ProbeInfo {
             unavailable: vec!["thermal_apic_entry".into()],

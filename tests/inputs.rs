@@ -342,3 +342,99 @@ fn compare_of_two_runs_globs_skips_their_perfetto_traces() {
     );
     let _ = std::io::stderr().flush();
 }
+
+/// A restore journal that cannot be used — truncated, garbage bytes, JSON of another shape,
+/// empty — gets one line from `jitterscope restore` naming the journal, why and what to do,
+/// exit 1, and is left where it is; a good one beside them is restored and removed.
+#[test]
+fn a_broken_restore_journal_says_what_is_wrong_and_what_to_do() {
+    let d = tempfile::tempdir().unwrap();
+    let journal = d.path().join("restore.json");
+    let cases: [(&str, &[u8], &str); 5] = [
+        (
+            "truncated",
+            br#"[{"kind": "write", "path": "/proc/sys/kernel/x", "old": "1""#,
+            "EOF while parsing",
+        ),
+        ("garbage", &[0xff, 0xfe, 0x00, 0x17, 0x80], "not UTF-8"),
+        (
+            "another schema",
+            br#"{"schema": "jitterscope.run/2", "run": {}}"#,
+            "invalid type: map",
+        ),
+        (
+            "unknown change",
+            br#"[{"kind": "teleport", "path": "/x"}]"#,
+            "unknown variant `teleport`",
+        ),
+        ("empty", b"", "it is empty"),
+    ];
+    for (what, bytes, why) in cases {
+        std::fs::write(&journal, bytes).unwrap();
+        let mut cmd = js();
+        cmd.arg("restore").env("JITTERSCOPE_JOURNAL", &journal);
+        let e = run(cmd, None);
+        refused(
+            what,
+            &e,
+            &format!("the restore journal {}", journal.display()),
+        );
+        for part in [why, "nothing was restored", "rm "] {
+            assert!(
+                e.stderr.contains(part),
+                "{what}: {part:?} not in {}",
+                e.stderr
+            );
+        }
+        said_once(what, &e, why);
+        assert_eq!(
+            std::fs::read(&journal).unwrap(),
+            bytes,
+            "{what}: the journal was changed"
+        );
+    }
+    // A journal of no change is used and removed.
+    std::fs::write(&journal, b"[]").unwrap();
+    let mut cmd = js();
+    cmd.arg("restore").env("JITTERSCOPE_JOURNAL", &journal);
+    let e = run(cmd, None);
+    assert_eq!(e.code, Some(0), "{}{}", e.stdout, e.stderr);
+    assert!(!journal.exists());
+}
+
+/// A perf script of another layout — another perf version's, or `-F` without the CPU, time or
+/// trace fields — is refused by `verify` naming what it lacks and the field list it needs,
+/// not read as a script with no events of the CPU.
+#[test]
+fn a_perf_script_of_another_layout_says_what_is_missing() {
+    let d = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "-F comm,tid,time,event,trace",
+            "      sh    77   100.000000001: sched:sched_switch: prev_comm=sh prev_pid=77 prev_prio=120 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120\n",
+            "without perf's CPU and time columns",
+        ),
+        (
+            "-F cpu,time,event",
+            "[001]   100.000000001: sched:sched_switch:\n",
+            "without its fields: perf printed no trace fields",
+        ),
+    ];
+    for (what, text, says) in cases {
+        let script = d.path().join("perf.txt");
+        std::fs::write(&script, text).unwrap();
+        let mut c = js();
+        c.args(["verify", "--run"])
+            .arg(seed("valid.json"))
+            .arg("--perf-script")
+            .arg(&script);
+        let e = run(c, None);
+        refused(what, &e, says);
+        assert!(
+            e.stderr.contains("-F cpu,time,event,trace"),
+            "{what}: {}",
+            e.stderr
+        );
+        said_once(what, &e, says);
+    }
+}

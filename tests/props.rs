@@ -634,8 +634,9 @@ prop_compose! {
         })),
         stall_summary in stall_summary(), stalls in small_vec(stall()),
         culprits in small_vec(culprit()), spike_count in ns(), spikes in small_vec(spike()),
-        lost in (ns(), ns(), ns()).prop_map(|(a, b, c)| Lost {
+        lost in (ns(), ns(), ns(), ns()).prop_map(|(a, b, c, d)| Lost {
             ring_buffer_drops: a, workload_queue_drops: b, sequence_errors: c,
+            threads_not_watched: d,
         }),
         probes in prop::option::of(probe_info()),
         overhead in prop::option::of((ns(), ns(), ns(), ns()).prop_map(
@@ -806,6 +807,7 @@ fn sample_json() -> String {
             ring_buffer_drops: 1,
             workload_queue_drops: 2,
             sequence_errors: 3,
+            threads_not_watched: 0,
         },
         probes: Some(ProbeInfo {
             unavailable: vec!["tp_btf/ipi_send_cpu".into()],

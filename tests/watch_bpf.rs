@@ -704,3 +704,171 @@ fn a_process_of_17000_threads_is_watched_whole() {
         run.threads.len()
     );
 }
+
+/// A watched command that starts with one thread, then makes more than the probes' thread map
+/// holds (sized at the start from its one thread: abi::WATCH_MAX, 16384), every one kept alive
+/// until all are made: those the map had no room for are counted — in the run file's losses
+/// and in the printed report — and the watch goes on to the command's exit.
+#[test]
+fn threads_made_once_the_thread_map_is_full_are_counted() {
+    if skip_bpf("threads_made_once_the_thread_map_is_full_are_counted")
+        || fewer_cpus_than("threads_made_once_the_thread_map_is_full_are_counted", 2)
+    {
+        return;
+    }
+    const THREADS: u32 = 17_000;
+    const MAP: u32 = jitterscope::probe::abi::WATCH_MAX;
+    const { assert!(THREADS > MAP) };
+    let _cpus = exclusive();
+    // The threads are made after the watch has begun (one second in), and none exits before
+    // the last is made: what did not fit is the command's threads (its own and THREADS) less
+    // the map's size.
+    let script = format!(
+        "import threading, time\n\
+         threading.stack_size(65536)\n\
+         time.sleep(1)\n\
+         done = threading.Event()\n\
+         ts = [threading.Thread(target=done.wait) for _ in range({THREADS})]\n\
+         for t in ts: t.start()\n\
+         done.set()\n\
+         for t in ts: t.join()\n"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = js()
+        .args(["watch", "--no-tui", "--output"])
+        .arg(dir.path())
+        .args(["--", "python3", "-c", &script])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", show(&out));
+    let (_, run) = read(dir.path());
+    assert_eq!(run.run.ended, jitterscope::model::Ended::TargetExited);
+    let missed = u64::from(THREADS + 1 - MAP);
+    assert_eq!(run.lost.threads_not_watched, missed, "{}", show(&out));
+    let said = format!("{missed} threads of the watched target were not watched");
+    assert!(show(&out).contains(&said), "{}", show(&out));
+}
+
+/// A watched process whose threads rename themselves once the watch has begun — one with
+/// prctl(PR_SET_NAME), the main one by writing /proc/self/comm — and still run when the watch
+/// ends: the run file and its worst interruptions name each by its new name, one thread each.
+#[test]
+fn a_watched_thread_that_renames_itself_is_named_by_its_new_name() {
+    if skip_bpf("a_watched_thread_that_renames_itself_is_named_by_its_new_name")
+        || fewer_cpus_than(
+            "a_watched_thread_that_renames_itself_is_named_by_its_new_name",
+            2,
+        )
+    {
+        return;
+    }
+    let _cpus = exclusive();
+    let script = "import ctypes, sys, threading, time\n\
+                  go = threading.Event()\n\
+                  def naps():\n\
+                  \x20   end = time.time() + 1.5\n\
+                  \x20   while time.time() < end: time.sleep(0.001)\n\
+                  def work():\n\
+                  \x20   go.wait()\n\
+                  \x20   ctypes.CDLL(None).prctl(15, b'js-renamed', 0, 0, 0)\n\
+                  \x20   naps()\n\
+                  \x20   threading.Event().wait()\n\
+                  t = threading.Thread(target=work, daemon=True)\n\
+                  t.start()\n\
+                  print(threading.get_native_id(), t.native_id, flush=True)\n\
+                  sys.stdin.readline()\n\
+                  open('/proc/self/comm', 'w').write('js-main')\n\
+                  go.set()\n\
+                  naps()\n\
+                  sys.stdin.read()\n";
+    let mut target = Command::new("python3")
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(target.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let ids: Vec<u32> = line
+        .split_whitespace()
+        .map(|w| w.parse().unwrap())
+        .collect();
+    let (main, worker) = (ids[0], ids[1]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut watch = js()
+        .args(["watch", "--pid", &main.to_string(), "--duration", "3s"])
+        .args(["--no-tui", "--output"])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The renames come once the watch says it has begun (its banner).
+    let mut stdout = std::io::BufReader::new(watch.stdout.take().unwrap());
+    let mut head = String::new();
+    loop {
+        let mut l = String::new();
+        if std::io::BufRead::read_line(&mut stdout, &mut l).unwrap() == 0 {
+            break;
+        }
+        head.push_str(&l);
+        if l.starts_with("jitterscope ") {
+            break;
+        }
+    }
+    use std::io::Write as _;
+    let mut stdin = target.stdin.take().unwrap();
+    stdin.write_all(b"go\n").unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    let status = watch.wait().unwrap();
+    drop(stdin);
+    let _ = target.wait();
+    assert!(status.success(), "{head}{rest}");
+    let (_, run) = read(dir.path());
+    for (tid, name) in [(main, "js-main"), (worker, "js-renamed")] {
+        let rows: Vec<_> = run.threads.iter().filter(|t| t.tid == tid).collect();
+        assert_eq!(rows.len(), 1, "{tid}: {:?}", run.threads);
+        assert_eq!(rows[0].name, name, "{:?}", rows[0]);
+        assert!(rows[0].exited_ns.is_none(), "{:?}", rows[0]);
+        assert!(rows[0].wakeups.count >= 100, "{:?}", rows[0]);
+        let marker = format!("[{tid}]");
+        for s in run.stalls.iter().filter(|s| s.thread.contains(&marker)) {
+            assert!(s.thread.starts_with(&format!("{name}[")), "{}", s.thread);
+        }
+    }
+}
+
+/// A watched command that execs another program: its thread stays watched through the exec
+/// (the sleeps of the program it became are its wake-ups, its exit ends the watch) and is
+/// named by the program it became.
+#[test]
+fn a_watched_command_that_execs_stays_watched() {
+    if skip_bpf("a_watched_command_that_execs_stays_watched")
+        || fewer_cpus_than("a_watched_command_that_execs_stays_watched", 2)
+    {
+        return;
+    }
+    let _cpus = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let out = js()
+        .args(["watch", "--no-tui", "--output"])
+        .arg(dir.path())
+        .args(["--", "sh", "-c"])
+        .arg("sleep 0.3; exec python3 -c 'import time\nfor _ in range(1000): time.sleep(0.001)'")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", show(&out));
+    let (_, run) = read(dir.path());
+    assert_eq!(run.run.ended, jitterscope::model::Ended::TargetExited);
+    assert_eq!(run.threads.len(), 1, "{:?}", run.threads);
+    let t = &run.threads[0];
+    assert_eq!(t.name, "python3", "{t:?}");
+    assert!(t.exited_ns.is_some(), "its exit was not seen: {t:?}");
+    // sh itself sleeps once (it waits for `sleep`); the program it became, a thousand times.
+    assert!(t.wakeups.count >= 500, "{t:?}");
+}

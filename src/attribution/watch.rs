@@ -30,9 +30,25 @@ pub const JOIN_NS: Nanos = 2_000;
 /// ranking keeps `ranking::MAX_CULPRITS`): memory stays flat with many threads watched.
 pub const THREAD_CULPRITS_KEPT: usize = 128;
 
-/// Histogram range: 1 ns to one hour, 3 significant digits.
+/// The longest duration a watched thread's histograms hold apart (one hour); a longer one is
+/// counted as this.
+pub const HISTOGRAM_MAX_NS: Nanos = 3_600_000_000_000;
+
+/// A watched thread's histogram: from 1 ns, 3 significant digits, grown to the longest
+/// duration it was given (at most `HISTOGRAM_MAX_NS`). Each starts at 16 KiB and takes some
+/// 64 KiB once it holds a duration of 0.1 ms, 270 KiB for the whole hour: a thread's four
+/// would take 1 MiB from the start at the full range, 17 GiB for a 17,000-thread process.
 pub fn new_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("constant bounds are valid")
+    Histogram::new(3).expect("3 significant digits are valid")
+}
+
+/// `v` into a histogram of `new_histogram`, held to its range (`saturating_record` would
+/// hold it to the range the histogram has grown to so far, not grow it).
+fn record(h: &mut Histogram<u64>, v: Nanos) {
+    let v = v.clamp(1, HISTOGRAM_MAX_NS);
+    if h.record(v).is_err() {
+        h.saturating_record(v);
+    }
 }
 
 /// What a watched thread's interruption was.
@@ -126,13 +142,12 @@ impl ThreadAccount {
         let e = self.by_kind.entry(kind).or_default();
         e.0 += 1;
         e.1 += ns;
-        let v = ns.max(1);
         if kind == InterruptionKind::WakeupDelay {
-            self.wakeups.saturating_record(v);
-            self.interval_wakeups.saturating_record(v);
+            record(&mut self.wakeups, ns);
+            record(&mut self.interval_wakeups, ns);
         } else {
-            self.interruptions.saturating_record(v);
-            self.interval_interruptions.saturating_record(v);
+            record(&mut self.interruptions, ns);
+            record(&mut self.interval_interruptions, ns);
         }
         if let Err(i) = self.cpus.binary_search(&cpu) {
             self.cpus.insert(i, cpu);
@@ -264,7 +279,9 @@ impl WatchBook {
         };
         let thread = ThreadRole::Watched(w.tid);
         let t = self.account(w.tid, w.start_ns);
-        if t.name.is_empty() {
+        // Named as the kernel names it now: a thread takes its creator's name at its creation
+        // and may set its own later (prctl PR_SET_NAME, /proc/self/comm, an exec).
+        if !w.name.is_empty() && t.name != w.name {
             t.name = w.name.clone();
         }
         match w.migrated_ns {
@@ -443,6 +460,61 @@ mod tests {
         assert_eq!(t.kind(InterruptionKind::OnCpu), (2, 5_000 + 2_000));
         assert_eq!(t.interruptions.len(), 2);
         assert_eq!(t.interruptions.max(), 5_003); // 3 significant digits
+    }
+
+    #[test]
+    fn a_threads_histograms_start_small_and_hold_the_whole_range() {
+        let (mut b, mut a) = (WatchBook::new(8), attr());
+        b.add_thread(7, 7, 7, "spin", 0);
+        let size = |b: &WatchBook| {
+            let t = &b.threads[&7];
+            [
+                &t.interruptions,
+                &t.wakeups,
+                &t.interval_interruptions,
+                &t.interval_wakeups,
+            ]
+            .iter()
+            .map(|h| h.distinct_values())
+            .sum::<usize>()
+        };
+        // Slots of 8 bytes: 64 KiB for the four, not 1 MiB.
+        assert!(size(&b) * 8 <= 64 << 10, "{} slots", size(&b));
+        b.interruption(
+            &mut a,
+            rec(1, CulpritClass::Irq, 1_000, 2 * HISTOGRAM_MAX_NS, 7),
+        );
+        b.close_all(&mut a);
+        let t = &b.threads[&7];
+        assert_eq!(t.interruptions.len(), 1);
+        assert!(
+            t.interruptions.max() >= HISTOGRAM_MAX_NS,
+            "held at the range's top"
+        );
+        assert!(size(&b) * 8 <= 1 << 20, "{} slots", size(&b));
+    }
+
+    #[test]
+    fn a_thread_that_names_itself_is_named_by_its_new_name() {
+        let (mut b, mut a) = (WatchBook::new(8), attr());
+        // Created by a thread named python3: the kernel gives it its creator's name.
+        b.add_thread(9, 9, 7, "python3", 0);
+        let wait = |name: &str, start_ns| Wait {
+            tid: 9,
+            name: name.into(),
+            kind: WaitKind::Wakeup,
+            start_ns,
+            end_ns: start_ns + 1_000,
+            from_cpu: 1,
+            cpu: 1,
+            migrated_ns: None,
+        };
+        b.wait(&mut a, &wait("python3", 1_000));
+        assert_eq!(&*b.threads[&9].name, "python3");
+        // prctl(PR_SET_NAME) or /proc/self/comm: its next wait carries the new name.
+        b.wait(&mut a, &wait("js-renamed", 5_000));
+        assert_eq!(&*b.threads[&9].name, "js-renamed");
+        assert_eq!(b.threads[&9].wakeups.len(), 2, "one thread, not two");
     }
 
     #[test]

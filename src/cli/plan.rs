@@ -426,8 +426,11 @@ pub fn check_config(args: &super::CheckArgs) -> Result<crate::check::CheckConfig
         (None, true) => Target::Spinners { fifo: args.fifo },
     };
     if args.fifo {
-        let runtime =
-            std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us").unwrap_or_default();
+        let runtime = crate::platform::input::read_proc(
+            "/proc/sys/kernel/sched_rt_runtime_us",
+            crate::platform::input::PROC_FILE,
+        )
+        .unwrap_or_default();
         if runtime.trim() == "-1" {
             return Err(UsageError("--fifo: RT throttling is off here (kernel.sched_rt_runtime_us=-1), so a SCHED_FIFO spinner would starve the CPUs' own kernel threads; check your own real-time thread with --pid instead".into()));
         }

@@ -225,8 +225,18 @@ pub fn read_text(path: &Path, limit: Limit) -> Result<String, InputError> {
 /// At most `limit` bytes of a `/proc` or sysfs file as text (invalid UTF-8 replaced), or
 /// None when it cannot be read or is longer than the limit.
 pub fn read_proc(path: impl AsRef<Path>, limit: Limit) -> Option<String> {
-    let bytes = read_bounded(File::open(path).ok()?, limit).ok()?;
-    Some(String::from_utf8_lossy(&bytes).into_owned())
+    read_proc_or_error(path, limit).ok()
+}
+
+/// At most `limit` bytes of a `/proc`, sysfs or cgroup file as text (invalid UTF-8
+/// replaced), or the error: the system's (its kind kept: `NotFound` stays `NotFound`), or
+/// one naming the limit.
+pub fn read_proc_or_error(path: impl AsRef<Path>, limit: Limit) -> io::Result<String> {
+    match read_bounded(File::open(path)?, limit) {
+        Ok(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
+        Err(InputError::Io(e)) => Err(e),
+        Err(e) => Err(io::Error::other(e.to_string())),
+    }
 }
 
 /// The bytes as text, or where they stop being UTF-8.
@@ -491,5 +501,23 @@ mod tests {
         };
         assert_eq!(read_text(&fifo, TINY).unwrap(), "hello");
         writer.join().unwrap();
+    }
+
+    #[test]
+    fn a_proc_read_ends_at_its_limit_and_keeps_the_systems_error_kind() {
+        // A device in place of a /proc file (a fake /proc, a bind mount) never ends.
+        let e = read_proc_or_error("/dev/zero", TINY).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("more than 8 bytes read (the test limit)"),
+            "{e}"
+        );
+        assert_eq!(read_proc("/dev/zero", TINY), None);
+        let e = read_proc_or_error("/nonexistent/x", TINY).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+        assert_eq!(
+            read_proc("/proc/self/stat", PROC_FILE).map(|s| s.is_empty()),
+            Some(false)
+        );
     }
 }

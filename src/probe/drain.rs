@@ -484,11 +484,13 @@ fn next_wait(wait: Duration, cfg: &ProbeConfig, found: usize) -> Duration {
 }
 
 /// The programs' per-CPU counters (records submitted, failed reserves) and last steal clock
-/// reads, for the measured CPUs.
+/// reads, for the measured CPUs, and the threads a watch left out because its map was full.
 fn read_counters(skel: &JitterscopeSkel, cpus: &[Cpu], summary: &mut ProbeSummary) {
     let Some(bss) = skel.maps.bss_data.as_deref() else {
         return;
     };
+    // SAFETY: reading a plain integer the kernel may still be updating.
+    summary.watch_map_full = unsafe { std::ptr::read_volatile(&bss.watch_map_full) };
     for &cpu in cpus {
         if let Some(c) = bss.counters.get(cpu as usize) {
             // SAFETY: reading plain integers the kernel may still be updating.

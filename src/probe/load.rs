@@ -87,9 +87,11 @@ pub fn permission_error(lockdown: Option<&str>) -> ProbeError {
 
 fn refused() -> ProbeError {
     permission_error(
-        std::fs::read_to_string("/sys/kernel/security/lockdown")
-            .ok()
-            .as_deref(),
+        crate::platform::input::read_proc(
+            "/sys/kernel/security/lockdown",
+            crate::platform::input::PROC_FILE,
+        )
+        .as_deref(),
     )
 }
 

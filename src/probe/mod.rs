@@ -182,6 +182,9 @@ pub struct ProbeSummary {
     /// The scheduler tick's stops and kept ticks on each measured CPU (`timer:tick_stop`);
     /// empty when that tracepoint could not be attached.
     pub tick_stops: Vec<crate::model::TickStops>,
+    /// Watch mode: threads the programs would have watched from their creation (or their
+    /// move into the watched cgroup) but left out because the thread map was full.
+    pub watch_map_full: u64,
 }
 
 impl ProbeSummary {

@@ -821,6 +821,11 @@ pub struct Lost {
     /// Messages seen out of sequence by a consumer (a ring bug if ever non-zero).
     #[serde(default)]
     pub sequence_errors: u64,
+    /// A watch: threads of its target the probes' thread map had no room for, found at the
+    /// start or created (or moved into the watched cgroup) during the watch; absent when 0
+    /// and in older files.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub threads_not_watched: u64,
 }
 
 /// Why a run file could not be read.

@@ -902,6 +902,13 @@ pub fn warnings(run: &RunFile) -> Vec<String> {
             l.sequence_errors
         ));
     }
+    if l.threads_not_watched > 0 {
+        w.push(format!(
+            "{} threads of the watched target were not watched: the probes' thread map was full (it is sized at the start to twice the target's threads, {} at least) — watch again once the target has its threads, or watch fewer of them (--tid, --comm)",
+            l.threads_not_watched,
+            crate::probe::abi::WATCH_MAX
+        ));
+    }
     w
 }
 
@@ -1316,6 +1323,18 @@ mod tests {
                 out.contains("bash[100], bash[101], bash[102] and 57 more"),
                 "{out}"
             );
+        }
+    }
+
+    #[test]
+    fn threads_a_watch_had_no_room_for_are_a_warning_in_both_formats() {
+        let mut run = crate::report::runfile::tests::sample();
+        assert!(!render(&run, false).contains("were not watched"));
+        run.lost.threads_not_watched = 617;
+        let said =
+            "617 threads of the watched target were not watched: the probes' thread map was full";
+        for out in [render_markdown(&run), render(&run, false)] {
+            assert_eq!(out.matches(said).count(), 1, "{out}");
         }
     }
 }

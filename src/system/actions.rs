@@ -5,6 +5,7 @@
 //! mounted).
 
 use crate::model::Cpu;
+use crate::platform::input;
 use crate::system::cpus::{cpumask_hex, format_list};
 use crate::system::tuning::{Tuner, TuningError};
 
@@ -81,12 +82,12 @@ pub fn governor(t: &mut Tuner, cpus: &[Cpu], name: &str) -> Outcome {
 /// Where cpusets live here: (root dir, tasks file, cgroup v2?).
 pub fn cpuset_root() -> Option<(String, &'static str, bool)> {
     let v2 = "/sys/fs/cgroup";
-    if std::fs::read_to_string(format!("{v2}/cgroup.controllers"))
-        .is_ok_and(|c| c.split_whitespace().any(|x| x == "cpuset"))
+    if input::read_proc(format!("{v2}/cgroup.controllers"), input::PROC_FILE)
+        .is_some_and(|c| c.split_whitespace().any(|x| x == "cpuset"))
     {
         return Some((v2.into(), "cgroup.procs", true));
     }
-    let mounts = std::fs::read_to_string("/proc/mounts").ok()?;
+    let mounts = input::read_proc("/proc/mounts", input::PROC_TABLE)?;
     mounts.lines().find_map(|l| {
         let f: Vec<&str> = l.split_whitespace().collect();
         (f.len() > 3 && f[2] == "cgroup" && f[3].split(',').any(|o| o == "cpuset"))
@@ -104,8 +105,11 @@ pub fn leave_shield() -> bool {
         return false;
     };
     let me = std::process::id().to_string();
-    let members =
-        std::fs::read_to_string(format!("{root}/{SHIELD_NAME}/cgroup.procs")).unwrap_or_default();
+    let members = input::read_proc(
+        format!("{root}/{SHIELD_NAME}/cgroup.procs"),
+        input::PROC_TABLE,
+    )
+    .unwrap_or_default();
     members.lines().any(|l| l.trim() == me) && join_cpuset(None).is_ok()
 }
 
@@ -128,7 +132,7 @@ pub fn shield(t: &mut Tuner, housekeeping: &[Cpu]) -> Result<Outcome, String> {
     let err = |e: TuningError| e.to_string();
     if v2 {
         let ctl = format!("{root}/cgroup.subtree_control");
-        let current = std::fs::read_to_string(&ctl).unwrap_or_default();
+        let current = input::read_proc(&ctl, input::PROC_FILE).unwrap_or_default();
         if !current.split_whitespace().any(|c| c == "cpuset") {
             std::fs::write(&ctl, "+cpuset")
                 .map_err(|e| format!("cannot enable cpuset in {ctl}: {e}"))?;
@@ -139,9 +143,9 @@ pub fn shield(t: &mut Tuner, housekeeping: &[Cpu]) -> Result<Outcome, String> {
     t.create_cgroup(&dir, tasks, &back_to).map_err(err)?;
     t.set(&format!("{dir}/cpuset.cpus"), &format_list(housekeeping))
         .map_err(err)?;
-    let mems = std::fs::read_to_string(format!("{root}/cpuset.mems"))
-        .or_else(|_| std::fs::read_to_string(format!("{root}/cpuset.mems.effective")))
-        .unwrap_or_else(|_| "0".into());
+    let mems = input::read_proc(format!("{root}/cpuset.mems"), input::PROC_FILE)
+        .or_else(|| input::read_proc(format!("{root}/cpuset.mems.effective"), input::PROC_FILE))
+        .unwrap_or_else(|| "0".into());
     if !v2 || !mems.trim().is_empty() {
         let _ = t.set(&format!("{dir}/cpuset.mems"), mems.trim());
     }
@@ -152,8 +156,8 @@ pub fn shield(t: &mut Tuner, housekeeping: &[Cpu]) -> Result<Outcome, String> {
         .flatten()
         .filter_map(|e| e.file_name().into_string().ok())
         .collect();
-    let members =
-        std::fs::read_to_string(&back_to).map_err(|e| format!("cannot read {back_to}: {e}"))?;
+    let members = input::read_proc_or_error(&back_to, input::PROC_TABLE)
+        .map_err(|e| format!("cannot read {back_to}: {e}"))?;
     let (mut moved, mut stayed) = (0usize, 0usize);
     for pid in members.lines().map(str::trim).filter(|p| !p.is_empty()) {
         if pid == me.to_string() || own.iter().any(|o| o == pid) {

@@ -125,7 +125,10 @@ pub fn threads(dir: &Path) -> Vec<u32> {
         if seen > WALK_CGROUPS {
             break;
         }
-        if let Ok(text) = std::fs::read_to_string(d.join("cgroup.threads")) {
+        if let Some(text) = crate::platform::input::read_proc(
+            d.join("cgroup.threads"),
+            crate::platform::input::PROC_TABLE,
+        ) {
             tids.extend(text.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
         }
         if depth < WALK_DEPTH {
@@ -229,8 +232,9 @@ fn ask_runtime(f: &Finder, runtime: &str, asked: &str) -> Result<FoundContainer,
     let text = run_runtime(&argv, RUNTIME_TIMEOUT).ok_or("no such container")?;
     let (id, pid, name) = inspect_fields(&text).ok_or("no such container")?;
     let proc_cgroup = f.proc_root.join(pid.to_string()).join("cgroup");
-    let cgroups = std::fs::read_to_string(&proc_cgroup)
-        .map_err(|e| format!("its process {pid} is gone ({e})"))?;
+    let cgroups =
+        crate::platform::input::read_proc_or_error(&proc_cgroup, crate::platform::input::PROC_FILE)
+            .map_err(|e| format!("its process {pid} is gone ({e})"))?;
     let v2 = cgroups
         .lines()
         .find_map(|l| l.strip_prefix("0::"))

@@ -9,6 +9,7 @@
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use crate::model::Cpu;
+use crate::platform::input;
 
 /// The CPUs this process holds, released on drop.
 #[derive(Debug)]
@@ -78,7 +79,11 @@ fn holder(cpu: Cpu) -> Option<i32> {
 }
 
 fn command_of(pid: i32) -> String {
-    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    // A command line is at most the kernel's argument room (ARG_MAX, 2 MiB by default).
+    let raw = std::fs::File::open(format!("/proc/{pid}/cmdline"))
+        .ok()
+        .and_then(|f| input::read_bounded(f, input::PROC_TABLE).ok())
+        .unwrap_or_default();
     let words: Vec<String> = raw
         .split(|&b| b == 0)
         .filter(|w| !w.is_empty())

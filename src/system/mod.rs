@@ -12,28 +12,28 @@ pub mod hold;
 pub mod kubelet;
 pub mod tuning;
 
+use crate::platform::input;
+
 /// `uname -r`.
 pub fn kernel_release() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+    input::read_proc("/proc/sys/kernel/osrelease", input::PROC_FILE)
         .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown".into())
+        .unwrap_or_else(|| "unknown".into())
 }
 
 /// The host name.
 pub fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
+    input::read_proc("/proc/sys/kernel/hostname", input::PROC_FILE)
         .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown".into())
+        .unwrap_or_else(|| "unknown".into())
 }
 
 /// True when the CPU says it runs under a hypervisor (the `hypervisor` flag).
 pub fn is_virtual_machine() -> bool {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .map(|t| {
-            t.lines()
-                .any(|l| l.starts_with("flags") && l.contains(" hypervisor"))
-        })
-        .unwrap_or(false)
+    input::read_proc("/proc/cpuinfo", input::PROC_TABLE).is_some_and(|t| {
+        t.lines()
+            .any(|l| l.starts_with("flags") && l.contains(" hypervisor"))
+    })
 }
 
 /// The allocator's part of `hold_memory_in_place`: allocations below 32 MiB come from its

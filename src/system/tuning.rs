@@ -100,7 +100,7 @@ pub struct Tuner {
 }
 
 fn read_setting(path: &str) -> Result<String, TuningError> {
-    std::fs::read_to_string(path)
+    input::read_proc_or_error(path, input::PROC_FILE)
         .map(|s| s.trim().to_string())
         .map_err(|source| TuningError::Read {
             path: path.into(),
@@ -301,11 +301,12 @@ fn restore_changes(changes: &[Change]) -> Vec<String> {
 fn empty_and_remove_cgroup(path: &str, tasks_file: &str, back_to: &str) -> std::io::Result<()> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
     loop {
-        let members = match std::fs::read_to_string(format!("{path}/{tasks_file}")) {
-            Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(e),
-        };
+        let members =
+            match input::read_proc_or_error(format!("{path}/{tasks_file}"), input::PROC_TABLE) {
+                Ok(m) => m,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+                Err(e) => return Err(e),
+            };
         for pid in members.lines().filter(|l| !l.trim().is_empty()) {
             // A task that exited meanwhile is fine (ESRCH).
             let _ = std::fs::write(back_to, pid.trim());
@@ -334,19 +335,13 @@ pub fn restore_from_journal() -> Result<Vec<Change>, String> {
         Err(input::InputError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
             return Ok(Vec::new())
         }
-        Err(e) => {
-            return Err(format!(
-                "cannot read the restore journal {}: {e}",
-                path.display()
-            ))
-        }
+        Err(e) => return Err(damaged(&path, &e.to_string())),
     };
-    let changes: Vec<Change> = serde_json::from_str(&text).map_err(|e| {
-        format!(
-            "the restore journal {} is damaged ({e}); its content:\n{text}",
-            path.display()
-        )
-    })?;
+    if text.trim().is_empty() {
+        return Err(damaged(&path, "it is empty"));
+    }
+    let changes: Vec<Change> =
+        serde_json::from_str(&text).map_err(|e| damaged(&path, &e.to_string()))?;
     let failed = restore_changes(&changes);
     if !failed.is_empty() {
         return Err(failed.join("\n"));
@@ -355,6 +350,15 @@ pub fn restore_from_journal() -> Result<Vec<Change>, String> {
         .map_err(|e| format!("restored, but cannot remove {}: {e}", path.display()))?;
     let _ = std::fs::remove_file(owner_path(&path));
     Ok(changes)
+}
+
+/// Why a restore journal could not be used, one line, with what to do: the journal is left
+/// where it is (it may still list settings to put back by hand).
+fn damaged(path: &Path, why: &str) -> String {
+    let p = path.display();
+    format!(
+        "the restore journal {p} cannot be used ({why}): nothing was restored; put back by hand any setting it still lists (`jitterscope check` shows the CPUs' settings), then remove it: rm {p}"
+    )
 }
 
 /// Puts back what a killed jitterscope left changed, before anything else starts: each
@@ -388,4 +392,18 @@ pub fn restore_command(out: &mut dyn std::io::Write) -> anyhow::Result<()> {
         writeln!(out, "{}", c.describe())?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_setting_that_never_ends_is_refused_at_the_proc_file_limit() {
+        let e = read_setting("/dev/zero").unwrap_err().to_string();
+        assert!(
+            e.starts_with("cannot read /dev/zero: more than 1 MiB read (the /proc file limit)"),
+            "{e}"
+        );
+    }
 }

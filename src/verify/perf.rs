@@ -212,42 +212,102 @@ pub enum ParseError {
         event: String,
         text: String,
     },
+    #[error("line {line}: {event} without its fields: perf printed no trace fields (another perf version's layout, or -F without `trace`); run `perf script --ns -F cpu,time,event,trace`")]
+    NoFields { line: usize, event: String },
+    #[error("line {line}: {event} without perf's CPU and time columns (`[001] 100.000000001:`), and no line of the script has them (another perf version's layout, or -F without `cpu` or `time`): {text:?}; run `perf script --ns -F cpu,time,event,trace`")]
+    NoColumns {
+        line: usize,
+        event: String,
+        text: String,
+    },
 }
 
 /// Parses `perf script --ns` output. Lines of other events, and lines that are not events
 /// (perf's warnings), are skipped; an event of ours with unreadable fields is an error.
 /// Works with the default field list and with `-F cpu,time,event,trace` (the CPU as `[001]`,
 /// then the time, the event name and its fields).
+/// A script where no line has the CPU and time columns but some name an event of ours is of
+/// another layout, and the error names its first such line.
 pub fn parse(text: &str) -> Result<Vec<Event>, ParseError> {
     let mut events = Vec::new();
+    let mut without_columns = None;
     for (i, line) in text.lines().enumerate() {
-        if let Some(e) = parse_line(i + 1, line)? {
-            events.push(e);
+        match parse_line(i + 1, line)? {
+            Parsed::Event(e) => events.push(e),
+            Parsed::Other => {}
+            Parsed::NoColumns(event) => {
+                without_columns.get_or_insert_with(|| ParseError::NoColumns {
+                    line: i + 1,
+                    event: event.to_string(),
+                    text: line.trim().chars().take(120).collect(),
+                });
+            }
         }
     }
-    Ok(events)
+    match without_columns {
+        Some(e) if events.is_empty() => Err(e),
+        _ => Ok(events),
+    }
 }
 
-fn parse_line(number: usize, line: &str) -> Result<Option<Event>, ParseError> {
+/// What one line of a script is.
+enum Parsed<'a> {
+    Event(Event),
+    /// Not an event of ours (another event, a warning).
+    Other,
+    /// An event of ours (named) without the CPU and time columns before it.
+    NoColumns(&'a str),
+}
+
+/// The event of ours a line names (`sched:sched_switch:` as a word), if any.
+fn names_our_event(line: &str) -> Option<&str> {
+    line.split_whitespace()
+        .filter_map(|w| w.strip_suffix(':'))
+        .find(|w| {
+            matches!(
+                *w,
+                "sched:sched_switch"
+                    | "sched:sched_wakeup"
+                    | "irq:irq_handler_entry"
+                    | "irq:irq_handler_exit"
+                    | "irq:softirq_entry"
+                    | "irq:softirq_exit"
+                    | "workqueue:workqueue_execute_start"
+                    | "workqueue:workqueue_execute_end"
+                    | "nmi:nmi_handler"
+            ) || w.starts_with("irq_vectors:")
+        })
+}
+
+fn parse_line(number: usize, line: &str) -> Result<Parsed<'_>, ParseError> {
     let Some((cpu, after_cpu)) = find_cpu(line) else {
-        return Ok(None);
+        return Ok(names_our_event(line).map_or(Parsed::Other, Parsed::NoColumns));
     };
     let rest = after_cpu.trim_start();
     let Some((time, rest)) = rest.split_once(": ") else {
-        return Ok(None);
+        return Ok(Parsed::Other);
     };
     let Some(ns) = parse_time(number, time)? else {
-        return Ok(None);
+        return Ok(Parsed::Other);
     };
     let rest = rest.trim_start();
     let (event, fields) = match rest.split_once(": ") {
         Some((e, f)) => (e, f),
-        None => (rest.trim_end_matches(':'), ""),
+        None => (rest.trim_end().trim_end_matches(':'), ""),
     };
-    let bad = || ParseError::Fields {
-        line: number,
-        event: event.to_string(),
-        text: fields.to_string(),
+    let bad = || {
+        if fields.trim().is_empty() {
+            ParseError::NoFields {
+                line: number,
+                event: event.to_string(),
+            }
+        } else {
+            ParseError::Fields {
+                line: number,
+                event: event.to_string(),
+                text: fields.to_string(),
+            }
+        }
     };
     let kind = match event {
         "sched:sched_switch" => parse_switch(fields).ok_or_else(bad)?,
@@ -290,7 +350,7 @@ fn parse_line(number: usize, line: &str) -> Result<Option<Event>, ParseError> {
         }
         other => {
             let Some(tp) = other.strip_prefix("irq_vectors:") else {
-                return Ok(None);
+                return Ok(Parsed::Other);
             };
             let found = Vector::ALL.iter().find_map(|&v| {
                 let entry = tp.strip_suffix("_entry") == Some(v.tracepoint());
@@ -303,11 +363,11 @@ fn parse_line(number: usize, line: &str) -> Result<Option<Event>, ParseError> {
             });
             match found {
                 Some(k) => k,
-                None => return Ok(None),
+                None => return Ok(Parsed::Other),
             }
         }
     };
-    Ok(Some(Event { cpu, ns, kind }))
+    Ok(Parsed::Event(Event { cpu, ns, kind }))
 }
 
 /// The first `[NNN]` token followed by a time: perf's CPU column. (A comm before it may hold
@@ -1083,6 +1143,40 @@ mod tests {
             panic!("{ev:?}")
         };
         assert_eq!(prev.comm, "sh [7]");
+    }
+
+    #[test]
+    fn a_script_of_another_layout_says_what_it_lacks() {
+        // -F comm,tid,time,event,trace: no CPU column.
+        let no_cpu = "\
+      sh    77   100.000000001: sched:sched_switch: prev_comm=sh prev_pid=77 prev_prio=120 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120
+      sh    77   100.000000100: irq:irq_handler_entry: irq=11 name=eth0
+";
+        let e = parse(no_cpu).unwrap_err().to_string();
+        assert!(
+            e.starts_with("line 1: sched:sched_switch without perf's CPU and time columns"),
+            "{e}"
+        );
+        assert!(e.contains("-F cpu,time,event,trace"), "{e}");
+        // -F cpu,event,trace: no time.
+        let no_time =
+            "[001] sched:sched_switch: prev_comm=sh prev_pid=77 ==> next_comm=x next_pid=0\n";
+        let e = parse(no_time).unwrap_err().to_string();
+        assert!(e.contains("without perf's CPU and time columns"), "{e}");
+        // -F cpu,time,event: no trace fields.
+        let no_trace = "[001]   100.000000001: sched:sched_switch:\n";
+        let e = parse(no_trace).unwrap_err().to_string();
+        assert!(
+            e.starts_with(
+                "line 1: sched:sched_switch without its fields: perf printed no trace fields"
+            ),
+            "{e}"
+        );
+        // Lines of other events only, in any layout: nothing of ours, not an error.
+        assert_eq!(
+            parse("  sh 77 100.000000001: power:cpu_idle: state=1\n").unwrap(),
+            []
+        );
     }
 
     #[test]

@@ -473,10 +473,11 @@ impl Workload {
             if now == [cpu] {
                 continue;
             }
-            let online =
-                std::fs::read_to_string(format!("/sys/devices/system/cpu/cpu{cpu}/online"))
-                    .map(|s| s.trim() != "0")
-                    .unwrap_or(true);
+            let online = crate::platform::input::read_proc(
+                format!("/sys/devices/system/cpu/cpu{cpu}/online"),
+                crate::platform::input::PROC_FILE,
+            )
+            .is_none_or(|s| s.trim() != "0");
             let why = if online {
                 format!("CPU {cpu} was taken out of this process's cpuset (or someone changed the thread's affinity)")
             } else {

@@ -505,7 +505,10 @@ fn print_advice(
         }
         writeln!(out, "  the boot line (then reboot):")?;
         let args: Vec<String> = missing.iter().map(Missing::arg).collect();
-        let grub = std::fs::read_to_string("/etc/default/grub").ok();
+        let grub = crate::platform::input::read_proc(
+            "/etc/default/grub",
+            crate::platform::input::PROC_FILE,
+        );
         for l in boot_lines(&args, grub.as_deref(), &r.config.cmdline) {
             writeln!(out, "    {l}")?;
         }

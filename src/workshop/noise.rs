@@ -18,6 +18,7 @@ use serde::Serialize;
 use crate::model::{Cpu, Nanos};
 use crate::platform::affinity;
 use crate::platform::clock::monotonic_ns;
+use crate::platform::input;
 use crate::report::files::write_file;
 use crate::system::tuning::{restore_leftovers, Tuner};
 use crate::units::fmt_ns;
@@ -64,7 +65,7 @@ pub fn steerable_irq() -> Option<(u32, String)> {
         .ok()?
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
         .find(|n| n.starts_with("virtio"))?;
-    let text = std::fs::read_to_string("/proc/interrupts").ok()?;
+    let text = input::read_proc("/proc/interrupts", input::PROC_TABLE)?;
     text.lines().find_map(|l| {
         let name = l.split_whitespace().last()?;
         if name.starts_with(&format!("{dev}-")) && !name.ends_with("-config") {
@@ -158,7 +159,8 @@ pub fn inject_each(
         NoiseKind::Freq => {
             let dir = format!("/sys/devices/system/cpu/cpu{cpu}/cpufreq");
             let read = |f: &str| {
-                std::fs::read_to_string(format!("{dir}/{f}")).map(|s| s.trim().to_string())
+                input::read_proc_or_error(format!("{dir}/{f}"), input::PROC_FILE)
+                    .map(|s| s.trim().to_string())
             };
             match (read("cpuinfo_min_freq"), read("cpuinfo_max_freq")) {
                 (Ok(min), Ok(max)) => freqs = Some((format!("{dir}/scaling_max_freq"), min, max)),

@@ -11,6 +11,7 @@ use anyhow::{Context, Result};
 use super::grade::{self, Check, Goal, Target};
 use super::noise::{steerable_irq, NoiseKind, NoiseSet};
 use crate::model::{Cpu, CulpritClass};
+use crate::platform::input;
 use crate::report::runfile::RunFile;
 use crate::session::{self, RunPlan};
 use crate::system::actions;
@@ -204,9 +205,9 @@ const RT_RUNTIME: &str = "/proc/sys/kernel/sched_rt_runtime_us";
 
 /// `kernel.<name>` as the kernel says it ("?" when unreadable).
 pub fn rt_setting(name: &str) -> String {
-    std::fs::read_to_string(format!("/proc/sys/kernel/{name}"))
+    input::read_proc(format!("/proc/sys/kernel/{name}"), input::PROC_FILE)
         .map(|v| v.trim().to_string())
-        .unwrap_or_else(|_| "?".into())
+        .unwrap_or_else(|| "?".into())
 }
 
 /// The SCHED_FIFO priority of the RT step's consumer (as `run --fifo` gives alone).

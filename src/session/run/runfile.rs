@@ -117,6 +117,7 @@ fn run_file(plan: &RunPlan, p: &Prepared, r: &Recorded) -> RunFile {
             ring_buffer_drops: r.probes.as_ref().map_or(0, |p| p.1.total_drops()),
             workload_queue_drops: r.counters.queue_drops,
             sequence_errors: r.counters.sequence_errors,
+            threads_not_watched: 0,
         },
         probes: r.probes.as_ref().map(|(a, s)| probe_info(a, s, &r.attr)),
         overhead: overhead(r),

@@ -76,6 +76,8 @@ pub(super) struct Watched {
     /// How many of `ids` exited (every one gone ends the watch: counted as they go, not
     /// looked for at every turn).
     pub(super) exited: usize,
+    /// Threads of the target found at the start that did not fit the probes' thread map.
+    pub(super) left_out: u64,
 }
 
 #[derive(Debug, Clone, Copy, Default)]

@@ -304,8 +304,8 @@ fn run_file(w: &WatchStopped, files: &BTreeMap<u32, Vec<String>>) -> RunFile {
         spikes: Vec::new(),
         lost: Lost {
             ring_buffer_drops: p.total_drops(),
-            workload_queue_drops: 0,
-            sequence_errors: 0,
+            threads_not_watched: s.watched.left_out + p.watch_map_full,
+            ..Lost::default()
         },
         probes: Some(probes),
         overhead: overhead(s, p),

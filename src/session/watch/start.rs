@@ -44,6 +44,7 @@ pub(super) fn start(plan: &WatchPlan, found: Vec<Found>, out: &mut Console) -> R
         child: None,
         ids: Default::default(),
         exited: 0,
+        left_out: 0,
     };
     let mut found = found;
     if plan.target.cgroup_path().is_some() {
@@ -219,6 +220,7 @@ fn add_rows(
     let tids: Vec<u32> = rows.iter().map(|r| r.kernel_tid).collect();
     let added = session.watch_threads(&tids, watched.follow.map(|f| f.0))?;
     let left_out: std::collections::BTreeSet<u32> = added.left_out.iter().copied().collect();
+    watched.left_out += left_out.len() as u64;
     if !left_out.is_empty() {
         let rows: Vec<&&TaskRow> = rows
             .iter()

@@ -155,11 +155,12 @@ fn tgid_of(proc: &Path, tid: u32) -> Option<u32> {
 }
 
 pub(super) fn comm_of(proc: &Path, pid: u32, tid: u32) -> String {
-    std::fs::read_to_string(
+    input::read_proc(
         proc.join(pid.to_string())
             .join("task")
             .join(tid.to_string())
             .join("comm"),
+        input::PROC_FILE,
     )
     .map(|s| s.trim_end().to_string())
     .unwrap_or_default()
@@ -253,13 +254,13 @@ pub fn in_kernel<'a>(found: &[Found], rows: &'a [TaskRow]) -> Vec<&'a TaskRow> {
 /// Time on a CPU and time waiting on a runqueue so far (ns), from
 /// /proc/PID/task/TID/schedstat; None when it cannot be read (exited, or no CONFIG_SCHED_INFO).
 pub fn schedstat(proc: &Path, pid: u32, tid: u32) -> Option<(Nanos, Nanos)> {
-    let text = std::fs::read_to_string(
+    let text = input::read_proc(
         proc.join(pid.to_string())
             .join("task")
             .join(tid.to_string())
             .join("schedstat"),
-    )
-    .ok()?;
+        input::PROC_FILE,
+    )?;
     let mut f = text.split_whitespace().map(|v| v.parse::<u64>().ok());
     Some((f.next()??, f.next()??))
 }
@@ -280,6 +281,19 @@ mod tests {
             std::fs::write(s.join("status"), format!("Name:\t{comm}\nTgid:\t{pid}\n")).unwrap();
         }
         d
+    }
+
+    #[test]
+    fn a_tasks_files_that_never_end_are_unknown_not_a_hang() {
+        let d = fake_proc();
+        let t = d.path().join("10/task/11");
+        for f in ["comm", "schedstat"] {
+            std::fs::remove_file(t.join(f)).unwrap();
+            std::os::unix::fs::symlink("/dev/zero", t.join(f)).unwrap();
+        }
+        assert_eq!(schedstat(d.path(), 10, 11), None);
+        assert_eq!(comm_of(d.path(), 10, 11), "");
+        assert_eq!(schedstat(d.path(), 10, 10), Some((1500, 250)));
     }
 
     #[test]
