@@ -120,7 +120,10 @@ fn run_check(req: &CheckRequest, out: &mut dyn Write) -> anyhow::Result<()> {
         false => c.to_markdown(),
     };
     let Some(swapped) = &req.swapped else {
-        write!(out, "{}\n{}", markdown(&c), spikes.to_markdown(kept))?;
+        write!(out, "{}", markdown(&c))?;
+        if kept > 0 {
+            write!(out, "\n{}", spikes.to_markdown(kept))?;
+        }
         let mut failures = c.failures();
         failures.extend(spikes.failures(kept));
         return fail_on(c.cpu, &failures);

@@ -901,6 +901,8 @@ pub struct CpuTime {
     cpu: Cpu,
     /// In time order; pieces do not overlap.
     pieces: Vec<Piece>,
+    /// The causes each unknown interval may be (`Owner::Unknown` indexes it).
+    unknown: Vec<Vec<String>>,
     first_event_ns: Nanos,
     last_event_ns: Nanos,
 }
@@ -912,11 +914,13 @@ impl CpuTime {
             .filter(|e| e.cpu == cpu && e.kind.holds_cpu_time())
             .collect();
         mine.sort_by_key(|e| e.ns);
-        let mut pieces = cut(&mine).pieces;
+        let cut = cut(&mine);
+        let mut pieces = cut.pieces;
         pieces.sort_by_key(|p| p.start);
         CpuTime {
             cpu,
             pieces,
+            unknown: cut.unknown.into_iter().map(|u| u.causes).collect(),
             first_event_ns: mine.first().map_or(0, |e| e.ns),
             last_event_ns: mine.last().map_or(0, |e| e.ns),
         }
@@ -924,7 +928,8 @@ impl CpuTime {
 
     /// Net durations per cause over `windows` (each `[from, to)`, clipped), away from the
     /// workload: what ran in them other than its threads. A piece cut by a window's edge
-    /// counts as a piece. Time of unknown owner is counted, never given.
+    /// counts as a piece. Time of unknown owner is counted, never given, and kept against
+    /// the tasks that opened or closed its interval (`unknown_involving`).
     pub fn in_windows(&self, windows: &[(Nanos, Nanos)]) -> NetDurations {
         let (from_ns, to_ns) = windows
             .iter()
@@ -943,7 +948,12 @@ impl CpuTime {
                 let ns = p.end.min(hi).saturating_sub(p.start.max(lo));
                 match &p.owner {
                     Owner::Cause(class, name) if ns > 0 => out.credit(*class, name, ns),
-                    Owner::Unknown(_) => out.unknown_ns += ns,
+                    Owner::Unknown(i) => {
+                        out.unknown_ns += ns;
+                        for c in self.unknown.get(*i).into_iter().flatten() {
+                            *out.unknown_involving.entry(c.clone()).or_default() += ns;
+                        }
+                    }
                     _ => {}
                 }
             }

@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use super::compare::{compare, Comparison, Row, Tolerances};
+use super::compare::{compare, Comparison, Grade, Row, Tolerances};
 use super::measured::{Measured, MeasuredError, MeasuredRow};
 use super::perf::{CpuTime, Event};
 use crate::model::{Cpu, Nanos};
@@ -57,9 +57,11 @@ pub struct SideCheck {
 }
 
 impl SideCheck {
-    /// jitterscope's largest culprit perf can see, and perf's largest cause (names).
+    /// jitterscope's largest culprit perf can see, and perf's largest cause (names). A task
+    /// whose switches perf lost in the window (graded uncertain) is left out of both: perf
+    /// cannot tell its time.
     pub fn firsts(&self) -> (Option<&Row>, Option<&Row>) {
-        let rows = || self.comparison.rows.iter();
+        let rows = || self.comparison.rows.iter().filter(|r| r.perf_measured());
         (
             rows().filter(|r| r.js_ns > 0).max_by_key(|r| r.js_ns),
             rows().filter(|r| r.perf_ns > 0).max_by_key(|r| r.perf_ns),
@@ -270,8 +272,18 @@ impl SpikeCheck {
 
     /// A Markdown section: a line per spike side, then the agreement and the verdict.
     pub fn to_markdown(&self, spikes: usize) -> String {
+        let lost = self
+            .sides
+            .iter()
+            .filter(|s| {
+                s.comparison
+                    .rows
+                    .iter()
+                    .any(|r| r.grade == Grade::Uncertain)
+            })
+            .count();
         let mut s = format!(
-            "#### kept spikes: their culprits against perf's events in their windows\n\n{} of {spikes} kept spikes compared ({} outside perf's recording)\n\n",
+            "#### kept spikes: their culprits against perf's events in their windows\n\n{} of {spikes} kept spikes compared ({} outside perf's recording); on {lost} sides perf lost a task's switches, whose time is not compared\n\n",
             self.sides
                 .iter()
                 .map(|s| s.publish_ns)
@@ -336,5 +348,92 @@ impl SpikeCheck {
             }
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verify::perf;
+
+    /// perf's events: on CPU 1 the consumer, then `kworker/1:2` for 40 µs from 100.000100,
+    /// then the consumer; on CPU 0 the producer throughout.
+    const PERF: &str = "\
+[000]   100.000000000:                     sched:sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=js-producer next_pid=9 next_prio=120
+[001]   100.000000000:                     sched:sched_switch: prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=js-consumer-1 next_pid=10 next_prio=120
+[001]   100.000100000:                     sched:sched_switch: prev_comm=js-consumer-1 prev_pid=10 prev_prio=120 prev_state=R ==> next_comm=kworker/1:2 next_pid=30 next_prio=120
+[001]   100.000140000:                     sched:sched_switch: prev_comm=kworker/1:2 prev_pid=30 prev_prio=120 prev_state=I ==> next_comm=js-consumer-1 next_pid=10 next_prio=120
+[000]   100.001000000:                     sched:sched_switch: prev_comm=js-producer prev_pid=9 prev_prio=120 prev_state=R ==> next_comm=swapper/0 next_pid=0 next_prio=120
+[001]   100.001000000:                     sched:sched_switch: prev_comm=js-consumer-1 prev_pid=10 prev_prio=120 prev_state=R ==> next_comm=swapper/1 next_pid=0 next_prio=120
+";
+
+    /// A run file with one spike published at 100.000090 and received at 100.000150, its
+    /// consumer's culprit `name` with `ns` measured.
+    fn run_file(name: &str, ns: Nanos) -> String {
+        serde_json::json!({
+            "schema": "jitterscope.run/2",
+            "spikes": [{
+                "consumer": "accumulator", "producer_cpu": 0, "consumer_cpu": 1,
+                "publish_ns": 100_000_090_000u64, "receive_ns": 100_000_150_000u64,
+                "transit_ns": 60_000, "producer_stalled_ns": 0, "consumer_stalled_ns": 40_000,
+                "producer_culprits": [],
+                "consumer_culprits": [{"class": "kworker", "name": name, "detail": "vmstat_update",
+                    "measured_ns": ns, "inferred_ns": 0, "episodes": 1, "share": 0.6}]
+            }]
+        })
+        .to_string()
+    }
+
+    fn checked(name: &str, ns: Nanos) -> SpikeCheck {
+        let kept = read_spikes(&run_file(name, ns), 1).unwrap();
+        assert_eq!(kept.len(), 1);
+        let js = Measured {
+            schema: "jitterscope.run/2".into(),
+            label: "t".into(),
+            record_from_ns: 99_000_000_000,
+            duration_ns: 2_000_000_000,
+            consumer_cpus: vec![1],
+            stall_threshold_ns: 1_000,
+            rows: Vec::new(),
+        };
+        let events = perf::parse(PERF).unwrap();
+        let tol = Tolerances {
+            coverage_slack_ns: 0,
+            ..Tolerances::default()
+        };
+        check_spikes(&kept, &js, &events, &tol)
+    }
+
+    #[test]
+    fn a_spikes_culprits_are_held_against_perf_in_its_window() {
+        let c = checked("kworker/1:2", 40_000);
+        assert_eq!(c.sides.len(), 1, "the producer's side held nothing");
+        assert_eq!((c.diff_ns, c.perf_ns), (0, 40_000));
+        assert!(c.sides[0].same_first());
+        assert!(c.failures(1).is_empty(), "{:?}", c.failures(1));
+        // Another culprit than what ran in the window: perf's first is not jitterscope's,
+        // and the window's time is all difference.
+        let wrong = checked("kworker/1:0", 40_000);
+        assert!(!wrong.sides[0].same_first());
+        assert_eq!(wrong.agreement(), 0.0);
+        let f = wrong.failures(1);
+        assert_eq!(f.len(), 2, "{f:?}");
+        assert!(wrong.to_markdown(1).contains("**spikes: FAIL**"));
+        // Half the time: beyond what the tolerance allows.
+        assert!(checked("kworker/1:2", 20_000).agreement() < 0.95);
+    }
+
+    #[test]
+    fn kept_spikes_none_of_which_were_compared_fail() {
+        let none = SpikeCheck {
+            sides: Vec::new(),
+            not_covered: 3,
+            diff_ns: 0,
+            perf_ns: 0,
+            least_agreement: 0.95,
+            least_same_first: 0.9,
+        };
+        assert_eq!(none.failures(3).len(), 1);
+        assert!(none.failures(0).is_empty());
     }
 }
