@@ -239,8 +239,8 @@ pub fn check_with_spikes(
     cpu: Option<Cpu>,
     tolerances: &Tolerances,
 ) -> Result<(Comparison, SpikeCheck, usize), VerifyError> {
-    let events = perf::parse(perf_script)?;
     let cpu = cpu_or_first(run_file, cpu)?;
+    let events = perf::parse(perf_script)?;
     let (c, js) = check_events(run_file, &events, cpu, tolerances)?;
     let kept = spikes::read_spikes(run_file, cpu)?;
     let s = spikes::check_spikes(&kept, &js, &events, tolerances);

@@ -68,6 +68,11 @@ impl SideCheck {
         )
     }
 
+    /// Some row of its comparison is `pred`.
+    fn any_row(&self, pred: impl Fn(&Row) -> bool) -> bool {
+        self.comparison.rows.iter().any(pred)
+    }
+
     /// Both name the same first culprit (or neither saw any).
     pub fn same_first(&self) -> bool {
         match self.firsts() {
@@ -186,10 +191,13 @@ pub fn check_spikes(
             };
             let perf = time.in_windows(&[(side.from_ns, side.to_ns)]);
             let mine = Measured {
+                schema: js.schema.clone(),
+                label: js.label.clone(),
                 record_from_ns: side.from_ns,
                 duration_ns: side.to_ns - side.from_ns,
+                consumer_cpus: js.consumer_cpus.clone(),
+                stall_threshold_ns: js.stall_threshold_ns,
                 rows: side.culprits.clone(),
-                ..js.clone()
             };
             let comparison = compare(&mine, &perf, &tol);
             sides.push(SideCheck {
@@ -226,15 +234,11 @@ impl SpikeCheck {
 
     /// The share of compared sides whose first culprit is perf's first.
     pub fn same_first_share(&self) -> f64 {
+        // The sides `firsts` can judge: time in a row perf measured whole.
         let with_time: Vec<&SideCheck> = self
             .sides
             .iter()
-            .filter(|s| {
-                s.comparison
-                    .rows
-                    .iter()
-                    .any(|r| r.perf_ns > 0 || r.js_ns > 0)
-            })
+            .filter(|s| s.any_row(|r| r.perf_measured() && (r.perf_ns > 0 || r.js_ns > 0)))
             .collect();
         if with_time.is_empty() {
             return 1.0;
@@ -275,12 +279,7 @@ impl SpikeCheck {
         let lost = self
             .sides
             .iter()
-            .filter(|s| {
-                s.comparison
-                    .rows
-                    .iter()
-                    .any(|r| r.grade == Grade::Uncertain)
-            })
+            .filter(|s| s.any_row(|r| r.grade == Grade::Uncertain))
             .count();
         let mut s = format!(
             "#### kept spikes: their culprits against perf's events in their windows\n\n{} of {spikes} kept spikes compared ({} outside perf's recording); on {lost} sides perf lost a task's switches, whose time is not compared\n\n",
