@@ -278,6 +278,36 @@ fn irqs_unbound_work_and_cpusets_are_configured_from_their_files() {
         "{:?}",
         irqs.settings
     );
+    // Once only: the interrupt that made a pending move (x86 moves an IRQ as it next fires).
+    let once = (
+        Promise::NoDeviceIrqs,
+        Seen {
+            irq: Some(24),
+            ..row(
+                CulpritClass::Irq,
+                Who::Irq {
+                    number: 24,
+                    action: "virtio0-input".into(),
+                },
+                1,
+                5_000,
+            )
+        },
+    );
+    let f = judge(&c, &seen(2, vec![once], 0), &[]);
+    let irqs = of(&f, Promise::NoDeviceIrqs);
+    assert_eq!(irqs.verdict, Verdict::NotConfigured, "{irqs:?}");
+    let said = |what: &str| irqs.settings.iter().any(|s| s.contains(what));
+    assert!(
+        said("had not fired since") && !said("ignores the affinity"),
+        "{:?}",
+        irqs.settings
+    );
+    assert!(
+        said("1 IRQ is delivered to CPU 2: 24 (virtio0-input, moved away, not yet fired since)"),
+        "{:?}",
+        irqs.settings
+    );
 }
 
 #[test]
