@@ -1720,6 +1720,48 @@ int BPF_PROG(js_w_sched_process_exit, struct task_struct *p, bool group_dead)
 	return 0;
 }
 
+/* A watched thread other than its process's main one calls execve: de_thread kills the other
+ * threads, waits for the main one to exit (sched_process_exit deleted its entry) and gives the
+ * exec'ing thread the main thread's id. This fires after that, the thread running here: its
+ * entry moves from `old_pid` to its new id, placed on this CPU as running (between de_thread
+ * and here no lookup found it under either id, so where it was counted may be stale), and
+ * user space is told with a record of its own kind: a THREAD_NEW with a flag would have every
+ * reader of new threads check it, where this is a move of one thread's account, not a new one. */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(js_w_sched_process_exec, struct task_struct *p, pid_t old_pid,
+	     struct linux_binprm *bprm)
+{
+	__u32 tid = p->pid, old = (__u32)old_pid, cpu = bpf_get_smp_processor_id();
+	struct js_watched moved, *w, *taken;
+	__u64 now;
+
+	if (old == tid || !old)
+		return 0;
+	w = bpf_map_lookup_elem(&watched, &old);
+	if (!w)
+		return 0;
+	moved = *w;
+	now = bpf_ktime_get_ns();
+	place(&moved, cpu, now);
+	moved.state = JS_T_RUNNING;
+	moved.wait_start = 0;
+	moved.migrated_at = 0;
+	/* the main thread's entry is gone with its exit; one left (its exit unseen) is counted out */
+	taken = bpf_map_lookup_elem(&watched, &tid);
+	if (taken && counted(taken))
+		count_out(taken->cpu, now);
+	/* deleted first: a full map still has room for the move */
+	bpf_map_delete_elem(&watched, &old);
+	if (bpf_map_update_elem(&watched, &tid, &moved, BPF_ANY)) {
+		count_out(cpu, now);
+		return 0;
+	}
+	/* caches of "is the current task watched" hold the old id's answer: redo them */
+	__sync_fetch_and_add(&watch_gen, 1);
+	emit_thread_event(JS_REC_THREAD_EXEC, cpu, p, old, 0, now);
+	return 0;
+}
+
 /* Page faults of a watched thread, from entry to return of the fault path (a major fault
  * includes the I/O it waited for). Optional: left out where fentry cannot attach. */
 SEC("fentry/handle_mm_fault")

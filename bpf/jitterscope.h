@@ -29,6 +29,11 @@ enum js_kind {
 	JS_REC_THREAD_EXIT = 7,  /* watch mode: watched thread `pid` exited at end_ns (`name`,
 				  * `id` as above); its schedstat then: run time (ns) in
 				  * `detail`, wait for a CPU (ns) in `flags` | `victim` << 32 */
+	/* watch mode: watched thread `detail` (its kernel tid until now) exec'd from beside its
+	 * process's main thread and is thread `pid` from end_ns: the kernel gave it the main
+	 * thread's id (which exited first, with a JS_REC_THREAD_EXIT of that id). `aux`, `id` and
+	 * `name` as for JS_REC_THREAD_NEW: its new ids and the new program's comm */
+	JS_REC_THREAD_EXEC = 8,
 };
 
 /* Interruption classes; user space maps them to the stable culprit class strings. */

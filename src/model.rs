@@ -724,10 +724,11 @@ impl Wait {
     }
 }
 
-/// Watch mode: a thread of the watched process was created, or a watched thread exited.
+/// Watch mode: a thread of the watched process was created, a watched thread exited, or one
+/// took another id by an exec.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ThreadEvent {
-    /// Kernel thread id.
+    /// Kernel thread id (after an exec, its new one).
     pub tid: u32,
     /// Its id in jitterscope's PID namespace (what the user sees), 0 when it has none there.
     pub ns_tid: u32,
@@ -735,12 +736,21 @@ pub struct ThreadEvent {
     pub ns_pid: u32,
     pub name: String,
     pub at_ns: Nanos,
-    /// Watched from now: created (by this kernel thread id; 0: moved into the watched
-    /// cgroup), or exited (None).
-    pub created_by: Option<u32>,
-    /// Exited: its schedstat as it left, (on a CPU, waiting for one) ns, from the kernel's
+    pub change: ThreadChange,
+}
+
+/// What happened to a watched thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThreadChange {
+    /// Watched from now: created by this kernel thread id (0: moved into the watched cgroup).
+    Created { by: u32 },
+    /// Exited; its schedstat as it left, (on a CPU, waiting for one) ns, from the kernel's
     /// record of the exit (the thread is gone before /proc could be read).
-    pub sched: Option<(Nanos, Nanos)>,
+    Exited { sched: (Nanos, Nanos) },
+    /// It called exec beside its process's main thread and the kernel gave it that thread's
+    /// id (`tid`; the main thread exited first): it was this kernel thread id until then.
+    Exec { old_tid: u32 },
 }
 
 /// Deciding at the end, a record the probes' drain thread glanced at where it waits in the

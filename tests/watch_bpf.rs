@@ -872,3 +872,100 @@ fn a_watched_command_that_execs_stays_watched() {
     // sh itself sleeps once (it waits for `sleep`); the program it became, a thousand times.
     assert!(t.wakeups.count >= 500, "{t:?}");
 }
+
+/// A thread other than the main one that execs takes the main thread's id (the kernel's rule:
+/// de_thread kills the other threads, the old main thread exits with that id). The watch
+/// follows it under that id: one thread, named by the program it became, with its waits from
+/// before the exec (its creation) and after it (a thousand sleeps); the old main thread stays
+/// in the report as an exited thread of its own; no thread has an id nobody had.
+#[test]
+fn a_thread_that_execs_from_beside_the_main_one_stays_watched_under_its_new_id() {
+    let name = "a_thread_that_execs_from_beside_the_main_one_stays_watched_under_its_new_id";
+    if skip_bpf(name) || fewer_cpus_than(name, 2) {
+        return;
+    }
+    let _cpus = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let files = tempfile::tempdir().unwrap();
+    // The program it becomes is python3 under another name: exec names a thread by the
+    // basename of the path it was given.
+    let python = python_binary();
+    let became = files.path().join("js-after-exec");
+    std::os::unix::fs::symlink(&python, &became).unwrap();
+    let ids = files.path().join("ids");
+    let script = format!(
+        "import os, threading, time\n\
+         def go():\n\
+         \x20   with open({ids:?}, 'w') as f: f.write('%d %d' % (os.getpid(), threading.get_native_id()))\n\
+         \x20   time.sleep(0.2)\n\
+         \x20   os.execv({became:?}, [{became:?}, '-c', 'import time\\nfor _ in range(1000): time.sleep(0.001)'])\n\
+         t = threading.Thread(target=go)\n\
+         t.start()\n\
+         t.join()\n",
+        ids = ids.display().to_string(),
+        became = became.display().to_string(),
+    );
+    let out = js()
+        .args(["watch", "--no-tui", "--output"])
+        .arg(dir.path())
+        .args(["--", "python3", "-c", &script])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", show(&out));
+    let (_, run) = read(dir.path());
+    let text = std::fs::read_to_string(&ids).expect("the thread wrote its ids before its exec");
+    let (pid, old_tid) = text
+        .split_once(' ')
+        .map(|(a, b)| (a.parse::<u32>().unwrap(), b.parse::<u32>().unwrap()))
+        .unwrap();
+    assert_ne!(pid, old_tid);
+    let threads: Vec<(u32, &str, bool, u64)> = run
+        .threads
+        .iter()
+        .map(|t| {
+            let exited = t.exited_ns.is_some();
+            (t.tid, t.name.as_str(), exited, t.wakeups.count)
+        })
+        .collect();
+    assert_eq!(run.run.ended, jitterscope::model::Ended::TargetExited);
+    // Ids the test knows: the process's (its main thread's, then the exec'ing thread's) and
+    // the exec'ing thread's before it; that one is nobody's once the exec took the other.
+    for t in &run.threads {
+        assert_eq!(t.pid, pid, "{threads:?}");
+        assert!(
+            t.tid == pid,
+            "a thread under an id nobody had at the end: {threads:?}"
+        );
+    }
+    let after: Vec<_> = run
+        .threads
+        .iter()
+        .filter(|t| t.name == "js-after-exec")
+        .collect();
+    assert_eq!(after.len(), 1, "the exec'ing thread once: {threads:?}");
+    let t = after[0];
+    // Before the exec the thread sleeps once; the program it became, a thousand times.
+    assert!(
+        t.wakeups.count >= 500,
+        "its waits after the exec: {threads:?}"
+    );
+    assert!(t.created_ns.is_some(), "followed from its creation: {t:?}");
+    assert!(t.exited_ns.is_some(), "its exit was not seen: {t:?}");
+    let leader: Vec<_> = run.threads.iter().filter(|t| t.name == "python3").collect();
+    assert_eq!(leader.len(), 1, "the old main thread once: {threads:?}");
+    assert!(
+        leader[0].exited_ns.is_some(),
+        "the old main thread exited: {threads:?}"
+    );
+    assert!(leader[0].wakeups.count < 100, "{threads:?}");
+    assert_eq!(run.threads.len(), 2, "{threads:?}");
+}
+
+/// The python3 binary itself (`python3` on PATH may be a shim that runs it).
+fn python_binary() -> std::path::PathBuf {
+    let out = Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .expect("python3 runs");
+    String::from_utf8(out.stdout).unwrap().trim().into()
+}

@@ -18,8 +18,8 @@ use super::engine::{Share, Verdict};
 use super::ranking::Ranking;
 use super::run::RunAttribution;
 use crate::model::{
-    Cpu, Culprit, CulpritClass, Interruption, Nanos, Stall, StealSample, ThreadEvent, ThreadRole,
-    Wait, WaitKind, Who,
+    Cpu, Culprit, CulpritClass, Interruption, Nanos, Stall, StealSample, ThreadChange, ThreadEvent,
+    ThreadRole, Wait, WaitKind, Who,
 };
 
 /// Records of a thread's run closer than this are one interruption (the thread got back to
@@ -74,10 +74,27 @@ impl InterruptionKind {
     }
 }
 
+/// A watched thread's account in the book, for as long as the watch lasts. Kernel tids are
+/// not that: an exec beside the main thread takes the main thread's id, and a new thread may
+/// take the id of one that exited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct AccountId(u32);
+
+/// What a thread event did to the book.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Applied {
+    /// The account of the thread the event is about (None: the exit of a thread never seen).
+    pub thread: Option<AccountId>,
+    /// The account that held the event's thread id until then, an exited thread's, which
+    /// keeps its figures under that id as it was.
+    pub retired: Option<AccountId>,
+}
+
 /// One watched thread's account.
 #[derive(Debug, Clone)]
 pub struct ThreadAccount {
-    /// Kernel thread id.
+    pub id: AccountId,
+    /// Kernel thread id (its last: an exec beside the main thread changes it).
     pub tid: u32,
     /// Ids in jitterscope's PID namespace (what the user sees); 0 when not known.
     pub ns_tid: u32,
@@ -106,8 +123,9 @@ pub struct ThreadAccount {
 }
 
 impl ThreadAccount {
-    fn new(tid: u32, ns_tid: u32, ns_pid: u32, name: &str, at_ns: Nanos) -> Self {
+    fn new(id: AccountId, tid: u32, ns_tid: u32, ns_pid: u32, name: &str, at_ns: Nanos) -> Self {
         ThreadAccount {
+            id,
             tid,
             ns_tid,
             ns_pid,
@@ -166,7 +184,14 @@ struct Open {
 /// The watch's bookkeeping beside the engine (which `RunAttribution` holds).
 #[derive(Default)]
 pub struct WatchBook {
-    pub threads: BTreeMap<u32, ThreadAccount>,
+    /// Every thread watched, in the order first seen: an `AccountId` is a place here.
+    accounts: Vec<ThreadAccount>,
+    /// The account holding each kernel tid now.
+    holders: HashMap<u32, AccountId>,
+    /// Kernel tids whose holder changed: until when each former holder had it, oldest first.
+    /// A record is the holder's of its time (its interruption may be decided after the
+    /// change).
+    former: HashMap<u32, Vec<(Nanos, AccountId)>>,
     open: HashMap<(u32, Cpu), Open>,
     /// Stalls handed to the engine and not yet decided: what kind each is.
     kinds: HashMap<(u32, Nanos, Cpu), InterruptionKind>,
@@ -176,7 +201,7 @@ pub struct WatchBook {
     keep_kinds: usize,
     /// The threads whose interval histograms took a value since they were last taken: the
     /// interval's work is theirs, not every thread's.
-    pub touched: Vec<u32>,
+    pub touched: Vec<AccountId>,
 }
 
 impl WatchBook {
@@ -187,39 +212,172 @@ impl WatchBook {
         }
     }
 
-    /// A thread watched from the start (or found later): its ids and name.
-    pub fn add_thread(&mut self, tid: u32, ns_tid: u32, ns_pid: u32, name: &str, at_ns: Nanos) {
-        self.threads
-            .entry(tid)
-            .or_insert_with(|| ThreadAccount::new(tid, ns_tid, ns_pid, name, at_ns));
+    /// Every thread watched, by kernel tid and, for one tid, in the order they held it.
+    pub fn threads(&self) -> Vec<&ThreadAccount> {
+        let mut all: Vec<&ThreadAccount> = self.accounts.iter().collect();
+        all.sort_by_key(|t| (t.tid, t.first_seen_ns, t.id));
+        all
     }
 
-    /// A thread created in, or exited from, the watched set.
-    pub fn thread_event(&mut self, e: &ThreadEvent, ns_pid: u32) {
-        match e.created_by {
-            Some(_) => self.add_thread(e.tid, e.ns_tid, ns_pid, &e.name, e.at_ns),
-            None => {
-                if let Some(t) = self.threads.get_mut(&e.tid) {
+    pub fn thread(&self, id: AccountId) -> &ThreadAccount {
+        &self.accounts[id.0 as usize]
+    }
+
+    pub fn thread_mut(&mut self, id: AccountId) -> &mut ThreadAccount {
+        &mut self.accounts[id.0 as usize]
+    }
+
+    /// The account holding kernel tid `tid` now.
+    pub fn current(&self, tid: u32) -> Option<AccountId> {
+        self.holders.get(&tid).copied()
+    }
+
+    /// The account that held kernel tid `tid` at `at_ns`.
+    pub fn holder(&self, tid: u32, at_ns: Nanos) -> Option<AccountId> {
+        let former = self.former.get(&tid).into_iter().flatten();
+        former
+            .filter(|&&(until, _)| at_ns < until)
+            .map(|&(_, id)| id)
+            .next()
+            .or_else(|| self.current(tid))
+    }
+
+    /// A new account, holding `tid` from now.
+    fn open_account(
+        &mut self,
+        tid: u32,
+        ns_tid: u32,
+        ns_pid: u32,
+        name: &str,
+        at: Nanos,
+    ) -> AccountId {
+        let id = AccountId(self.accounts.len() as u32);
+        self.accounts
+            .push(ThreadAccount::new(id, tid, ns_tid, ns_pid, name, at));
+        self.holders.insert(tid, id);
+        id
+    }
+
+    /// `tid` given up at `at_ns` by the account holding it, which keeps its figures (under
+    /// that id as it was) and is exited by then if its exit was not seen.
+    fn give_up(&mut self, tid: u32, at_ns: Nanos) -> Option<AccountId> {
+        let id = self.holders.remove(&tid)?;
+        self.former.entry(tid).or_default().push((at_ns, id));
+        self.thread_mut(id).exited_ns.get_or_insert(at_ns);
+        Some(id)
+    }
+
+    /// A thread watched from the start (or found later): its ids and name; its account.
+    pub fn add_thread(
+        &mut self,
+        tid: u32,
+        ns_tid: u32,
+        ns_pid: u32,
+        name: &str,
+        at: Nanos,
+    ) -> AccountId {
+        self.add(tid, ns_tid, ns_pid, name, at).0
+    }
+
+    /// A thread watched from now: its account, and the account retired from its id. One
+    /// already watched under that id is not added again; the account of an exited one that
+    /// had it is retired.
+    fn add(
+        &mut self,
+        tid: u32,
+        ns_tid: u32,
+        ns_pid: u32,
+        name: &str,
+        at_ns: Nanos,
+    ) -> (AccountId, Option<AccountId>) {
+        if let Some(id) = self.current(tid) {
+            if self.thread(id).exited_ns.is_none() {
+                return (id, None);
+            }
+        }
+        let retired = self.give_up(tid, at_ns);
+        (self.open_account(tid, ns_tid, ns_pid, name, at_ns), retired)
+    }
+
+    /// A thread created in, exited from, or exec'd in the watched set.
+    pub fn thread_event(&mut self, e: &ThreadEvent, ns_pid: u32) -> Applied {
+        match e.change {
+            ThreadChange::Created { .. } => {
+                let (id, retired) = self.add(e.tid, e.ns_tid, ns_pid, &e.name, e.at_ns);
+                Applied {
+                    thread: Some(id),
+                    retired,
+                }
+            }
+            ThreadChange::Exited { .. } => {
+                // The exit of the thread that had the id then: an exec beside the main thread
+                // may have taken it since (their records come from two CPUs).
+                let thread = self.holder(e.tid, e.at_ns);
+                if let Some(id) = thread {
+                    let t = self.thread_mut(id);
                     t.exited_ns = Some(e.at_ns);
                     if !e.name.is_empty() {
                         t.name = e.name.clone();
                     }
                 }
+                Applied {
+                    thread,
+                    retired: None,
+                }
             }
+            ThreadChange::Exec { old_tid } => self.exec(e, old_tid, ns_pid),
         }
     }
 
-    fn account(&mut self, tid: u32, at_ns: Nanos) -> &mut ThreadAccount {
-        self.threads
-            .entry(tid)
-            .or_insert_with(|| ThreadAccount::new(tid, 0, 0, "", at_ns))
+    /// Thread `old_tid` exec'd beside its process's main thread and is `e.tid` from `e.at_ns`
+    /// (the kernel gave it the main thread's id): its account moves to that id, the main
+    /// thread's (which exited) is retired.
+    fn exec(&mut self, e: &ThreadEvent, old_tid: u32, ns_pid: u32) -> Applied {
+        let moving = self.current(old_tid);
+        let retired = match self.current(e.tid) {
+            Some(id) if Some(id) != moving => self.give_up(e.tid, e.at_ns),
+            _ => None,
+        };
+        let Some(id) = moving else {
+            let id = self.open_account(e.tid, e.ns_tid, ns_pid, &e.name, e.at_ns);
+            return Applied {
+                thread: Some(id),
+                retired,
+            };
+        };
+        self.holders.remove(&old_tid);
+        self.former.entry(old_tid).or_default().push((e.at_ns, id));
+        self.holders.insert(e.tid, id);
+        let t = self.thread_mut(id);
+        t.tid = e.tid;
+        t.ns_tid = e.ns_tid;
+        if ns_pid != 0 {
+            t.ns_pid = ns_pid;
+        }
+        if !e.name.is_empty() {
+            t.name = e.name.clone();
+        }
+        Applied {
+            thread: Some(id),
+            retired,
+        }
+    }
+
+    /// The account of `tid` at `at_ns`, opened if it has none (a thread the kernel watches
+    /// that user space was not told of).
+    fn account(&mut self, tid: u32, at_ns: Nanos) -> AccountId {
+        match self.holder(tid, at_ns) {
+            Some(id) => id,
+            None => self.open_account(tid, 0, 0, "", at_ns),
+        }
     }
 
     /// An interruption of `tid` into its account, the thread noted as touched by the
     /// interval under way.
     fn count(&mut self, tid: u32, at_ns: Nanos, kind: InterruptionKind, cpu: Cpu, ns: Nanos) {
-        if self.account(tid, at_ns).count(kind, cpu, ns) {
-            self.touched.push(tid);
+        let id = self.account(tid, at_ns);
+        if self.thread_mut(id).count(kind, cpu, ns) {
+            self.touched.push(id);
         }
     }
 
@@ -278,7 +436,8 @@ impl WatchBook {
             WaitKind::Wakeup | WaitKind::New => InterruptionKind::WakeupDelay,
         };
         let thread = ThreadRole::Watched(w.tid);
-        let t = self.account(w.tid, w.start_ns);
+        let id = self.account(w.tid, w.start_ns);
+        let t = &mut self.accounts[id.0 as usize];
         // Named as the kernel names it now: a thread takes its creator's name at its creation
         // and may set its own later (prctl PR_SET_NAME, /proc/self/comm, an exec).
         if !w.name.is_empty() && t.name != w.name {
@@ -288,7 +447,7 @@ impl WatchBook {
             Some(m) if w.from_cpu != w.cpu && m > w.start_ns && m < w.end_ns => {
                 // One interruption in the histogram, two windows for the engine.
                 if t.count(kind, w.cpu, w.duration_ns()) {
-                    self.touched.push(w.tid);
+                    self.touched.push(id);
                 }
                 for (cpu, a, b) in [(w.from_cpu, w.start_ns, m), (w.cpu, m, w.end_ns)] {
                     self.kinds.insert((w.tid, a, cpu), kind);
@@ -356,8 +515,8 @@ impl WatchBook {
             hypervisor: vec![(start, s.to_ns)],
         };
         self.remember_kind(&v, InterruptionKind::Hypervisor);
-        if let Some(t) = self.threads.get_mut(&s.victim) {
-            t.ranking.add(&v);
+        if let Some(id) = self.holder(s.victim, start) {
+            self.thread_mut(id).ranking.add(&v);
         }
         attr.keep_verdict(v);
     }
@@ -391,8 +550,8 @@ impl WatchBook {
         if let Some(kind) = self.kinds.remove(&(tid, v.stall.start_ns, v.stall.cpu)) {
             self.remember_kind(v, kind);
         }
-        if let Some(t) = self.threads.get_mut(&tid) {
-            t.ranking.add(v);
+        if let Some(id) = self.holder(tid, v.stall.start_ns) {
+            self.thread_mut(id).ranking.add(v);
         }
     }
 
@@ -456,7 +615,7 @@ mod tests {
         // Not nested in a watched run: not an interruption of its own.
         b.interruption(&mut a, rec(1, CulpritClass::Irq, 60_000, 61_000, 0));
         b.close_all(&mut a);
-        let t = &b.threads[&7];
+        let t = &b.thread(b.current(7).unwrap());
         assert_eq!(t.kind(InterruptionKind::OnCpu), (2, 5_000 + 2_000));
         assert_eq!(t.interruptions.len(), 2);
         assert_eq!(t.interruptions.max(), 5_003); // 3 significant digits
@@ -467,7 +626,7 @@ mod tests {
         let (mut b, mut a) = (WatchBook::new(8), attr());
         b.add_thread(7, 7, 7, "spin", 0);
         let size = |b: &WatchBook| {
-            let t = &b.threads[&7];
+            let t = &b.thread(b.current(7).unwrap());
             [
                 &t.interruptions,
                 &t.wakeups,
@@ -485,7 +644,7 @@ mod tests {
             rec(1, CulpritClass::Irq, 1_000, 2 * HISTOGRAM_MAX_NS, 7),
         );
         b.close_all(&mut a);
-        let t = &b.threads[&7];
+        let t = &b.thread(b.current(7).unwrap());
         assert_eq!(t.interruptions.len(), 1);
         assert!(
             t.interruptions.max() >= HISTOGRAM_MAX_NS,
@@ -510,11 +669,146 @@ mod tests {
             migrated_ns: None,
         };
         b.wait(&mut a, &wait("python3", 1_000));
-        assert_eq!(&*b.threads[&9].name, "python3");
+        assert_eq!(&*b.thread(b.current(9).unwrap()).name, "python3");
         // prctl(PR_SET_NAME) or /proc/self/comm: its next wait carries the new name.
         b.wait(&mut a, &wait("js-renamed", 5_000));
-        assert_eq!(&*b.threads[&9].name, "js-renamed");
-        assert_eq!(b.threads[&9].wakeups.len(), 2, "one thread, not two");
+        assert_eq!(&*b.thread(b.current(9).unwrap()).name, "js-renamed");
+        assert_eq!(
+            b.thread(b.current(9).unwrap()).wakeups.len(),
+            2,
+            "one thread, not two"
+        );
+    }
+
+    fn event(tid: u32, at_ns: Nanos, name: &str, change: ThreadChange) -> ThreadEvent {
+        ThreadEvent {
+            tid,
+            ns_tid: tid,
+            ns_pid: 7,
+            name: name.into(),
+            at_ns,
+            change,
+        }
+    }
+
+    fn woken(tid: u32, name: &str, start_ns: Nanos) -> Wait {
+        Wait {
+            tid,
+            name: name.into(),
+            kind: WaitKind::Wakeup,
+            start_ns,
+            end_ns: start_ns + 1_000,
+            from_cpu: 1,
+            cpu: 1,
+            migrated_ns: None,
+        }
+    }
+
+    /// The verdict of a stall of kernel tid `tid` that began at `start`, with one culprit.
+    fn verdict(tid: u32, start: Nanos) -> Verdict {
+        let stall = Stall {
+            cpu: 1,
+            thread: ThreadRole::Watched(tid),
+            start_ns: start,
+            end_ns: start + 1_000,
+        };
+        let share = Share {
+            culprit: Culprit {
+                class: CulpritClass::Kthread,
+                who: Who::Kthread { comm: "k".into() },
+            },
+            via: None,
+            measured_ns: 1_000,
+            inferred_ns: 0,
+            host_ns: 0,
+            episodes: 1,
+            longest_ns: 1_000,
+            share: 1.0,
+        };
+        Verdict {
+            stall,
+            culprits: vec![share],
+            explained_share: 1.0,
+            incomplete: false,
+            timeline: Vec::new(),
+            hypervisor: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_thread_that_execs_beside_the_main_one_moves_to_its_id_and_the_main_one_stays() {
+        let (mut b, mut a) = (WatchBook::new(8), attr());
+        b.add_thread(7, 7, 7, "python3", 0);
+        let created = ThreadChange::Created { by: 7 };
+        b.thread_event(&event(9, 100, "python3", created), 7);
+        b.wait(&mut a, &woken(7, "python3", 200));
+        b.wait(&mut a, &woken(9, "python3", 300));
+        // Records from two CPUs: the exec (on the thread's) is taken before the main thread's
+        // exit, which happened first.
+        let exec = ThreadChange::Exec { old_tid: 9 };
+        let applied = b.thread_event(&event(7, 2_000, "after-exec", exec), 7);
+        let (t, main) = (applied.thread.unwrap(), applied.retired.unwrap());
+        assert_eq!(b.thread(main).exited_ns, Some(2_000), "gone by the exec");
+        let exited = ThreadChange::Exited { sched: (5, 6) };
+        let applied = b.thread_event(&event(7, 1_500, "python3", exited), 7);
+        assert_eq!(applied.thread, Some(main), "the exit is the main thread's");
+        assert_eq!(b.thread(main).exited_ns, Some(1_500));
+        b.wait(&mut a, &woken(7, "after-exec", 3_000));
+        b.wait(&mut a, &woken(7, "after-exec", 4_000));
+        // Decided late, each verdict goes to the thread that had the id when it began.
+        b.decided(&verdict(9, 300));
+        b.decided(&verdict(7, 200));
+        b.decided(&verdict(7, 3_000));
+        assert_eq!((b.current(7), b.current(9)), (Some(t), None));
+        assert_eq!(b.holder(9, 300), Some(t));
+        assert_eq!(b.holder(7, 200), Some(main));
+        let shown: Vec<(u32, &str, bool, u64, usize)> = b
+            .threads()
+            .iter()
+            .map(|t| {
+                let culprits = t.ranking.brief().len();
+                let ended = t.exited_ns.is_some();
+                (t.tid, t.name.as_str(), ended, t.wakeups.len(), culprits)
+            })
+            .collect();
+        assert_eq!(
+            shown,
+            [(7, "python3", true, 1, 1), (7, "after-exec", false, 3, 1)]
+        );
+        assert_eq!(b.thread(t).first_seen_ns, 100, "followed from its creation");
+        assert_eq!(b.thread(t).ranking.ranked()[0].episodes, 2);
+    }
+
+    #[test]
+    fn a_new_thread_with_an_exited_threads_id_is_a_thread_of_its_own() {
+        let (mut b, mut a) = (WatchBook::new(8), attr());
+        let created = ThreadChange::Created { by: 7 };
+        let first = b.thread_event(&event(11, 100, "worker", created), 7).thread;
+        b.wait(&mut a, &woken(11, "worker", 200));
+        let exited = ThreadChange::Exited { sched: (1, 2) };
+        b.thread_event(&event(11, 500, "worker", exited), 7);
+        let again = b.thread_event(&event(11, 5_000, "worker", created), 7);
+        assert_eq!(again.retired, first, "the exited one keeps its figures");
+        let second = again.thread;
+        assert_ne!(second, first);
+        b.wait(&mut a, &woken(11, "worker", 6_000));
+        b.wait(&mut a, &woken(11, "worker", 7_000));
+        b.decided(&verdict(11, 200));
+        assert_eq!(b.holder(11, 200), first);
+        assert_eq!(b.holder(11, 6_000), second);
+        let (f, s) = (b.thread(first.unwrap()), b.thread(second.unwrap()));
+        assert_eq!(
+            (f.wakeups.len(), f.exited_ns, f.ranking.brief().len()),
+            (1, Some(500), 1)
+        );
+        assert_eq!(
+            (s.wakeups.len(), s.exited_ns, s.ranking.brief().len()),
+            (2, None, 0)
+        );
+        assert_eq!(b.threads().len(), 2);
+        // A thread already watched, told of again (found at the start, then created): one.
+        assert_eq!(b.add_thread(11, 11, 7, "worker", 8_000), second.unwrap());
+        assert_eq!(b.threads().len(), 2);
     }
 
     #[test]
@@ -531,7 +825,7 @@ mod tests {
             migrated_ns: Some(4_000),
         };
         b.wait(&mut a, &w);
-        let t = &b.threads[&9];
+        let t = &b.thread(b.current(9).unwrap());
         assert_eq!(&*t.name, "sleeper");
         assert_eq!(t.kind(InterruptionKind::WakeupDelay), (1, 10_000));
         assert_eq!(t.wakeups.len(), 1);
@@ -561,7 +855,7 @@ mod tests {
                 victim: 7,
             },
         );
-        let t = &b.threads[&7];
+        let t = &b.thread(b.current(7).unwrap());
         assert_eq!(t.kind(InterruptionKind::Hypervisor), (1, 300_000));
         let r = t.ranking.brief();
         assert_eq!(r[0].class(), CulpritClass::Hypervisor);

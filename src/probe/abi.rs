@@ -23,10 +23,13 @@ pub enum Kind {
     ThreadNew = 6,
     /// Watch mode: a watched thread exited.
     ThreadExit = 7,
+    /// Watch mode: a watched thread exec'd from beside its process's main thread and took
+    /// that thread's id.
+    ThreadExec = 8,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 8] = [
         Kind::Interruption,
         Kind::Cause,
         Kind::Lost,
@@ -34,6 +37,7 @@ impl Kind {
         Kind::Wait,
         Kind::ThreadNew,
         Kind::ThreadExit,
+        Kind::ThreadExec,
     ];
 
     /// None for a code the header does not define.
@@ -234,6 +238,7 @@ mod tests {
             ("JS_REC_WAIT", Kind::Wait as u64),
             ("JS_REC_THREAD_NEW", Kind::ThreadNew as u64),
             ("JS_REC_THREAD_EXIT", Kind::ThreadExit as u64),
+            ("JS_REC_THREAD_EXEC", Kind::ThreadExec as u64),
             ("JS_CLASS_FAULT", Class::Fault as u64),
             ("JS_CLASS_THROTTLED", Class::Throttled as u64),
             ("JS_WAIT_PREEMPTED", WaitCode::Preempted as u64),

@@ -16,7 +16,8 @@ use super::{
     AttachState, AttachStatus, ProbeBatch, ProbeConfig, ProbeSession, ProbeSummary, Reference,
 };
 use crate::model::{
-    softirq_name, vector_name, Cause, CauseKind, Cpu, CulpritClass, Nanos, SentFrom, TickStops, Who,
+    softirq_name, vector_name, Cause, CauseKind, Cpu, CulpritClass, Nanos, SentFrom, ThreadChange,
+    TickStops, Who,
 };
 use crate::platform::affinity::set_current_thread_cpus;
 use crate::platform::clock::monotonic_ns;
@@ -339,9 +340,10 @@ pub fn log_line(r: &Record, base_ns: Nanos, words: Words) -> String {
             at(t.at_ns),
             t.name,
             t.tid,
-            match t.created_by {
-                Some(parent) => format!("created by {parent}"),
-                None => "exited".to_string(),
+            match t.change {
+                ThreadChange::Created { by } => format!("created by {by}"),
+                ThreadChange::Exited { .. } => "exited".to_string(),
+                ThreadChange::Exec { old_tid } => format!("exec'd, was {old_tid}"),
             }
         ),
     }

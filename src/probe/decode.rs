@@ -8,7 +8,7 @@ use std::collections::HashSet;
 
 use crate::model::{
     vector, Cause, CauseKind, Culprit, CulpritClass, FaultKind, Interruption, SentFrom,
-    StealSample, Text, ThreadEvent, TimerCallback, Wait, WaitKind, Who, WorkItem,
+    StealSample, Text, ThreadChange, ThreadEvent, TimerCallback, Wait, WaitKind, Who, WorkItem,
 };
 use crate::platform::fast_hash::FastMap;
 
@@ -21,7 +21,8 @@ pub enum Record {
     Cause(Cause),
     /// Watch mode: a watched thread waited for a CPU until it ran.
     Wait(Wait),
-    /// Watch mode: a thread was created in, or exited from, the watched set.
+    /// Watch mode: a thread was created in, or exited from, the watched set, or took another
+    /// id by an exec.
     Thread(ThreadEvent),
     /// The CPU's KVM steal clock grew (see `StealSample`).
     Steal(StealSample),
@@ -234,19 +235,37 @@ pub fn decode_with(r: &js_record, syms: &mut Kallsyms, names: &mut Names) -> Opt
             cpu: r.cpu,
             migrated_ns: (r.detail != 0).then_some(r.detail),
         })),
-        Kind::ThreadNew | Kind::ThreadExit => {
-            let new = Kind::from_code(r.kind) == Some(Kind::ThreadNew);
-            Some(Record::Thread(ThreadEvent {
-                tid: r.pid,
-                ns_tid: r.aux,
-                ns_pid: r.id as u32,
-                name: c_string(&r.name),
-                at_ns: r.end_ns,
-                created_by: new.then_some(r.detail as u32),
-                sched: (!new).then_some((r.detail, u64::from(r.victim) << 32 | u64::from(r.flags))),
-            }))
-        }
+        Kind::ThreadNew => thread_event(
+            r,
+            ThreadChange::Created {
+                by: r.detail as u32,
+            },
+        ),
+        Kind::ThreadExit => thread_event(
+            r,
+            ThreadChange::Exited {
+                sched: (r.detail, u64::from(r.victim) << 32 | u64::from(r.flags)),
+            },
+        ),
+        Kind::ThreadExec => thread_event(
+            r,
+            ThreadChange::Exec {
+                old_tid: r.detail as u32,
+            },
+        ),
     }
+}
+
+/// A watched thread's record: its ids, name and time, and what happened to it.
+fn thread_event(r: &js_record, change: ThreadChange) -> Option<Record> {
+    Some(Record::Thread(ThreadEvent {
+        tid: r.pid,
+        ns_tid: r.aux,
+        ns_pid: r.id as u32,
+        name: c_string(&r.name),
+        at_ns: r.end_ns,
+        change,
+    }))
 }
 
 /// The context a cause was sent from (its `JS_F_FROM_*` flags) and what was open there: the
@@ -484,13 +503,26 @@ mod tests {
         };
         let wait = (1u64 << 32) + u64::from(5_000_000_000u64 as u32);
         assert_eq!((e.tid, e.ns_tid, e.ns_pid), (900, 12, 5));
-        assert_eq!((e.created_by, e.sched), (None, Some((7_000_000_000, wait))));
+        assert_eq!(
+            e.change,
+            ThreadChange::Exited {
+                sched: (7_000_000_000, wait)
+            }
+        );
         let mut r = rec(Kind::ThreadNew, 0);
         (r.pid, r.detail) = (901, 900);
         let Some(Record::Thread(e)) = decode(&r, &mut syms) else {
             panic!()
         };
-        assert_eq!((e.created_by, e.sched), (Some(900), None));
+        assert_eq!(e.change, ThreadChange::Created { by: 900 });
+        // An exec beside the main thread: its new id in `pid`, the one it had in `detail`.
+        let mut r = rec(Kind::ThreadExec, 0);
+        (r.pid, r.detail, r.aux, r.id) = (77, 903, 5, 77 << 32 | 5);
+        let Some(Record::Thread(e)) = decode(&r, &mut syms) else {
+            panic!()
+        };
+        assert_eq!((e.tid, e.ns_tid, e.ns_pid), (77, 5, 5));
+        assert_eq!(e.change, ThreadChange::Exec { old_tid: 903 });
     }
 
     #[test]

@@ -16,6 +16,7 @@ use std::path::Path;
 use anyhow::Result;
 
 use super::{Console, Shown};
+use crate::attribution::watch::AccountId;
 use crate::live::frontend::PlainLines;
 use crate::model::{Cpu, Ended, Nanos};
 use crate::report::files::OutputDir;
@@ -71,13 +72,29 @@ pub(super) struct Watched {
     /// The cgroup followed for new threads (`--cgroup`, `--container`): its path.
     cgroup: Option<String>,
     child: Option<std::process::Child>,
-    /// Kernel tid → (pid, tid) as the user sees them, and the last schedstat read.
-    pub(super) ids: std::collections::BTreeMap<u32, ThreadIds>,
+    /// Each thread's (pid, tid) as the user sees them, and the last schedstat read, by its
+    /// account in the book (a kernel tid can be two threads' in one watch: see
+    /// `attribution::watch::AccountId`).
+    pub(super) ids: std::collections::BTreeMap<AccountId, ThreadIds>,
     /// How many of `ids` exited (every one gone ends the watch: counted as they go, not
     /// looked for at every turn).
     pub(super) exited: usize,
     /// Threads of the target found at the start that did not fit the probes' thread map.
     pub(super) left_out: u64,
+}
+
+impl Watched {
+    /// The thread of account `id` exited (`sched`: its schedstat then, when the kernel's
+    /// record of its exit gave it); counted once.
+    pub(super) fn exit(&mut self, id: AccountId, sched: Option<(Nanos, Nanos)>) {
+        let Some(ids) = self.ids.get_mut(&id) else {
+            return;
+        };
+        ids.last = sched.or(ids.last);
+        if !std::mem::replace(&mut ids.exited, true) {
+            self.exited += 1;
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default)]

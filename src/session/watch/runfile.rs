@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::source::{Watching, WORDS};
 use super::{ThreadIds, WatchPlan};
-use crate::attribution::watch::{InterruptionKind, ThreadAccount, JOIN_NS};
+use crate::attribution::watch::{AccountId, InterruptionKind, ThreadAccount, JOIN_NS};
 use crate::model::{Cpu, Nanos, ThreadRole};
 use crate::probe::ProbeSummary;
 use crate::report::advice::{Machine, Tracer};
@@ -15,8 +15,8 @@ use crate::report::files::{OutputDir, OutputError};
 use crate::report::hgrm;
 use crate::report::metrics::MetricsFile;
 use crate::report::runfile::{
-    Coverage, DelayStats, KindTotal, Lost, Mode, Overhead, RunFile, RunInfo, Settings, ThreadEntry,
-    WatchInfo, WatchedContainer, SCHEMA,
+    Coverage, DelayStats, KindTotal, Lost, Mode, Overhead, RunFile, RunInfo, Settings, StallEntry,
+    ThreadEntry, WatchInfo, WatchedContainer, SCHEMA,
 };
 use crate::session::record::EndReason;
 use crate::session::source::{StoppedSource, Words};
@@ -69,20 +69,29 @@ impl StoppedSource for WatchStopped {
     }
 }
 
-/// Each thread's two .hgrm files (interruptions, wake-up delays), by kernel tid.
+/// Each thread's two .hgrm files (interruptions, wake-up delays), by account. Two threads
+/// of one name and id (one exited, another took its id) get a file each: the later one's
+/// name ends in `-2` (`-3`, …).
 fn write_hgrms(
     plan: &WatchPlan,
     s: &Watching,
     error: &mut Option<OutputError>,
-) -> BTreeMap<u32, Vec<String>> {
+) -> BTreeMap<AccountId, Vec<String>> {
     let mut out = BTreeMap::new();
-    for t in s.book.threads.values() {
+    let mut taken = std::collections::HashSet::new();
+    for t in s.book.threads() {
         let mut names = Vec::new();
+        let mut base = format!("{}.{}-{}", s.stem, safe(&t.name), t.ns_tid);
+        let mut n = 1;
+        while !taken.insert(base.clone()) {
+            n += 1;
+            base = format!("{}.{}-{}-{n}", s.stem, safe(&t.name), t.ns_tid);
+        }
         for (kind, h) in [("interruptions", &t.interruptions), ("wakeups", &t.wakeups)] {
             if h.is_empty() {
                 continue;
             }
-            let name = format!("{}.{}-{}.{kind}.hgrm", s.stem, safe(&t.name), t.ns_tid);
+            let name = format!("{base}.{kind}.hgrm");
             match plan
                 .output
                 .write(&name, hgrm::percentile_distribution(h, 1000.0).as_bytes())
@@ -93,7 +102,7 @@ fn write_hgrms(
                 }
             }
         }
-        out.insert(t.tid, names);
+        out.insert(t.id, names);
     }
     out
 }
@@ -192,14 +201,14 @@ fn thread_entry(
     }
 }
 
-fn run_file(w: &WatchStopped, files: &BTreeMap<u32, Vec<String>>) -> RunFile {
+fn run_file(w: &WatchStopped, files: &BTreeMap<AccountId, Vec<String>>) -> RunFile {
     let (plan, s, p, stop_ns) = (&w.plan, &w.s, &w.summary, w.stop_ns);
     let online = crate::system::cpus::Topology::read().online;
     // Advice is about the CPUs the watched threads ran on, not every CPU watched.
     let ran_on: std::collections::BTreeSet<Cpu> = s
         .book
-        .threads
-        .values()
+        .threads()
+        .into_iter()
         .flat_map(|t| t.cpus.iter().copied())
         .collect();
     let machine = Machine {
@@ -260,39 +269,16 @@ fn run_file(w: &WatchStopped, files: &BTreeMap<u32, Vec<String>>) -> RunFile {
         }),
         threads: s
             .book
-            .threads
-            .values()
+            .threads()
+            .into_iter()
             .map(|t| {
-                let f = files.get(&t.tid).cloned().unwrap_or_default();
-                thread_entry(t, s.watched.ids.get(&t.tid), &machine, s.record_from, f)
+                let f = files.get(&t.id).cloned().unwrap_or_default();
+                thread_entry(t, s.watched.ids.get(&t.id), &machine, s.record_from, f)
             })
             .collect(),
         histograms: Vec::new(),
         stall_summary: s.attr.book.totals().into(),
-        stalls: s
-            .attr
-            .book
-            .worst()
-            .into_iter()
-            .map(|v| {
-                let mut e = stall_entry(v, true);
-                if let ThreadRole::Watched(ktid) = v.stall.thread {
-                    let t = s.book.threads.get(&ktid);
-                    let kind = s.book.kind_of(&v.stall).map_or("", |k| k.as_str());
-                    e.thread = format!(
-                        "{}[{}]{}",
-                        t.map_or("thread", |t| t.name.as_str()),
-                        t.map_or(ktid, |t| t.ns_tid),
-                        if kind.is_empty() {
-                            String::new()
-                        } else {
-                            format!(" ({kind})")
-                        }
-                    );
-                }
-                e
-            })
-            .collect(),
+        stalls: worst_stalls(s),
         culprits: s
             .attr
             .ranking
@@ -313,11 +299,40 @@ fn run_file(w: &WatchStopped, files: &BTreeMap<u32, Vec<String>>) -> RunFile {
     }
 }
 
+/// The worst interruptions, each named by the thread that had its kernel tid when it began
+/// (another may have it since) and by its kind.
+fn worst_stalls(s: &Watching) -> Vec<StallEntry> {
+    s.attr
+        .book
+        .worst()
+        .into_iter()
+        .map(|v| {
+            let mut e = stall_entry(v, true);
+            if let ThreadRole::Watched(ktid) = v.stall.thread {
+                let held = s.book.holder(ktid, v.stall.start_ns);
+                let t = held.map(|id| s.book.thread(id));
+                let kind = s.book.kind_of(&v.stall).map_or("", |k| k.as_str());
+                e.thread = format!(
+                    "{}[{}]{}",
+                    t.map_or("thread", |t| t.name.as_str()),
+                    t.map_or(ktid, |t| t.ns_tid),
+                    if kind.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({kind})")
+                    }
+                );
+            }
+            e
+        })
+        .collect()
+}
+
 /// Every CPU a watched thread ran on, in order.
 fn watched_cpus(book: &crate::attribution::watch::WatchBook) -> Vec<crate::model::Cpu> {
     let mut cpus: Vec<_> = book
-        .threads
-        .values()
+        .threads()
+        .into_iter()
         .flat_map(|t| t.cpus.iter().copied())
         .collect();
     cpus.sort_unstable();

@@ -18,7 +18,7 @@ use crate::attribution::watch::WatchBook;
 use crate::live::frontend::Needs;
 use crate::live::model::ConsumerView;
 use crate::live::LiveModel;
-use crate::model::Nanos;
+use crate::model::{Nanos, ThreadChange, ThreadEvent};
 use crate::platform::clock::monotonic_ns;
 use crate::platform::pace::Pacer;
 use crate::probe::decode::Record;
@@ -225,13 +225,13 @@ impl StallSource for WatchSource {
 /// in (`podman exec`) is named by the runtime at its move (`runc:[2:INIT]`) and by what it ran
 /// after (its exec).
 fn names_now(plan: &WatchPlan, s: &mut Watching) {
-    for (ktid, ids) in &s.watched.ids {
+    for (&id, ids) in &s.watched.ids {
         if ids.exited {
             continue;
         }
         let name = target::comm_of(&plan.proc_root, ids.pid, ids.tid);
-        if let Some(t) = s.book.threads.get_mut(ktid).filter(|_| !name.is_empty()) {
-            t.name = name;
+        if !name.is_empty() {
+            s.book.thread_mut(id).name = name;
         }
     }
 }
@@ -277,8 +277,8 @@ pub(super) fn rewrite_metrics(
         consumers: Vec::new(),
         threads: s
             .book
-            .threads
-            .values()
+            .threads()
+            .into_iter()
             .map(|t| ThreadSeries {
                 tid: t.tid,
                 name: &t.name,
@@ -402,17 +402,27 @@ fn take(plan: &WatchPlan, s: &mut Watching, batch: &mut Vec<Record>) {
     }
 }
 
-fn thread_event(plan: &WatchPlan, s: &mut Watching, e: &crate::model::ThreadEvent) {
+/// A thread created, exited or exec'd: the book's accounts, then the ids and schedstat the
+/// session keeps of each (by account: a kernel tid can be two threads' in one watch).
+fn thread_event(plan: &WatchPlan, s: &mut Watching, e: &ThreadEvent) {
     // The process of a thread of any process (a cgroup's), from the record itself.
     let pid = match e.ns_pid {
         0 => s.watched.follow.map_or(0, |f| f.1),
         pid => pid,
     };
-    s.book.thread_event(e, pid);
-    match e.created_by {
-        Some(_) => {
+    let applied = s.book.thread_event(e, pid);
+    // An account that gave up its id to another thread is an exited thread's (an exec
+    // beside the main thread: the kernel ended that one first).
+    if let Some(retired) = applied.retired {
+        s.watched.exit(retired, None);
+    }
+    let Some(id) = applied.thread else {
+        return;
+    };
+    match e.change {
+        ThreadChange::Created { .. } => {
             let ss = target::schedstat(&plan.proc_root, pid, e.ns_tid);
-            s.watched.ids.entry(e.tid).or_insert(ThreadIds {
+            s.watched.ids.entry(id).or_insert(ThreadIds {
                 pid,
                 tid: e.ns_tid,
                 first: ss,
@@ -420,12 +430,14 @@ fn thread_event(plan: &WatchPlan, s: &mut Watching, e: &crate::model::ThreadEven
                 exited: false,
             });
         }
-        None => {
-            if let Some(ids) = s.watched.ids.get_mut(&e.tid).filter(|i| !i.exited) {
-                ids.exited = true;
-                ids.last = e.sched.or(ids.last);
-                s.watched.exited += 1;
-            }
+        ThreadChange::Exited { sched } => s.watched.exit(id, Some(sched)),
+        // The same thread under its new id: its schedstat goes on from the one read before.
+        ThreadChange::Exec { .. } => {
+            let ids = s.watched.ids.entry(id).or_insert(ThreadIds {
+                pid,
+                ..ThreadIds::default()
+            });
+            ids.tid = e.ns_tid;
         }
     }
 }
@@ -438,10 +450,8 @@ fn write_intervals(s: &mut Watching, from: Nanos, now: Nanos, n: u64) {
     let mut touched = std::mem::take(&mut s.book.touched);
     // The .hlog's tags of one interval in the threads' order.
     touched.sort_unstable();
-    for tid in &touched {
-        let Some(t) = s.book.threads.get_mut(tid) else {
-            continue;
-        };
+    for &id in &touched {
+        let t = s.book.thread_mut(id);
         t.interval_touched = false;
         while t
             .interval_max
@@ -502,8 +512,8 @@ fn update_live(live: &mut LiveModel, s: &Watching, now: Nanos, intervals: u64) {
     live.lost = s.attr.lost_records;
     live.consumers = s
         .book
-        .threads
-        .values()
+        .threads()
+        .into_iter()
         .map(|t| ConsumerView {
             name: format!("{}[{}]", t.name, t.ns_tid),
             cpu: t.cpus.last().copied().unwrap_or(0),

@@ -83,7 +83,7 @@ pub(super) fn start(plan: &WatchPlan, found: Vec<Found>, out: &mut Console) -> R
         let again = session.list_tasks()?;
         let late: Vec<&TaskRow> = again
             .iter()
-            .filter(|r| r.kernel_tgid == tgid && !watched.ids.contains_key(&r.kernel_tid))
+            .filter(|r| r.kernel_tgid == tgid && book.current(r.kernel_tid).is_none())
             .collect();
         add_rows(&session, &mut watched, &mut book, &late, plan, now, out)?;
     }
@@ -233,10 +233,10 @@ fn add_rows(
         .filter(|r| !left_out.contains(&r.kernel_tid))
         .collect();
     for r in rows {
-        book.add_thread(r.kernel_tid, r.tid, r.pid, &r.comm, now);
+        let id = book.add_thread(r.kernel_tid, r.tid, r.pid, &r.comm, now);
         let ss = target::schedstat(&plan.proc_root, r.pid, r.tid);
         watched.ids.insert(
-            r.kernel_tid,
+            id,
             ThreadIds {
                 pid: r.pid,
                 tid: r.tid,
@@ -251,8 +251,8 @@ fn add_rows(
 
 fn banner(plan: &WatchPlan, w: &Watched, book: &WatchBook, out: &mut Console) -> Result<()> {
     let names: Vec<String> = book
-        .threads
-        .values()
+        .threads()
+        .into_iter()
         .map(|t| format!("{}[{}]", t.name, t.ns_tid))
         .collect();
     writeln!(
