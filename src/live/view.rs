@@ -5,10 +5,10 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 
 use ratatui::buffer::Buffer;
-use ratatui::layout::{Constraint, Direction, Layout, Rect};
+use ratatui::layout::{Constraint, Direction, Flex, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Sparkline, Table, Widget};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph, Sparkline, Widget};
 use ratatui::Frame;
 
 use super::model::{ConsumerView, CulpritRow, LiveModel};
@@ -208,12 +208,12 @@ pub fn draw_paced(area: Rect, c: &mut Canvas, m: &LiveModel) {
     c.done(m.help);
 }
 
-/// Lines, one to a row of `area` and a piece each (a `Paragraph` of them, drawn a line at a
-/// time).
+/// Lines, one to a row of `area` and a piece each (drawn as lines, not as a `Paragraph`: a
+/// paragraph's line truncator is more code to find cold at the first piece of each frame).
 fn draw_lines(c: &mut Canvas, lines: Vec<Line<'static>>, area: Rect) {
     for (n, line) in lines.into_iter().take(area.height as usize).enumerate() {
         let at = row_of(area, n);
-        c.piece(key(&line), at, |buf| Paragraph::new(line).render(at, buf));
+        c.piece(key(&line), at, |buf| line.render(at, buf));
     }
 }
 
@@ -310,16 +310,53 @@ fn draw_consumers(c: &mut Canvas, m: &LiveModel, area: Rect) {
     }
 }
 
-/// Rows of a table drawn in one piece, at most: a table is drawn in slices of this many rows
-/// (the same columns, so the slices line up), each a piece of its own for the pacer.
-const TABLE_ROWS_PER_PIECE: usize = 1;
+/// A table's row: its cells' text, one to a column, over the row's style.
+#[derive(Debug, Clone, Hash)]
+struct TableRow {
+    cells: Vec<Line<'static>>,
+    style: Style,
+}
 
-/// A bordered table: the block, the header, then its rows `TABLE_ROWS_PER_PIECE` at a time.
+impl TableRow {
+    fn new<T: Into<Line<'static>>>(cells: impl IntoIterator<Item = T>) -> Self {
+        TableRow {
+            cells: cells.into_iter().map(Into::into).collect(),
+            style: Style::default(),
+        }
+    }
+
+    fn style(self, style: Style) -> Self {
+        TableRow { style, ..self }
+    }
+
+    /// The row over `at` (one line high), its cells in `columns` (x from `at`'s left).
+    fn render(&self, at: Rect, columns: &[Rect], buf: &mut Buffer) {
+        buf.set_style(at, self.style);
+        for (cell, column) in self.cells.iter().zip(columns) {
+            let cell_at = Rect::new(at.x + column.x, at.y, column.width, 1).intersection(at);
+            cell.render(cell_at, buf);
+        }
+    }
+}
+
+/// Where the columns of a table `width` wide lie, from its left: as ratatui's `Table` lays
+/// them out (from the start, a space between two). Laid out over one area whatever row is
+/// drawn, the layout is the layout cache's after the first frame: a `Table` drawn over each
+/// row's own area solves its constraints for every row position it has not seen (over 100 µs
+/// a row, `scripts/bench.sh`'s longest own slice under tmux).
+fn columns(widths: &[Constraint], width: u16) -> std::rc::Rc<[Rect]> {
+    Layout::horizontal(widths.iter().copied())
+        .flex(Flex::Start)
+        .spacing(1)
+        .split(Rect::new(0, 0, width, 1))
+}
+
+/// A bordered table: the block, the header, then its rows, a row a piece.
 fn draw_table(
     c: &mut Canvas,
     title: String,
-    header: Row<'static>,
-    rows: &mut dyn Iterator<Item = Row<'static>>,
+    header: TableRow,
+    rows: &mut dyn Iterator<Item = TableRow>,
     widths: &[Constraint],
     area: Rect,
 ) {
@@ -327,26 +364,17 @@ fn draw_table(
     if inner.height == 0 {
         return;
     }
+    let columns = columns(widths, inner.width);
     let at = row_of(inner, 0);
     c.piece(key(&(&header, widths)), at, |buf| {
-        Table::new(Vec::<Row>::new(), widths.iter().copied())
-            .header(header)
-            .render(at, buf)
+        header.render(at, &columns, buf)
     });
     let shown = inner.height.saturating_sub(1) as usize;
-    let mut rows = rows.take(shown).peekable();
-    let mut first = 0;
-    while rows.peek().is_some() {
-        // The rows are made as they are drawn: only a piece's rows in a piece.
-        let slice: Vec<Row> = rows.by_ref().take(TABLE_ROWS_PER_PIECE).collect();
-        let at = Rect {
-            y: inner.y + 1 + first as u16,
-            height: slice.len() as u16,
-            ..inner
-        };
-        first += slice.len();
-        c.piece(key(&(&slice, widths)), at, |buf| {
-            Table::new(slice, widths.iter().copied()).render(at, buf)
+    // The rows are made as they are drawn: only a piece's row in a piece.
+    for (n, row) in rows.take(shown).enumerate() {
+        let at = row_of(inner, n + 1);
+        c.piece(key(&(&row, widths)), at, |buf| {
+            row.render(at, &columns, buf)
         });
     }
 }
@@ -393,7 +421,7 @@ const PERCENTILE_WIDTHS: [Constraint; 3] = [
 
 fn draw_percentiles(canvas: &mut Canvas, c: &ConsumerView, watch: bool, area: Rect) {
     let keys = ["50", "90", "99", "99.9", "99.99"];
-    let mut rows: Vec<Row> = keys
+    let mut rows: Vec<TableRow> = keys
         .iter()
         .map(|k| {
             let label = PERCENTILES.iter().find(|p| p.0 == *k).map_or(*k, |p| p.1);
@@ -403,11 +431,7 @@ fn draw_percentiles(canvas: &mut Canvas, c: &ConsumerView, watch: bool, area: Re
                     .map(fmt_ns)
                     .unwrap_or_else(|| "–".into())
             };
-            Row::new(vec![
-                Cell::from(label.to_string()),
-                Cell::from(get(&c.interval)),
-                Cell::from(get(&c.total)),
-            ])
+            TableRow::new([label.to_string(), get(&c.interval), get(&c.total)])
         })
         .collect();
     let max = |s: &Option<crate::summary::Summary>| {
@@ -420,12 +444,12 @@ fn draw_percentiles(canvas: &mut Canvas, c: &ConsumerView, watch: bool, area: Re
     let interval_max = (c.interval.as_ref().map(|s| s.max))
         .or(c.max_history.back().copied())
         .map_or_else(|| "–".into(), fmt_ns);
-    rows.push(Row::new(vec![
-        Cell::from("max"),
-        Cell::from(interval_max),
-        Cell::from(max(&c.total)),
+    rows.push(TableRow::new([
+        "max".to_string(),
+        interval_max,
+        max(&c.total),
     ]));
-    let header = Row::new(vec![
+    let header = TableRow::new([
         if watch { "interrupt" } else { "transit" },
         "last 1s",
         "since start",
@@ -499,7 +523,7 @@ const CULPRIT_WIDTHS: [Constraint; 8] = [
 
 /// The culprits' block, its header and its rows, a slice of rows at a time.
 fn draw_culprits(c: &mut Canvas, m: &LiveModel, area: Rect) {
-    let header = Row::new(vec![
+    let header = TableRow::new([
         "class", "how", "culprit", "count", "total", "max", "last", "share",
     ])
     .style(Style::default().add_modifier(Modifier::BOLD));
@@ -514,7 +538,7 @@ fn draw_culprits(c: &mut Canvas, m: &LiveModel, area: Rect) {
     );
 }
 
-fn culprit_row(c: &CulpritRow) -> Row<'static> {
+fn culprit_row(c: &CulpritRow) -> TableRow {
     let what = if c.detail.is_empty() {
         c.name.clone()
     } else {
@@ -525,15 +549,15 @@ fn culprit_row(c: &CulpritRow) -> Row<'static> {
         Tone::Faint => Style::default().fg(Color::DarkGray),
         Tone::Normal => Style::default(),
     };
-    Row::new(vec![
-        Cell::from(c.class.as_str()),
-        Cell::from(c.how()),
-        Cell::from(what),
-        Cell::from(c.count.to_string()),
-        Cell::from(fmt_ns(c.total_ns)),
-        Cell::from(fmt_ns(c.max_ns)),
-        Cell::from(format!("+{:.1}s", c.last_seen_ns as f64 / 1e9)),
-        Cell::from(format!("{:.0}%", c.share * 100.0)),
+    TableRow::new([
+        Line::from(c.class.as_str()),
+        Line::from(c.how()),
+        Line::from(what),
+        Line::from(c.count.to_string()),
+        Line::from(fmt_ns(c.total_ns)),
+        Line::from(fmt_ns(c.max_ns)),
+        Line::from(format!("+{:.1}s", c.last_seen_ns as f64 / 1e9)),
+        Line::from(format!("{:.0}%", c.share * 100.0)),
     ])
     .style(style)
 }
