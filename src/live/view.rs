@@ -32,15 +32,22 @@ pub fn draw(f: &mut Frame, m: &LiveModel) {
     );
 }
 
-/// What each piece of the screen was drawn from in the frame before, by its area.
+/// What each piece of the screen was drawn from in the frame before, by its area; and what
+/// of the frame just drawn can differ from the one before.
 #[derive(Debug, Default)]
 pub struct Drawn {
     before: HashMap<Rect, u64>,
     now: HashMap<Rect, u64>,
+    /// The frame's areas that can differ from the frame before: the pieces drawn (not
+    /// copied), and those of the frame before that this one has not (blank now).
+    pub fresh: Vec<Rect>,
+    /// Something was drawn over the pieces (the help, the minimal layout): any cell can
+    /// differ, in this frame and in the next.
+    pub overdrawn: bool,
 }
 
 /// Where a frame is drawn, a piece at a time: a line of text, a band of a block's border, a
-/// row of a table, a band of the chart's columns. `pace` is called between two pieces (each
+/// row of a table, a band of the chart's columns. `pace` is called before each piece (each
 /// is a piece of its own for the pacer of a collector that shares a measured CPU). A piece
 /// drawn from what it was drawn from in the frame before, over the same area, is copied
 /// from that frame's buffer (`previous`) rather than drawn again: copying a cell is a
@@ -51,7 +58,6 @@ pub struct Canvas<'a> {
     previous: Option<&'a Buffer>,
     drawn: &'a mut Drawn,
     pace: &'a mut dyn FnMut(),
-    pieces: usize,
 }
 
 impl<'a> Canvas<'a> {
@@ -67,12 +73,12 @@ impl<'a> Canvas<'a> {
             drawn.before.clear();
         }
         drawn.now.clear();
+        drawn.fresh.clear();
         Canvas {
             buf,
             previous,
             drawn,
             pace,
-            pieces: 0,
         }
     }
 
@@ -97,10 +103,9 @@ impl<'a> Canvas<'a> {
         block: Option<Rect>,
         draw: impl FnOnce(&mut Buffer),
     ) {
-        if self.pieces > 0 {
-            (self.pace)();
-        }
-        self.pieces += 1;
+        // The first piece too: what the frame did before it (the terminal's size, the
+        // layout, the header's text) is cold work of its own.
+        (self.pace)();
         let area = area.intersection(self.buf.area);
         match self.previous {
             Some(previous) if self.drawn.before.get(&area) == Some(&key) => {
@@ -114,7 +119,10 @@ impl<'a> Canvas<'a> {
                     }
                 }
             }
-            _ => draw(self.buf),
+            _ => {
+                draw(self.buf);
+                self.drawn.fresh.push(area);
+            }
         }
         self.drawn.now.insert(area, key);
     }
@@ -122,11 +130,16 @@ impl<'a> Canvas<'a> {
     /// The frame is drawn: what it was drawn from is what the next one compares with, unless
     /// something was drawn over the pieces (the help).
     fn done(&mut self, overdrawn: bool) {
+        let drawn = &mut *self.drawn;
+        // Pieces of the frame before over areas this one has not drawn: blank now.
+        let gone = drawn.before.keys().filter(|a| !drawn.now.contains_key(a));
+        drawn.fresh.extend(gone);
         // Swapped, so that both maps keep their room (`new` clears `now`).
-        std::mem::swap(&mut self.drawn.before, &mut self.drawn.now);
+        std::mem::swap(&mut drawn.before, &mut drawn.now);
         if overdrawn {
-            self.drawn.before.clear();
+            drawn.before.clear();
         }
+        drawn.overdrawn = overdrawn;
     }
 }
 

@@ -271,6 +271,7 @@ impl Drainer {
         // with the last step of the glance).
         self.pacer.between();
         glanced(&self.glance, read_all.then_some(began));
+        self.pacer.between();
         gate.spend(own_thread_cpu_ns().saturating_sub(cpu_before));
     }
 

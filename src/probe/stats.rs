@@ -135,7 +135,8 @@ const PROGRAMS_PER_STEP: usize = 4;
 fn costs_of(skel: &JitterscopeSkel, floor: bool, pace: &mut dyn FnMut()) -> Vec<ProgramCost> {
     let mut out = Vec::new();
     for (n, prog) in skel.object().progs().enumerate() {
-        if n % PROGRAMS_PER_STEP == PROGRAMS_PER_STEP - 1 {
+        // From the first: what came before it is not known to have left room.
+        if n % PROGRAMS_PER_STEP == 0 {
             pace();
         }
         // Test runs (js_whoami, the seams) are not the cost of tracing.
