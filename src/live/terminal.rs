@@ -135,7 +135,7 @@ impl<W: Write> Screen<W> {
         };
         let whole = std::mem::replace(&mut self.whole_next, self.drawn.overdrawn);
         match (!whole && !self.drawn.overdrawn)
-            .then(|| changed_in(previous, current, &self.drawn.fresh))
+            .then(|| changed_in(previous, current, &self.drawn.fresh, pace))
             .flatten()
         {
             Some(changed) => {
@@ -172,6 +172,7 @@ fn changed_in<'a>(
     previous: &'a Buffer,
     current: &'a Buffer,
     areas: &[Rect],
+    pace: &mut dyn FnMut(),
 ) -> Option<Vec<(u16, u16, &'a Cell)>> {
     use unicode_width::UnicodeWidthStr;
     let wide = |c: &Cell| c.symbol().len() > 1 && c.symbol().width() > 1;
@@ -188,6 +189,7 @@ fn changed_in<'a>(
                     changed.push((x, y, is));
                 }
             }
+            pace();
         }
     }
     changed.sort_unstable_by_key(|&(x, y, _)| (y, x));

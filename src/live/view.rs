@@ -121,7 +121,11 @@ impl<'a> Canvas<'a> {
             }
             _ => {
                 draw(self.buf);
-                self.drawn.fresh.push(area);
+                match block {
+                    // A band of a border: only its border's cells are its own.
+                    Some(b) => self.drawn.fresh.extend(border_cells(area, b)),
+                    None => self.drawn.fresh.push(area),
+                }
             }
         }
         self.drawn.now.insert(area, key);
@@ -141,6 +145,31 @@ impl<'a> Canvas<'a> {
         }
         drawn.overdrawn = overdrawn;
     }
+}
+
+/// The cells of a block's border (`block`) in its band `area`: the block's top and bottom
+/// rows where the band has them, the left and right columns of the rows between.
+fn border_cells(area: Rect, block: Rect) -> impl Iterator<Item = Rect> {
+    let row = move |y: u16| Rect {
+        y,
+        height: 1,
+        ..area
+    };
+    let top = (area.top() == block.top()).then(|| row(area.top()));
+    let bottom = (area.bottom() == block.bottom() && (top.is_none() || area.height > 1))
+        .then(|| row(area.bottom() - 1));
+    let inner_top = area.top() + u16::from(top.is_some());
+    let inner_bottom = area.bottom() - u16::from(bottom.is_some());
+    let sides = (inner_top < inner_bottom).then(|| {
+        let height = inner_bottom - inner_top;
+        [
+            Rect::new(area.left(), inner_top, 1, height),
+            Rect::new(area.right().saturating_sub(1), inner_top, 1, height),
+        ]
+    });
+    top.into_iter()
+        .chain(bottom)
+        .chain(sides.into_iter().flatten())
 }
 
 /// What a piece is drawn from, as `Canvas::piece` compares it.
@@ -695,4 +724,39 @@ fn draw_minimal(buf: &mut Buffer, m: &LiveModel, area: Rect) {
     }
     lines.push(Line::from("q quit"));
     Paragraph::new(lines).render(area, buf);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_border_bands_own_cells_are_its_borders() {
+        let block = Rect::new(2, 10, 20, 12);
+        let cells = |band: Rect| border_cells(band, block).collect::<Vec<_>>();
+        // The first band: the top row, then the sides of the rows under it.
+        assert_eq!(
+            cells(Rect::new(2, 10, 20, 8)),
+            [
+                Rect::new(2, 10, 20, 1),
+                Rect::new(2, 11, 1, 7),
+                Rect::new(21, 11, 1, 7)
+            ]
+        );
+        // The last band: the bottom row, the sides of the rows above it.
+        assert_eq!(
+            cells(Rect::new(2, 18, 20, 4)),
+            [
+                Rect::new(2, 21, 20, 1),
+                Rect::new(2, 18, 1, 3),
+                Rect::new(21, 18, 1, 3)
+            ]
+        );
+        // A block in one band of two rows: its top and bottom rows, no sides.
+        let flat = Rect::new(0, 0, 5, 2);
+        assert_eq!(
+            border_cells(flat, flat).collect::<Vec<_>>(),
+            [Rect::new(0, 0, 5, 1), Rect::new(0, 1, 5, 1)]
+        );
+    }
 }
