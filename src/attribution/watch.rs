@@ -38,9 +38,8 @@ pub const HISTOGRAM_MAX_NS: Nanos = 3_600_000_000_000;
 /// to the longest duration it was given (at most `HISTOGRAM_MAX_NS`). Each starts at about
 /// 2 KiB and takes 35 KiB for the whole hour, a thread's four 140 KiB: a process's threads
 /// may each hold a long duration (17,000 threads made runnable at once each wait seconds for
-/// a CPU), and at 3 digits the four took 1 MiB at the full range, 18 GiB for 17,000 threads
-/// (`tests/watch_bpf.rs` `threads_made_once_the_thread_map_is_full_are_counted` was killed
-/// for memory). The run's own histograms keep 3 digits.
+/// a CPU), and at 3 digits the four took 1 MiB at the full range, 18 GiB for 17,000 threads.
+/// The run's own histograms keep 3 digits.
 pub fn new_histogram() -> Histogram<u64> {
     Histogram::new(2).expect("2 significant digits are valid")
 }
