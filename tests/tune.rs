@@ -105,6 +105,17 @@ fn every_tuning_action_is_restored_on_sigterm_and_by_restore_after_sigkill() {
     let mut child = start(&journal);
     let during = snapshot();
     assert_ne!(during, before, "nothing changed while tuning was held");
+    // kthreadd refuses a cpuset; the shield gives it the housekeeping CPU by its affinity, or
+    // every kernel thread it forks would start on the cleared CPU.
+    let kthreadd = during.iter().find(|(k, _)| k == "kthreadd CPUs");
+    let cpus = kthreadd
+        .and_then(|(_, v)| v.strip_prefix("Cpus_allowed_list:"))
+        .and_then(|l| jitterscope::system::cpus::parse_kernel_list(l.trim()));
+    assert!(
+        cpus.as_ref()
+            .is_some_and(|c| !c.is_empty() && !c.contains(&1)),
+        "kthreadd under a tune of CPU 1: {kthreadd:?}"
+    );
     assert!(journal.exists());
     // …and back after SIGTERM.
     // SAFETY: signalling our own child by its pid.

@@ -56,19 +56,37 @@ pub fn thread_cpus(tid: u32) -> std::io::Result<Vec<Cpu>> {
 
 /// Restricts the calling thread to `cpus` (used to keep helper threads off measured CPUs).
 pub fn set_current_thread_cpus(cpus: &[Cpu]) -> std::io::Result<()> {
-    // SAFETY: as above.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for &cpu in cpus {
-            if (cpu as usize) < libc::CPU_SETSIZE as usize {
-                libc::CPU_SET(cpu as usize, &mut set);
-            }
-        }
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
+    set_thread_cpus(0, cpus)
+}
+
+/// Restricts thread `tid` (0: the calling thread) to `cpus`.
+pub fn set_thread_cpus(tid: u32, cpus: &[Cpu]) -> std::io::Result<()> {
+    let set = cpu_set(cpus);
+    // SAFETY: `set` is a valid cpu_set_t of the size passed.
+    if unsafe {
+        libc::sched_setaffinity(
+            tid as libc::pid_t,
+            std::mem::size_of::<libc::cpu_set_t>(),
+            &set,
+        )
+    } != 0
+    {
+        return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// The set of `cpus` (those beyond the set's fixed size left out).
+fn cpu_set(cpus: &[Cpu]) -> libc::cpu_set_t {
+    // SAFETY: cpu_set_t is plain data.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &cpu in cpus {
+        if (cpu as usize) < libc::CPU_SETSIZE as usize {
+            // SAFETY: the index is within the set (checked above).
+            unsafe { libc::CPU_SET(cpu as usize, &mut set) };
+        }
+    }
+    set
 }
 
 /// Gives the program `cmd` starts the CPUs in `cpus` (set in the child between fork and
@@ -79,14 +97,8 @@ pub fn spawn_on(
     cpus: &[Cpu],
 ) -> std::io::Result<std::process::Child> {
     use std::os::unix::process::CommandExt;
-    // SAFETY: cpu_set_t is plain data, built here before the fork.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for &cpu in cpus {
-        if (cpu as usize) < libc::CPU_SETSIZE as usize {
-            // SAFETY: the index is within the set (checked above).
-            unsafe { libc::CPU_SET(cpu as usize, &mut set) };
-        }
-    }
+    // Built here, before the fork.
+    let set = cpu_set(cpus);
     // SAFETY: the closure runs between fork and exec, where only async-signal-safe calls
     // are allowed: sched_setaffinity is one system call on the copied set, no allocation.
     unsafe {

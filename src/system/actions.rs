@@ -158,28 +158,59 @@ pub fn shield(t: &mut Tuner, housekeeping: &[Cpu]) -> Result<Outcome, String> {
         .collect();
     let members = input::read_proc_or_error(&back_to, input::PROC_TABLE)
         .map_err(|e| format!("cannot read {back_to}: {e}"))?;
-    let (mut moved, mut stayed) = (0usize, 0usize);
+    let (mut moved, mut stayed, mut pinned) = (0usize, 0usize, Vec::new());
+    let mut out = Outcome::default();
     for pid in members.lines().map(str::trim).filter(|p| !p.is_empty()) {
         if pid == me.to_string() || own.iter().any(|o| o == pid) {
             continue;
         }
-        // Per-CPU kernel threads refuse (EINVAL): they are the ones nohz_full/isolcpus handle.
-        match std::fs::write(format!("{dir}/{tasks}"), pid) {
-            Ok(()) => moved += 1,
-            Err(_) => stayed += 1,
+        if std::fs::write(format!("{dir}/{tasks}"), pid).is_ok() {
+            moved += 1;
+            continue;
+        }
+        // Per-CPU kernel threads refuse (EINVAL, PF_NO_SETAFFINITY): they are the ones
+        // nohz_full/isolcpus handle. kthreadd refuses a cpuset too, yet takes an affinity:
+        // left alone, it and each kernel thread it forks start on the measured CPUs.
+        let Some(pid) = pid.parse::<u32>().ok().filter(|&p| may_set_affinity(p)) else {
+            stayed += 1;
+            continue;
+        };
+        match t.set_affinity(pid, housekeeping) {
+            Ok(()) => pinned.push(pid),
+            Err(e) => out.refused.push(e.to_string()),
         }
     }
-    Ok(Outcome {
-        done: vec![format!(
-            "{moved} tasks shielded into {dir} (CPU {})",
+    out.done.push(format!(
+        "{moved} tasks shielded into {dir} (CPU {})",
+        format_list(housekeeping)
+    ));
+    for pid in pinned {
+        let comm =
+            input::read_proc(format!("/proc/{pid}/comm"), input::PROC_FILE).unwrap_or_default();
+        out.done.push(format!(
+            "{}[{pid}] (cannot join a cpuset) → CPU {} by its affinity",
+            comm.trim(),
             format_list(housekeeping)
-        )],
-        refused: if stayed > 0 {
-            vec![format!(
-                "{stayed} tasks could not move (per-CPU kernel threads)"
-            )]
-        } else {
-            vec![]
-        },
-    })
+        ));
+    }
+    if stayed > 0 {
+        out.refused.push(format!(
+            "{stayed} per-CPU kernel threads stay (the kernel binds them to their CPU)"
+        ));
+    }
+    Ok(out)
+}
+
+/// Whether the kernel lets user space set task `pid`'s CPUs: not for per-CPU kernel threads
+/// (PF_NO_SETAFFINITY in `/proc/PID/stat`'s flags, field 9).
+fn may_set_affinity(pid: u32) -> bool {
+    const PF_NO_SETAFFINITY: u64 = 0x0400_0000;
+    let Some(stat) = input::read_proc(format!("/proc/{pid}/stat"), input::PROC_FILE) else {
+        return false;
+    };
+    // The command name (field 2) may hold spaces and parentheses: count after its last ')'.
+    let flags = stat
+        .rfind(')')
+        .and_then(|i| stat[i + 1..].split_whitespace().nth(6)?.parse::<u64>().ok());
+    flags.is_some_and(|f| f & PF_NO_SETAFFINITY == 0)
 }

@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::platform::input;
+use crate::model::Cpu;
+use crate::platform::{affinity, input};
+use crate::system::cpus::{format_list, parse_kernel_list};
 
 /// The one file jitterscope writes outside its output directory. `/run` is a tmpfs: like the
 /// settings themselves, the journal does not survive a reboot.
@@ -38,6 +40,16 @@ pub enum Change {
         tasks_file: String,
         back_to: String,
     },
+    /// The CPUs a task may run on (`sched_setaffinity`), for a task that cannot join a
+    /// cpuset (kthreadd): put back only while the same task holds the pid (`start`, its
+    /// start time in clock ticks since boot).
+    Affinity {
+        pid: u32,
+        start: u64,
+        comm: String,
+        old: String,
+        new: String,
+    },
 }
 
 impl Change {
@@ -46,6 +58,9 @@ impl Change {
             Change::Write { path, old, .. } => format!("restored {path} to {old}"),
             Change::Cgroup { path, back_to, .. } => {
                 format!("moved the tasks of {path} back to {back_to} and removed it")
+            }
+            Change::Affinity { pid, comm, old, .. } => {
+                format!("gave {comm}[{pid}] back CPU {old}")
             }
         }
     }
@@ -68,6 +83,13 @@ pub enum TuningError {
     #[error("cannot create cgroup {path}: {source}")]
     Cgroup {
         path: String,
+        source: std::io::Error,
+    },
+    #[error("cannot set the CPUs of {comm}[{pid}] to {cpus}: {source}")]
+    Affinity {
+        pid: u32,
+        comm: String,
+        cpus: String,
         source: std::io::Error,
     },
     #[error("cannot write the restore journal {path}: {source}; nothing was changed")]
@@ -241,6 +263,42 @@ impl Tuner {
         Ok(())
     }
 
+    /// Restricts task `pid` to `cpus`, journalling the CPUs it had first (unchanged CPUs are
+    /// not journalled).
+    pub fn set_affinity(&mut self, pid: u32, cpus: &[Cpu]) -> Result<(), TuningError> {
+        let comm = input::read_proc(format!("/proc/{pid}/comm"), input::PROC_FILE)
+            .map(|c| c.trim().to_string())
+            .unwrap_or_default();
+        let fail = |source| TuningError::Affinity {
+            pid,
+            comm: comm.clone(),
+            cpus: format_list(cpus),
+            source,
+        };
+        let old = affinity::thread_cpus(pid).map_err(fail)?;
+        let start =
+            start_time(pid).ok_or_else(|| fail(std::io::Error::from_raw_os_error(libc::ESRCH)))?;
+        if old == cpus {
+            return Ok(());
+        }
+        let change = Change::Affinity {
+            pid,
+            start,
+            comm: comm.clone(),
+            old: format_list(&old),
+            new: format_list(cpus),
+        };
+        let mut pending = self.changes.clone();
+        pending.push(change.clone());
+        self.journal(&pending)?;
+        if let Err(source) = affinity::set_thread_cpus(pid, cpus) {
+            let _ = write_journal(&self.journal, &self.changes);
+            return Err(fail(source));
+        }
+        self.changes.push(change);
+        Ok(())
+    }
+
     pub fn changes(&self) -> &[Change] {
         &self.changes
     }
@@ -287,6 +345,24 @@ fn restore_changes(changes: &[Change]) -> Vec<String> {
                 if let Err(e) = empty_and_remove_cgroup(path, tasks_file, back_to) {
                     failed.push(format!(
                         "could not remove cgroup {path}: {e}; move its tasks to {back_to} and rmdir it by hand"
+                    ));
+                }
+            }
+            Change::Affinity {
+                pid,
+                start,
+                comm,
+                old,
+                ..
+            } => {
+                // A task that ended (or whose pid is another's now) has nothing to put back.
+                if start_time(*pid) != Some(*start) {
+                    continue;
+                }
+                let cpus = parse_kernel_list(old).unwrap_or_default();
+                if let Err(e) = affinity::set_thread_cpus(*pid, &cpus) {
+                    failed.push(format!(
+                        "could not give {comm}[{pid}] back CPU {old}: {e}; set it by hand: taskset -pc {old} {pid}"
                     ));
                 }
             }

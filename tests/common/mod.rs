@@ -484,6 +484,14 @@ pub fn snapshot() -> Vec<(String, String)> {
             std::path::Path::new(&shield).exists().to_string(),
         ));
     }
+    // kthreadd (pid 2) cannot join a cpuset: a shield sets its CPUs instead.
+    let kthreadd = std::fs::read_to_string("/proc/2/status").unwrap_or_default();
+    if let Some(l) = kthreadd
+        .lines()
+        .find(|l| l.starts_with("Cpus_allowed_list:"))
+    {
+        out.push(("kthreadd CPUs".into(), l.to_string()));
+    }
     out
 }
 
