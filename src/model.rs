@@ -426,6 +426,30 @@ impl Who {
         }
     }
 
+    /// The culprit with its pid folded (`ANY_PID`) for a task or a sleeper woken by its
+    /// hrtimer, the culprits that name a pid: one per command name where a bounded list no
+    /// longer tells pids apart. None for any other culprit, and for one already folded.
+    pub fn pid_folded(&self) -> Option<Who> {
+        match self {
+            Who::Task {
+                comm,
+                pid,
+                policy,
+                container,
+            } if *pid != ANY_PID => Some(Who::Task {
+                comm: comm.clone(),
+                pid: ANY_PID,
+                policy: *policy,
+                container: container.clone(),
+            }),
+            Who::Hrtimer {
+                callback: TimerCallback::Wakeup { pid, .. },
+                ..
+            } if *pid != ANY_PID => self.sleeper_folded(),
+            _ => None,
+        }
+    }
+
     /// A kernel name it holds (a comm, an action, a symbol), if any: the first one.
     pub fn text(&self) -> Option<&Text> {
         match self {

@@ -1325,3 +1325,57 @@ fn deciding_in_steps_gives_the_verdicts_of_deciding_at_once() {
     assert_eq!(all.len(), 150);
     assert_eq!(all, steps);
 }
+
+/// A wait behind thousands of runnable threads: every task is counted, each of the 64 that
+/// took the most by its pid, the others folded by command name (no pid), the sums unchanged;
+/// a culprit met again and again in one stall is one share, past the scanned few as before.
+#[test]
+fn a_stall_behind_many_tasks_names_the_longest_and_folds_the_rest_by_name() {
+    let named = jitterscope::attribution::engine::PIDS_NAMED;
+    let mut e = exact();
+    let mut t = 1_000;
+    let mut expect_ns = 0;
+    // Task i (pid 1000 + i) runs i + 1 times for 1 µs each, interleaved: 200 tasks.
+    for round in 0..200u64 {
+        for i in round..200 {
+            let name = format!("worker[{}]", 1000 + i);
+            e.push_interruption(rec(1, C::Task, t, t + 1_000, &name, ""));
+            t += 1_000;
+            expect_ns += 1_000;
+        }
+    }
+    let v = one(&mut e, stall(1, 1_000, t));
+    let tasks: Vec<&Share> = v.culprits.iter().filter(|c| c.class() == C::Task).collect();
+    let pid_of = |c: &Share| match &c.culprit.who {
+        Who::Task { pid, .. } => *pid,
+        other => panic!("not a task: {other:?}"),
+    };
+    let told_apart: Vec<u32> = tasks
+        .iter()
+        .map(|c| pid_of(c))
+        .filter(|&p| p != jitterscope::model::ANY_PID)
+        .collect();
+    assert_eq!(told_apart.len(), named, "{:?}", parts(&v));
+    // The longest: pids 1199 (200 runs) down to 1136 (137 runs), each with all its runs.
+    let mut want: Vec<u32> = (1200 - named as u32..1200).collect();
+    want.reverse();
+    assert_eq!(told_apart, want);
+    for c in &tasks {
+        if pid_of(c) != jitterscope::model::ANY_PID {
+            assert_eq!(c.episodes, pid_of(c) - 1000 + 1, "{c:?}");
+            assert_eq!(c.measured_ns, u64::from(c.episodes) * 1_000);
+        }
+    }
+    let folded: Vec<&&Share> = tasks
+        .iter()
+        .filter(|c| pid_of(c) == jitterscope::model::ANY_PID)
+        .collect();
+    assert_eq!(folded.len(), 1, "{:?}", parts(&v));
+    let rest_runs: u32 = (0..200 - named as u32).map(|i| i + 1).sum();
+    assert_eq!(folded[0].episodes, rest_runs);
+    assert_eq!(folded[0].name(), "worker");
+    let total: u64 = tasks.iter().map(|c| c.measured_ns).sum();
+    assert_eq!(total, expect_ns);
+    // Longest first still.
+    assert!(v.culprits.windows(2).all(|w| w[0].ns() >= w[1].ns()));
+}

@@ -747,6 +747,20 @@ fn threads_made_once_the_thread_map_is_full_are_counted() {
     assert_eq!(run.lost.threads_not_watched, missed, "{}", show(&out));
     let said = format!("{missed} threads of the watched target were not watched");
     assert!(show(&out).contains(&said), "{}", show(&out));
+    // Memory is per thread watched, not per thread × the threads it waited behind: a wait
+    // behind thousands names the 64 longest by pid (`engine::PIDS_NAMED`). Quadratic, this
+    // watch took over 10 GiB, and was killed for memory on a 24 GiB machine.
+    // SAFETY: rusage is plain data, which getrusage fills.
+    let peak_kib = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        assert_eq!(libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage), 0);
+        usage.ru_maxrss as u64
+    };
+    assert!(
+        peak_kib < 6 << 20,
+        "a child of this test (the watch, or the target) peaked at {} MiB",
+        peak_kib >> 10
+    );
 }
 
 /// A watched process whose threads rename themselves once the watch has begun — one with

@@ -89,10 +89,15 @@ impl<T> Chunked<T> {
         match self.chunks.back_mut() {
             Some(last) if last.len() < CHUNK => last.push_back(x),
             _ => {
+                // A first chunk grows as it fills: thousands of these may hold a few
+                // elements each (a watch's recent stalls per thread and CPU).
                 let mut fresh = self
                     .spare
                     .pop()
-                    .unwrap_or_else(|| VecDeque::with_capacity(CHUNK));
+                    .unwrap_or_else(|| match self.chunks.is_empty() {
+                        true => VecDeque::new(),
+                        false => VecDeque::with_capacity(CHUNK),
+                    });
                 fresh.push_back(x);
                 self.chunks.push_back(fresh);
             }

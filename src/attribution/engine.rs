@@ -44,7 +44,7 @@ use crate::model::{
     vector, Cause, CauseKind, Cpu, Culprit, CulpritClass, Interruption, Nanos, OwnIpiWhy, Sender,
     Spike, Stall, StealSample, ThreadRole, Via, Who, WorkItem,
 };
-use crate::platform::fast_hash::FastMap;
+use crate::platform::fast_hash::{FastHasher, FastMap};
 
 /// An undecided spike: (receipt time, arrival number), the spike, (producer CPU, consumer CPU).
 type PendingSpike = ((Nanos, u64), (Spike, Cpu, Cpu));
@@ -774,6 +774,8 @@ impl Engine {
         for r in self.recent.values_mut() {
             left -= r.drop_front_while(left, |v| v.stall.end_ns < keep_from);
         }
+        // A watch's threads come and go by the thousand: their emptied lists go with them.
+        self.recent.retain(|_, r| !r.is_empty());
         for w in self.steal.values_mut() {
             while w.front().is_some_and(|x| x.sample.to_ns < keep_from) {
                 w.pop_front();
@@ -1050,6 +1052,7 @@ fn record_shares(
     per_record: &[RecordTime],
     mut out: Vec<Share>,
 ) -> Vec<Share> {
+    let mut index = ShareIndex::default();
     for (i, t) in per_record.iter().enumerate() {
         let RecordTime {
             measured,
@@ -1069,11 +1072,7 @@ fn record_shares(
             Some((class, who)) => (*class, who),
             None => (r.class, &r.who),
         };
-        // A stall has few culprits: a scan, and names shared once per culprit only.
-        match out
-            .iter()
-            .position(|s| s.culprit.class == class && s.culprit.who == *who)
-        {
+        match index.find(&out, class, who) {
             Some(k) => {
                 let s = &mut out[k];
                 s.measured_ns += measured;
@@ -1090,6 +1089,7 @@ fn record_shares(
                         woke,
                     })
                 });
+                index.add(&out, class, who);
                 out.push(Share {
                     culprit: Culprit {
                         class,
@@ -1107,7 +1107,109 @@ fn record_shares(
         }
     }
     out.sort_by_key(|s| std::cmp::Reverse((s.ns(), s.measured_ns)));
+    fold_pids(&mut out);
     out
+}
+
+/// Where each culprit of a stall is among its shares. Most stalls have a handful, found by a
+/// scan; past `SCANNED` distinct ones (a wait behind thousands of runnable threads has one
+/// per thread), by their hash, so that a stall costs what its records do, not their square.
+#[derive(Default)]
+struct ShareIndex {
+    by_hash: FastMap<u64, usize>,
+}
+
+/// Distinct culprits of a stall looked for by a scan before `ShareIndex` hashes them.
+const SCANNED: usize = 16;
+
+impl ShareIndex {
+    fn hash(class: CulpritClass, who: &Who) -> u64 {
+        use std::hash::{BuildHasher, Hash, Hasher};
+        let mut h = std::hash::BuildHasherDefault::<FastHasher>::default().build_hasher();
+        class.hash(&mut h);
+        who.hash(&mut h);
+        h.finish()
+    }
+
+    fn find(&mut self, out: &[Share], class: CulpritClass, who: &Who) -> Option<usize> {
+        let same = |s: &Share| s.culprit.class == class && s.culprit.who == *who;
+        if out.len() <= SCANNED {
+            return out.iter().position(same);
+        }
+        if self.by_hash.is_empty() {
+            for (i, s) in out.iter().enumerate() {
+                self.by_hash
+                    .entry(Self::hash(s.culprit.class, &s.culprit.who))
+                    .or_insert(i);
+            }
+        }
+        match self.by_hash.get(&Self::hash(class, who)) {
+            Some(&i) if same(&out[i]) => Some(i),
+            // Two culprits whose hashes collide: the second is found by a scan.
+            Some(_) => out.iter().position(same),
+            None => None,
+        }
+    }
+
+    /// Culprit `who` is about to be pushed at `out.len()`.
+    fn add(&mut self, out: &[Share], class: CulpritClass, who: &Who) {
+        if !self.by_hash.is_empty() {
+            self.by_hash
+                .entry(Self::hash(class, who))
+                .or_insert(out.len());
+        }
+    }
+}
+
+/// Culprits naming a pid (tasks, sleepers woken by their hrtimer) a verdict tells apart, the
+/// longest first; the others are folded by command name (`Who::pid_folded`), so that a wait
+/// behind thousands of runnable threads is a verdict of a bounded size, like its timeline
+/// (`MAX_TIMELINE`).
+pub const PIDS_NAMED: usize = 64;
+
+/// Folds the shares naming a pid after the first `PIDS_NAMED` (in `shares`' order, longest
+/// first) into one share per pid-less culprit; the result is in that order again.
+fn fold_pids(shares: &mut Vec<Share>) {
+    let names_pid = |s: &Share| s.culprit.who.pid_folded().is_some();
+    if shares.iter().filter(|s| names_pid(s)).count() <= PIDS_NAMED {
+        return;
+    }
+    let mut named = 0;
+    let mut kept = Vec::with_capacity(PIDS_NAMED * 2);
+    let mut folded: FastMap<Culprit, Share> = FastMap::default();
+    for s in shares.drain(..) {
+        let Some(who) = s.culprit.who.pid_folded().filter(|_| named == PIDS_NAMED) else {
+            named += usize::from(names_pid(&s));
+            kept.push(s);
+            continue;
+        };
+        let key = Culprit {
+            class: s.culprit.class,
+            who,
+        };
+        let f = folded.entry(key.clone()).or_insert_with(|| Share {
+            culprit: key,
+            via: None,
+            measured_ns: 0,
+            inferred_ns: 0,
+            host_ns: 0,
+            episodes: 0,
+            longest_ns: 0,
+            share: 0.0,
+        });
+        f.measured_ns += s.measured_ns;
+        f.inferred_ns += s.inferred_ns;
+        f.host_ns += s.host_ns;
+        f.episodes += s.episodes;
+        f.longest_ns = f.longest_ns.max(s.longest_ns);
+    }
+    kept.extend(folded.into_values());
+    kept.sort_by(|a, b| {
+        (b.ns(), b.measured_ns)
+            .cmp(&(a.ns(), a.measured_ns))
+            .then_with(|| a.culprit.cmp(&b.culprit))
+    });
+    *shares = kept;
 }
 
 /// Frequency changes on the CPU within the window or just before it: named, with no time.

@@ -10,6 +10,9 @@ use super::ranking::Ranking;
 use super::theft::TheftTally;
 use crate::model::{Cause, Cpu, CulpritClass, Interruption, Nanos, Spike, Stall, StealSample};
 
+/// Stalls (and spikes) decided per step at the end of a run.
+const FINISH_STEP: usize = 256;
+
 /// Spikes the live feed keeps between two looks.
 const FRESH_SPIKES: usize = 40;
 
@@ -170,11 +173,9 @@ impl RunAttribution {
 
     /// Decides everything still pending, showing each verdict to `also` first.
     pub fn finish_with(&mut self, also: &mut dyn FnMut(&Verdict)) {
-        for v in self.engine.finish() {
-            also(&v);
-            self.keep(v);
-        }
-        self.keep_spikes();
+        // In steps, each verdict kept (or dropped) before the next step's are made: at the
+        // end of a watch thousands of stalls may still be pending at once.
+        while self.decide_some(Nanos::MAX, FINISH_STEP, also) {}
         self.trim_spikes();
     }
 

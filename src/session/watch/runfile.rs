@@ -25,6 +25,11 @@ use crate::summary::Summary;
 /// Culprits listed per thread.
 const THREAD_CULPRITS: usize = 10;
 
+/// Processes listed per grouped culprit row of a thread (the run-wide rows list
+/// `ranking::PROCESSES_LISTED`): a process may have tens of thousands of threads, each with
+/// its rows, and the run file must stay within what `report` reads (`input::RUN_FILE`).
+const THREAD_PROCESSES_LISTED: usize = 5;
+
 /// A watch once its probes stopped and every interruption was decided.
 pub(super) struct WatchStopped {
     pub(super) plan: WatchPlan,
@@ -195,7 +200,12 @@ fn thread_entry(
             .ranked()
             .into_iter()
             .take(THREAD_CULPRITS)
-            .map(|c| culprit_entry(c, machine))
+            .map(|mut c| {
+                if let Some(p) = &mut c.processes {
+                    p.each.truncate(THREAD_PROCESSES_LISTED);
+                }
+                culprit_entry(c, machine)
+            })
             .collect(),
         files,
     }

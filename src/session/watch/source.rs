@@ -442,6 +442,10 @@ fn thread_event(plan: &WatchPlan, s: &mut Watching, e: &ThreadEvent) {
     }
 }
 
+/// An interval histogram that grew past this range is made anew rather than reset (a
+/// histogram of `watch::new_histogram` holds up to it in 14 KiB, the whole hour in 36 KiB).
+const REGROWN_FROM_NS: Nanos = 1_000_000;
+
 /// Interval `n`'s histograms of each thread interrupted in it (`WatchBook::touched`) into the
 /// .hlog, then reset: an interval's work is that of the threads it touched, not of every
 /// thread watched.
@@ -480,7 +484,14 @@ fn write_intervals(s: &mut Watching, from: Nanos, now: Nanos, n: u64) {
                     s.hlog_error = Some(e);
                 }
             }
-            h.reset();
+            // One grown to a long duration starts small again: the next interval may not
+            // need its range, and thousands of threads each kept one grown (a herd of
+            // threads made runnable at once) would hold tens of KiB each for nothing.
+            if h.high() > REGROWN_FROM_NS {
+                *h = crate::attribution::watch::new_histogram();
+            } else {
+                h.reset();
+            }
         }
     }
     touched.clear();
