@@ -46,6 +46,10 @@ fn main() -> ExitCode {
             if let Some(u) = e.downcast_ref::<UsageError>() {
                 eprintln!("error: {u}");
                 ExitCode::from(2)
+            } else if broken_pipe(&e) {
+                // The reader went (`report run.json | head`): nothing to say, and nowhere
+                // to say it; the status a shell gives a tool that SIGPIPE ended.
+                ExitCode::from(128 + libc::SIGPIPE as u8)
             } else if let Some(i) = e.downcast_ref::<jitterscope::signals::Interrupted>() {
                 eprintln!("{i}");
                 ExitCode::from(jitterscope::signals::exit_code(i.0))
@@ -55,6 +59,14 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// Whether standard output's reader went away (EPIPE, which Rust gets instead of SIGPIPE).
+fn broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 /// Each command with the plain values its flags stand for, writing to standard output.

@@ -961,3 +961,22 @@ fn after_reboot_names_a_file_it_cannot_read() {
         "{stderr}"
     );
 }
+
+/// `report run.json | head -1`: the reader going away ends the report quietly, with the
+/// status a shell gives a tool SIGPIPE ended, not an error message.
+#[test]
+fn a_reader_that_goes_away_ends_the_report_quietly() {
+    let run = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/run_v1.json");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_jitterscope"))
+        .args(["report", run])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The only reading end closed before the report writes: its first write fails (EPIPE).
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(141), "{stderr}");
+    assert_eq!(stderr, "");
+}
