@@ -228,6 +228,14 @@ pub fn read_proc(path: impl AsRef<Path>, limit: Limit) -> Option<String> {
     read_proc_or_error(path, limit).ok()
 }
 
+/// Numeric field `n` of a `/proc/PID/stat` line, numbered as proc(5) numbers them (3: the
+/// state, 9: the flags, 22: the start time). The command name (field 2) may hold spaces and
+/// parentheses: the fields are counted after its last `)`.
+pub fn stat_field(stat: &str, n: usize) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(n.checked_sub(3)?)?.parse().ok()
+}
+
 /// At most `limit` bytes of a `/proc`, sysfs or cgroup file as text (invalid UTF-8
 /// replaced), or the error: the system's (its kind kept: `NotFound` stays `NotFound`), or
 /// one naming the limit.
@@ -374,6 +382,18 @@ impl Read for Waiting {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stat_field_is_counted_after_the_command_names_last_parenthesis() {
+        let stat = "2 (a) b (c)) S 0 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 17 0 0";
+        assert_eq!(stat_field(stat, 4), Some(0));
+        assert_eq!(stat_field(stat, 9), Some(2_129_984));
+        assert_eq!(stat_field(stat, 22), Some(17));
+        assert_eq!(stat_field(stat, 3), None, "the state is no number");
+        assert_eq!(stat_field(stat, 2), None);
+        assert_eq!(stat_field(stat, 99), None);
+        assert_eq!(stat_field("no parenthesis 1 2 3", 4), None);
+    }
 
     const TINY: Limit = Limit {
         bytes: 8,

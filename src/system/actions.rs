@@ -205,12 +205,7 @@ pub fn shield(t: &mut Tuner, housekeeping: &[Cpu]) -> Result<Outcome, String> {
 /// (PF_NO_SETAFFINITY in `/proc/PID/stat`'s flags, field 9).
 fn may_set_affinity(pid: u32) -> bool {
     const PF_NO_SETAFFINITY: u64 = 0x0400_0000;
-    let Some(stat) = input::read_proc(format!("/proc/{pid}/stat"), input::PROC_FILE) else {
-        return false;
-    };
-    // The command name (field 2) may hold spaces and parentheses: count after its last ')'.
-    let flags = stat
-        .rfind(')')
-        .and_then(|i| stat[i + 1..].split_whitespace().nth(6)?.parse::<u64>().ok());
-    flags.is_some_and(|f| f & PF_NO_SETAFFINITY == 0)
+    input::read_proc(format!("/proc/{pid}/stat"), input::PROC_FILE)
+        .and_then(|stat| input::stat_field(&stat, 9))
+        .is_some_and(|f| f & PF_NO_SETAFFINITY == 0)
 }

@@ -140,9 +140,7 @@ fn owner_path(journal: &Path) -> PathBuf {
 /// A process's start time (clock ticks since boot), None when it does not exist.
 fn start_time(pid: u32) -> Option<u64> {
     let stat = input::read_proc(format!("/proc/{pid}/stat"), input::PROC_FILE)?;
-    // The command name (field 2) may hold spaces and parentheses: count after its last ')'.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19)?.parse().ok()
+    input::stat_field(&stat, 22)
 }
 
 /// The live process that holds a journal's changes (a `tune --hold`, a workshop step), if
@@ -219,22 +217,14 @@ impl Tuner {
             old,
             new: value.trim().into(),
         };
-        let mut pending = self.changes.clone();
-        pending.push(change.clone());
-        self.journal(&pending)?;
-        if let Err(source) = std::fs::write(path, value) {
-            // Not made: take it out of the journal again.
-            let _ = write_journal(&self.journal, &self.changes);
-            let hint = hint_for(path, &source);
-            return Err(TuningError::Write {
+        self.journalled(change, || {
+            std::fs::write(path, value).map_err(|source| TuningError::Write {
                 path: path.into(),
                 value: value.into(),
+                hint: hint_for(path, &source),
                 source,
-                hint,
-            });
-        }
-        self.changes.push(change);
-        Ok(())
+            })
+        })
     }
 
     /// Creates a cgroup directory whose tasks go back to `back_to` on restore.
@@ -249,18 +239,12 @@ impl Tuner {
             tasks_file: tasks_file.into(),
             back_to: back_to.into(),
         };
-        let mut pending = self.changes.clone();
-        pending.push(change.clone());
-        self.journal(&pending)?;
-        if let Err(source) = std::fs::create_dir(path) {
-            let _ = write_journal(&self.journal, &self.changes);
-            return Err(TuningError::Cgroup {
+        self.journalled(change, || {
+            std::fs::create_dir(path).map_err(|source| TuningError::Cgroup {
                 path: path.into(),
                 source,
-            });
-        }
-        self.changes.push(change);
-        Ok(())
+            })
+        })
     }
 
     /// Restricts task `pid` to `cpus`, journalling the CPUs it had first (unchanged CPUs are
@@ -288,12 +272,24 @@ impl Tuner {
             old: format_list(&old),
             new: format_list(cpus),
         };
+        self.journalled(change, || {
+            affinity::set_thread_cpus(pid, cpus).map_err(fail)
+        })
+    }
+
+    /// Journals `change`, then makes it (`make`); one that could not be made is taken out of
+    /// the journal again.
+    fn journalled(
+        &mut self,
+        change: Change,
+        make: impl FnOnce() -> Result<(), TuningError>,
+    ) -> Result<(), TuningError> {
         let mut pending = self.changes.clone();
         pending.push(change.clone());
         self.journal(&pending)?;
-        if let Err(source) = affinity::set_thread_cpus(pid, cpus) {
+        if let Err(e) = make() {
             let _ = write_journal(&self.journal, &self.changes);
-            return Err(fail(source));
+            return Err(e);
         }
         self.changes.push(change);
         Ok(())

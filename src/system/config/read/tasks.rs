@@ -72,14 +72,10 @@ fn field<'a>(status: &'a str, key: &str) -> Option<&'a str> {
         .map(str::trim)
 }
 
-/// PF_KTHREAD from `stat` (before 6.x's `Kthread:` line): the flags are the seventh field after
-/// the command name's closing parenthesis.
+/// PF_KTHREAD from `stat`'s flags (field 9), for kernels before 6.x's `Kthread:` line.
 fn stat_kthread(dir: &std::path::Path) -> bool {
     read_capped(&dir.join("stat"), MAX_STATUS_BYTES)
-        .and_then(|stat| {
-            let after = &stat[stat.rfind(')')? + 1..];
-            after.split_whitespace().nth(6)?.parse::<u64>().ok()
-        })
+        .and_then(|stat| crate::platform::input::stat_field(&stat, 9))
         .is_some_and(|flags| flags & PF_KTHREAD != 0)
 }
 
