@@ -106,18 +106,31 @@ impl Frontend for Silent {
     }
 }
 
-/// One progress line a second until `end_ns` (standard output is not a terminal).
+/// How much before its time a line or a frame may still be shown: the collector's turns come
+/// on the drain thread's schedule, not the view's, a few ms either side of it (a turn that
+/// came just early would otherwise leave the view a whole turn late).
+pub const DUE_EARLY_NS: Nanos = 100_000_000;
+
+/// When the next line or frame is due, one was shown at `now`, every `period_ns`.
+fn next_due(now: Nanos, period_ns: Nanos) -> Nanos {
+    now + period_ns - DUE_EARLY_NS.min(period_ns / 2)
+}
+
+/// One progress line every `period_ns` (a second, or the collector's turn when that is
+/// longer) until `end_ns` (standard output is not a terminal).
 pub struct PlainLines {
     next_ns: Nanos,
+    period_ns: Nanos,
     end_ns: Nanos,
     needs: Needs,
 }
 
 impl PlainLines {
-    /// A run's lines, from one second after `record_from_ns` until `end_ns`.
-    pub fn new(record_from_ns: Nanos, end_ns: Nanos) -> Self {
+    /// A run's lines, from one period after `record_from_ns` until `end_ns`.
+    pub fn new(record_from_ns: Nanos, end_ns: Nanos, period_ns: Nanos) -> Self {
         PlainLines {
-            next_ns: record_from_ns + 1_000_000_000,
+            next_ns: next_due(record_from_ns, period_ns),
+            period_ns,
             end_ns,
             needs: Needs::PLAIN_LINE,
         }
@@ -127,7 +140,7 @@ impl PlainLines {
     pub fn watch(from_ns: Nanos, end_ns: Nanos) -> Self {
         PlainLines {
             needs: Needs::PLAIN_WATCH_LINE,
-            ..PlainLines::new(from_ns, end_ns)
+            ..PlainLines::new(from_ns, end_ns, 1_000_000_000)
         }
     }
 }
@@ -141,8 +154,8 @@ impl Frontend for PlainLines {
         self.needs
     }
 
-    fn show(&mut self, _: Nanos, model: &LiveModel, _: &mut Pacer, out: &mut dyn Write) -> Asked {
-        self.next_ns += 1_000_000_000;
+    fn show(&mut self, now: Nanos, model: &LiveModel, _: &mut Pacer, out: &mut dyn Write) -> Asked {
+        self.next_ns = next_due(now, self.period_ns);
         let _ = writeln!(out, "{}", model.plain_line());
         let _ = out.flush();
         Asked::default()
@@ -207,7 +220,8 @@ impl LiveView {
 impl Frontend for LiveView {
     fn due(&self, now: Nanos) -> bool {
         match self.screen {
-            Some(_) => now >= self.next_frame,
+            // A key waiting is answered at once (the view may refresh only every few seconds).
+            Some(_) => now >= self.next_frame || super::terminal::key_waiting(),
             None => self.fallback.due(now),
         }
     }
@@ -231,7 +245,7 @@ impl Frontend for LiveView {
         let Some(term) = self.screen.as_mut() else {
             return self.fallback.show(now, model, pacer, out);
         };
-        self.next_frame = now + self.refresh_ns;
+        self.next_frame = next_due(now, self.refresh_ns);
         let actions = match term.actions() {
             Ok(a) => a,
             Err(e) => {
@@ -263,11 +277,36 @@ mod tests {
 
     #[test]
     fn plain_lines_ask_for_what_their_line_shows() {
-        let run = PlainLines::new(0, 10);
+        let run = PlainLines::new(0, 10, 1);
         assert_eq!(run.needs(), Needs::PLAIN_LINE);
         assert!(!run.needs().feed && !run.needs().run_totals && !run.needs().bpf_cost);
         assert_eq!(run.needs().culprits, 1, "the top culprit");
         // A watch's line shows each thread's interruptions so far.
         assert!(PlainLines::watch(0, 10).needs().run_totals);
+    }
+
+    /// Lines every period, a turn that comes a little early showing its line; the turns
+    /// every three seconds a line each, none skipped or doubled.
+    #[test]
+    fn plain_lines_come_once_a_period_on_turns_a_little_early_or_late() {
+        let s = 1_000_000_000;
+        let mut lines = PlainLines::new(0, 100 * s, 3 * s);
+        let (mut shown, mut out) = (Vec::new(), Vec::new());
+        let model = LiveModel::default();
+        let mut pacer = Pacer::new(false);
+        // Turns every three seconds, each a few ms before or after the last plus three.
+        for (k, jitter) in [-5i64, 4, -3, 0, 6, -6, 2].into_iter().enumerate() {
+            let now = ((k as i64 + 1) * 3 * s as i64 + jitter * 1_000_000) as Nanos;
+            if lines.due(now) {
+                lines.show(now, &model, &mut pacer, &mut out);
+                shown.push(k);
+            }
+            // A turn of a storm a second later shows nothing.
+            assert!(!lines.due(now + s), "turn {k}");
+        }
+        assert_eq!(shown, [0, 1, 2, 3, 4, 5, 6]);
+        assert_eq!(String::from_utf8_lossy(&out).lines().count(), 7);
+        // Nothing after the end.
+        assert!(!lines.due(100 * s));
     }
 }

@@ -8,15 +8,19 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use ratatui::backend::{Backend, CrosstermBackend};
+use ratatui::backend::IntoCrossterm;
 use ratatui::buffer::{Buffer, Cell};
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
-use ratatui::crossterm::terminal::{
-    disable_raw_mode, enable_raw_mode, size as terminal_size, EnterAlternateScreen,
-    LeaveAlternateScreen,
+use ratatui::crossterm::style::{
+    Attribute, SetAttribute, SetBackgroundColor, SetForegroundColor, SetUnderlineColor,
 };
-use ratatui::crossterm::{cursor, execute};
+use ratatui::crossterm::terminal::{
+    disable_raw_mode, enable_raw_mode, size as terminal_size, Clear, ClearType,
+    EnterAlternateScreen, LeaveAlternateScreen,
+};
+use ratatui::crossterm::{cursor, execute, queue};
 use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier};
 
 use super::model::{ConsumerView, CulpritRow, LiveModel};
 use super::view::{self, Canvas, Drawn};
@@ -47,6 +51,11 @@ pub fn action_of(code: KeyCode, modifiers: KeyModifiers) -> Option<Action> {
 
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 
+/// Whether a key (or another terminal event) waits to be read, without waiting for one.
+pub fn key_waiting() -> bool {
+    ACTIVE.load(Ordering::SeqCst) && event::poll(Duration::ZERO).unwrap_or(false)
+}
+
 fn restore() {
     if ACTIVE.swap(false, Ordering::SeqCst) {
         let _ = disable_raw_mode();
@@ -61,7 +70,7 @@ fn restore() {
 /// terminal's reader (which may run on a measured CPU).
 const PIECE_BYTES: usize = 2048;
 
-/// What the view draws, held in memory (ratatui's backend writes here) until the frame is
+/// What the view draws, held in memory (the screen's cells are encoded here) until the frame is
 /// written out in pieces.
 #[derive(Clone, Default)]
 struct Held(Rc<RefCell<Vec<u8>>>);
@@ -78,8 +87,77 @@ impl Write for Held {
 }
 
 /// Changed cells drawn in one piece, at most: a full frame of a large terminal is thousands
-/// of cells, each some tens of ns of escape codes.
-const CELLS_PER_PIECE: usize = 64;
+/// of cells, each a few ns of copying (`encode`).
+const CELLS_PER_PIECE: usize = 256;
+
+/// The style a cell is drawn in: colours (foreground, background, underline) and modifiers.
+type CellStyle = (Color, Color, Color, Modifier);
+
+/// The terminal's own style: what a reset leaves, and what `CrosstermBackend::draw` assumes
+/// at the start of its cells.
+const PLAIN: CellStyle = (Color::Reset, Color::Reset, Color::Reset, Modifier::empty());
+
+/// `cells` (in screen order) as the terminal's escape codes, into `out` (emptied first):
+/// what `CrosstermBackend::draw` writes them as on screen — the cursor moved where a run of
+/// adjacent cells breaks, the style set where it changes, the terminal's style again at the
+/// end. Its draw formats every cell's text through `Print`, which in a profile of the live
+/// view cost as much as drawing the frame; here a cell's text is copied, and a style is set
+/// from a reset, its parts each a code of crossterm's.
+fn encode<'a>(
+    cells: impl Iterator<Item = (u16, u16, &'a Cell)>,
+    out: &mut Vec<u8>,
+) -> std::io::Result<()> {
+    out.clear();
+    let (mut last, mut style) = (None, PLAIN);
+    for (x, y, cell) in cells {
+        if !matches!(last, Some((lx, ly)) if x == lx + 1 && y == ly) {
+            queue!(out, cursor::MoveTo(x, y))?;
+        }
+        last = Some((x, y));
+        let wanted = (cell.fg, cell.bg, cell.underline_color, cell.modifier);
+        if wanted != style {
+            set_style(out, wanted)?;
+            style = wanted;
+        }
+        out.extend_from_slice(cell.symbol().as_bytes());
+    }
+    if style != PLAIN {
+        queue!(out, SetAttribute(Attribute::Reset))?;
+    }
+    Ok(())
+}
+
+/// The codes that take the terminal from any style to `style`: a reset, then each part that
+/// is not the terminal's own.
+fn set_style(out: &mut Vec<u8>, (fg, bg, underline, modifier): CellStyle) -> std::io::Result<()> {
+    queue!(out, SetAttribute(Attribute::Reset))?;
+    let attributes = [
+        (Modifier::BOLD, Attribute::Bold),
+        (Modifier::DIM, Attribute::Dim),
+        (Modifier::ITALIC, Attribute::Italic),
+        (Modifier::UNDERLINED, Attribute::Underlined),
+        (Modifier::SLOW_BLINK, Attribute::SlowBlink),
+        (Modifier::RAPID_BLINK, Attribute::RapidBlink),
+        (Modifier::REVERSED, Attribute::Reverse),
+        (Modifier::HIDDEN, Attribute::Hidden),
+        (Modifier::CROSSED_OUT, Attribute::CrossedOut),
+    ];
+    for (m, a) in attributes {
+        if modifier.contains(m) {
+            queue!(out, SetAttribute(a))?;
+        }
+    }
+    if fg != Color::Reset {
+        queue!(out, SetForegroundColor(fg.into_crossterm()))?;
+    }
+    if bg != Color::Reset {
+        queue!(out, SetBackgroundColor(bg.into_crossterm()))?;
+    }
+    if underline != Color::Reset {
+        queue!(out, SetUnderlineColor(underline.into_crossterm()))?;
+    }
+    Ok(())
+}
 
 /// Rows of a buffer cleared in one piece, at most (a 160-column row is 160 cells to reset).
 const ROWS_PER_RESET: usize = 4;
@@ -90,23 +168,26 @@ const ROWS_PER_RESET: usize = 4;
 /// time, the buffers are swapped and the next one cleared a few
 /// rows at a time, each piece of its own for `pace`. The bytes go to `out`.
 struct Screen<W: Write> {
-    backend: CrosstermBackend<W>,
+    out: W,
     buffers: [Buffer; 2],
     current: usize,
     /// What the pieces of the last frame were drawn from.
     drawn: Drawn,
     /// The frame before was drawn over (the help): this one is compared whole.
     whole_next: bool,
+    /// A piece of changed cells as escape codes (`encode`), kept for its room.
+    encoded: Vec<u8>,
 }
 
 impl<W: Write> Screen<W> {
     fn new(out: W) -> Self {
         Screen {
-            backend: CrosstermBackend::new(out),
+            out,
             buffers: [Buffer::empty(Rect::ZERO), Buffer::empty(Rect::ZERO)],
             current: 0,
             drawn: Drawn::default(),
             whole_next: false,
+            encoded: Vec::new(),
         }
     }
 
@@ -116,7 +197,7 @@ impl<W: Write> Screen<W> {
         if self.buffers[self.current].area != area {
             self.buffers = [Buffer::empty(area), Buffer::empty(area)];
             self.drawn = Drawn::default();
-            self.backend.clear()?;
+            queue!(self.out, Clear(ClearType::All))?;
         }
         let [first, second] = &mut self.buffers;
         let (buffer, previous) = match self.current {
@@ -140,14 +221,16 @@ impl<W: Write> Screen<W> {
         {
             Some(changed) => {
                 for cells in changed.chunks(CELLS_PER_PIECE) {
-                    self.backend.draw(cells.iter().copied())?;
+                    encode(cells.iter().copied(), &mut self.encoded)?;
+                    self.out.write_all(&self.encoded)?;
                     pace();
                 }
             }
             None => {
                 let mut changed = previous.diff_iter(current).peekable();
                 while changed.peek().is_some() {
-                    self.backend.draw(changed.by_ref().take(CELLS_PER_PIECE))?;
+                    encode(changed.by_ref().take(CELLS_PER_PIECE), &mut self.encoded)?;
+                    self.out.write_all(&self.encoded)?;
                     pace();
                 }
             }
@@ -159,7 +242,7 @@ impl<W: Write> Screen<W> {
             rows.iter_mut().for_each(Cell::reset);
             pace();
         }
-        Backend::flush(&mut self.backend)
+        self.out.flush()
     }
 }
 
@@ -179,9 +262,18 @@ fn changed_in<'a>(
     let mut changed = Vec::new();
     for area in areas {
         let area = area.intersection(current.area);
+        if area.is_empty() {
+            continue;
+        }
         for y in area.top()..area.bottom() {
-            for x in area.left()..area.right() {
-                let (was, is) = (&previous[(x, y)], &current[(x, y)]);
+            // The row's cells as slices: indexing cell by cell checked and computed each one's
+            // place, a third of the comparison's time in a profile.
+            let start = current.index_of(area.x, y);
+            let row = start..start + area.width as usize;
+            let cells = previous.content[row.clone()]
+                .iter()
+                .zip(&current.content[row]);
+            for (x, (was, is)) in (area.x..).zip(cells) {
                 if was != is {
                     if wide(was) || wide(is) {
                         return None;
@@ -366,16 +458,24 @@ mod tests {
             .map(|i| CulpritRow {
                 name: format!("kworker/{i}:1"),
                 count: i as u64,
+                // Rows of each tone: red, grey and plain.
+                class: [
+                    CulpritClass::SelfNoise,
+                    CulpritClass::Kworker,
+                    CulpritClass::Task,
+                ][i % 3],
                 ..m.culprits[0].clone()
             })
             .collect();
+        // Lost records: white on red, bold.
+        m.lost = n as u64 % 2;
         m.consumers[0].max_history = (1..=n as u64 * 7).map(|v| v * 1_000).collect();
         m.feed = (0..n).map(|i| format!("spike {i}")).collect();
         m
     }
 
-    /// The text of `m` drawn whole by the view, row by row.
-    fn drawn_whole(m: &LiveModel, area: Rect) -> Vec<String> {
+    /// `m` drawn whole by the view.
+    fn drawn_whole(m: &LiveModel, area: Rect) -> Buffer {
         let mut buf = Buffer::empty(area);
         let (mut drawn, mut pace) = (Drawn::default(), || {});
         view::draw_paced(
@@ -383,8 +483,42 @@ mod tests {
             &mut Canvas::new(&mut buf, None, &mut drawn, &mut pace),
             m,
         );
+        buf
+    }
+
+    /// A buffer's text, row by row.
+    fn text(buf: &Buffer) -> Vec<String> {
+        let area = buf.area;
         (0..area.height)
             .map(|y| (0..area.width).map(|x| buf[(x, y)].symbol()).collect())
+            .collect()
+    }
+
+    /// A colour as a terminal reads the code crossterm writes for it (`38;5;N`: index N).
+    fn on_terminal(c: Color) -> vt100::Color {
+        use ratatui::crossterm::style::Colored;
+        match c {
+            Color::Reset => vt100::Color::Default,
+            c => {
+                let code = Colored::ForegroundColor(c.into_crossterm()).to_string();
+                let index = code.rsplit(';').next().and_then(|n| n.parse().ok());
+                vt100::Color::Idx(index.expect("an indexed colour"))
+            }
+        }
+    }
+
+    /// A cell's style as a terminal shows it: bold, reversed, foreground, background.
+    type Shown = (bool, bool, vt100::Color, vt100::Color);
+
+    fn styles(buf: &Buffer) -> Vec<Shown> {
+        buf.content
+            .iter()
+            .map(|c| {
+                let m = c.modifier;
+                let bold = m.contains(Modifier::BOLD);
+                let reversed = m.contains(Modifier::REVERSED);
+                (bold, reversed, on_terminal(c.fg), on_terminal(c.bg))
+            })
             .collect()
     }
 
@@ -418,12 +552,38 @@ mod tests {
         let size = |n: u16| std::num::NonZeroU16::new(n).unwrap();
         let mut terminal = vt100::Parser::new(size(area.height), size(area.width), 0);
         terminal.process(&held.0.borrow());
-        let shown: Vec<String> = terminal
-            .screen()
-            .rows(0, area.width)
+        let screen = terminal.screen();
+        let shown: Vec<String> = (screen.rows(0, area.width))
             .map(|r| format!("{r:<width$}", width = area.width as usize))
             .collect();
-        assert_eq!(shown, drawn_whole(&model(7), area));
+        let last = drawn_whole(&model(7), area);
+        assert_eq!(shown, text(&last));
+        let shown_styles: Vec<Shown> = (0..area.height)
+            .flat_map(|y| (0..area.width).map(move |x| (x, y)))
+            .map(|(x, y)| {
+                let c = screen.cell(y, x).expect("a cell of the screen");
+                (c.bold(), c.inverse(), c.fgcolor(), c.bgcolor())
+            })
+            .collect();
+        let wanted = styles(&last);
+        assert_eq!(shown_styles, wanted, "every cell's style");
+        for style in [(true, false), (false, true)] {
+            assert!(
+                wanted.iter().any(|s| (s.0, s.1) == style),
+                "{style:?} drawn"
+            );
+        }
+        assert!(
+            wanted.iter().any(|s| s.3 != vt100::Color::Default),
+            "a background"
+        );
+        assert!(
+            wanted
+                .iter()
+                .filter(|s| s.2 != vt100::Color::Default)
+                .count()
+                > 100
+        );
         // Each frame: header, table and chart bands, cell pieces, reset bands.
         assert!(pieces > 9 * 20, "{pieces} pieces in nine frames");
     }

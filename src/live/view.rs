@@ -255,7 +255,67 @@ pub fn draw_paced(area: Rect, c: &mut Canvas, m: &LiveModel) {
 fn draw_lines(c: &mut Canvas, lines: Vec<Line<'static>>, area: Rect) {
     for (n, line) in lines.into_iter().take(area.height as usize).enumerate() {
         let at = row_of(area, n);
-        c.piece(key(&line), at, |buf| line.render(at, buf));
+        c.piece(key(&line), at, |buf| put_line(&line, at, buf));
+    }
+}
+
+/// `line` over `area`, as `Line::render` draws it. A line of characters that are each one
+/// cell and one grapheme (`one_cell`), left-aligned, is written cell by cell: ratatui cuts
+/// the text into graphemes and measures each, most of the cost of a frame in a profile of
+/// the live view, for what is nearly always ASCII, `µ` and `→`.
+fn put_line(line: &Line, area: Rect, buf: &mut Buffer) {
+    let chars = || line.spans.iter().flat_map(|s| s.content.chars());
+    let left = matches!(
+        line.alignment,
+        None | Some(ratatui::layout::Alignment::Left)
+    );
+    if !left || !chars().all(one_cell) {
+        line.render(area, buf);
+        return;
+    }
+    let area = area.intersection(buf.area);
+    if area.is_empty() || chars().next().is_none() {
+        return;
+    }
+    let (mut at, end) = style_row(buf, area, line.style);
+    for span in &line.spans {
+        for ch in span.content.chars() {
+            if at > end {
+                return;
+            }
+            buf.content[at].set_char(ch).set_style(span.style);
+            at += 1;
+        }
+    }
+}
+
+/// `style` over the first row of `area` (not empty, inside `buf`), as `Buffer::set_style`
+/// sets it (the default style sets nothing); returns where the row's cells begin and end
+/// in `buf.content`.
+fn style_row(buf: &mut Buffer, area: Rect, style: Style) -> (usize, usize) {
+    let (first, last) = (
+        buf.index_of(area.x, area.y),
+        buf.index_of(area.right() - 1, area.y),
+    );
+    if style != Style::default() {
+        buf.content[first..=last].iter_mut().for_each(|c| {
+            c.set_style(style);
+        });
+    }
+    (first, last)
+}
+
+/// A character that is a grapheme of its own, one cell wide, whatever follows it: printable
+/// ASCII, and the Latin letters, general punctuation and arrows the view's text uses (`µ`,
+/// `–`, `→`) — none of them a mark or joiner that combines with a neighbour.
+fn one_cell(ch: char) -> bool {
+    use unicode_width::UnicodeWidthChar;
+    match ch {
+        ' '..='~' => true,
+        '\u{a1}'..='\u{2ff}' | '\u{2010}'..='\u{2027}' | '\u{2190}'..='\u{21ff}' => {
+            ch.width() == Some(1)
+        }
+        _ => false,
     }
 }
 
@@ -373,10 +433,14 @@ impl TableRow {
 
     /// The row over `at` (one line high), its cells in `columns` (x from `at`'s left).
     fn render(&self, at: Rect, columns: &[Rect], buf: &mut Buffer) {
-        buf.set_style(at, self.style);
+        let at = at.intersection(buf.area);
+        if at.is_empty() {
+            return;
+        }
+        style_row(buf, at, self.style);
         for (cell, column) in self.cells.iter().zip(columns) {
             let cell_at = Rect::new(at.x + column.x, at.y, column.width, 1).intersection(at);
-            cell.render(cell_at, buf);
+            put_line(cell, cell_at, buf);
         }
     }
 }
@@ -729,6 +793,49 @@ fn draw_minimal(buf: &mut Buffer, m: &LiveModel, area: Rect) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A line written cell by cell (`put_line`) leaves the cells `Line::render` leaves, over
+    /// cells already written, cut at the area's end; lines it cannot write that way are
+    /// rendered by ratatui.
+    #[test]
+    fn a_line_put_cell_by_cell_is_the_line_rendered() {
+        let bold = Style::default().add_modifier(Modifier::BOLD);
+        let red = Style::default().fg(Color::Red);
+        let lines = [
+            Line::from("plain ascii"),
+            Line::from(vec![
+                Span::styled("CPU 1 → 3", bold),
+                Span::raw("  12.5µs – +4.0s"),
+            ]),
+            Line::styled("a line style under its spans", red),
+            Line::from(vec![
+                Span::styled("cut", red),
+                Span::raw(" at the end of its area, far past it"),
+            ]),
+            Line::from(""),
+            // Not one cell each: a wide character, a combining mark.
+            Line::from("漢字 wide"),
+            Line::from("e\u{301} combined"),
+            Line::from("right").alignment(ratatui::layout::Alignment::Right),
+        ];
+        let area = Rect::new(0, 0, 30, 3);
+        for line in &lines {
+            for at in [
+                Rect::new(2, 1, 20, 1),
+                Rect::new(25, 2, 10, 1),
+                Rect::new(0, 0, 0, 1),
+            ] {
+                let mut theirs = Buffer::empty(area);
+                theirs.set_string(0, 1, "x".repeat(30), Style::default().fg(Color::Blue));
+                let mut ours = theirs.clone();
+                line.render(at, &mut theirs);
+                put_line(line, at, &mut ours);
+                assert_eq!(ours, theirs, "{line:?} over {at:?}");
+            }
+        }
+        assert!("CPU 1 → 3 12.5µs – +4.0s".chars().all(one_cell));
+        assert!(!"漢".chars().all(one_cell) && !"e\u{301}".chars().all(one_cell));
+    }
 
     #[test]
     fn a_border_bands_own_cells_are_its_borders() {

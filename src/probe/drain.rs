@@ -43,10 +43,11 @@ const BATCH_ROOM: usize = BATCH_RECORDS + CONSUME_STEP;
 const BATCHES_MADE: usize = 48;
 
 /// `--attribution end`: the share of a ring in use that it may reach by the next look (a
-/// turn, a second, away) before it is drained — judged from how full it is and twice what
-/// it grew since the last look. A quiet run fills an 8 MiB ring in a few minutes and waits
-/// until three quarters; the hrtimer storm fills one in under 2 s and is drained every
-/// turn, as when deciding live (a 128 MiB ring holds its 10 s).
+/// turn away) before it is drained — judged from how full it is and twice what it grew
+/// since the last look. A quiet run fills an 8 MiB ring in a few minutes and waits until
+/// three quarters; the hrtimer storm fills one in under 2 s and is drained every turn, as
+/// when deciding live (a 128 MiB ring holds its 10 s). The same margin decides whether the
+/// next look may come later (`next_wait`).
 const AT_END_FULL: f64 = 0.75;
 
 /// What the session asks of the drain thread.
@@ -176,8 +177,10 @@ struct Drainer {
     /// Batches made before the drain began, handed out when none comes back.
     made: Vec<ProbeBatch>,
     open_lost: Vec<(Cpu, u64)>,
-    /// Deciding at the end: how full the fullest ring was at the last look.
+    /// Deciding at the end: how full the fullest ring was at the last look, and what it
+    /// grew since the look before (0 after a drain).
     last_fill: f64,
+    grew: f64,
     /// Deciding at the end: the live preview the records glanced at are given to (see
     /// `glance`), its lock taken once a step of records (`CONSUME_STEP`).
     glance: Option<Arc<Mutex<dyn Glance>>>,
@@ -211,6 +214,7 @@ impl Drainer {
             made,
             open_lost: Vec::new(),
             last_fill: 0.0,
+            grew: 0.0,
             glance: cfg.glance.clone(),
             live,
             found: 0,
@@ -225,7 +229,7 @@ impl Drainer {
         if let Some(gate) = at_end {
             let fill = self.rings.fullest();
             let grew = (fill - self.last_fill).max(0.0);
-            self.last_fill = fill;
+            (self.last_fill, self.grew) = (fill, grew);
             if !gate.take_records_wanted() && fill + 2.0 * grew < AT_END_FULL {
                 // Culprits are decided at the end: the records wait in the rings meanwhile,
                 // and the live view is given their time so far.
@@ -233,7 +237,7 @@ impl Drainer {
                 return;
             }
             // This drain empties the rings (or most of them): growth is measured afresh.
-            self.last_fill = 0.0;
+            (self.last_fill, self.grew) = (0.0, 0.0);
         }
         if !last && self.gate.as_ref().is_some_and(|g| g.hold_back()) {
             // Over budget: the records wait in the ring (or are dropped there, counted).
@@ -464,7 +468,12 @@ fn serve(
         drainer.turn(false);
         // Full when nobody waits (a watch, or a collector still at its last turn): dropped.
         let _ = drainer.batches.drained.try_send(());
-        wait = next_wait(wait, cfg, std::mem::take(&mut drainer.found));
+        let look = Look {
+            found: std::mem::take(&mut drainer.found),
+            fill: drainer.last_fill,
+            grew: drainer.grew,
+        };
+        wait = next_wait(wait, cfg, look);
         next += wait;
         if let Some(stats) = stats.as_deref_mut() {
             stats.refresh(skel, &drainer.live, &mut drainer.pacer);
@@ -474,13 +483,32 @@ fn serve(
     }
 }
 
-/// The wait after a drain that took `found` records, the last one having been `wait`: twice
-/// as long while the rings stay empty, up to `cfg.drain_idle`; `cfg.drain_interval` again
-/// from the first record.
-fn next_wait(wait: Duration, cfg: &ProbeConfig, found: usize) -> Duration {
-    match cfg.drain_idle {
-        Some(idle) if found == 0 => (wait * 2).min(idle).max(cfg.drain_interval),
-        _ => cfg.drain_interval,
+/// What the last look at the rings saw, for the wait after it.
+#[derive(Debug, Clone, Copy, Default)]
+struct Look {
+    /// Records taken in.
+    found: usize,
+    /// Deciding at the end, the records left in the rings for the end: how full the fullest
+    /// is, and what it grew over the last wait (both 0 after a drain).
+    fill: f64,
+    grew: f64,
+}
+
+/// The wait after a look at the rings (`seen`), the last one having been `wait`: twice as
+/// long while the rings can wait, up to `cfg.drain_idle`; `cfg.drain_interval` again from
+/// the first record taken in, or once the growth of the longer wait (the last wait's, in
+/// proportion) would bring a ring within twice of `AT_END_FULL` — the margin of the look
+/// itself.
+fn next_wait(wait: Duration, cfg: &ProbeConfig, seen: Look) -> Duration {
+    let Some(idle) = cfg.drain_idle else {
+        return cfg.drain_interval;
+    };
+    let longer = (wait * 2).min(idle).max(cfg.drain_interval);
+    let grows = seen.grew * longer.as_secs_f64() / wait.as_secs_f64().max(1e-3);
+    if seen.found == 0 && seen.fill + 2.0 * grows < AT_END_FULL {
+        longer
+    } else {
+        cfg.drain_interval
     }
 }
 
@@ -513,24 +541,63 @@ fn read_counters(skel: &JitterscopeSkel, cpus: &[Cpu], summary: &mut ProbeSummar
 mod tests {
     use super::*;
 
+    const EMPTY: Look = Look {
+        found: 0,
+        fill: 0.0,
+        grew: 0.0,
+    };
+
     #[test]
     fn an_idle_drain_waits_longer_up_to_its_limit_and_not_once_records_come() {
         let ms = Duration::from_millis;
         let mut cfg = ProbeConfig::new(vec![1]);
         assert_eq!(
-            next_wait(ms(250), &cfg, 0),
+            next_wait(ms(250), &cfg, EMPTY),
             ms(250),
             "no idle limit: always the same"
         );
         cfg.drain_idle = Some(ms(1000));
-        let waits: Vec<_> = std::iter::successors(Some(ms(250)), |&w| Some(next_wait(w, &cfg, 0)))
-            .take(5)
-            .collect();
+        let waits: Vec<_> =
+            std::iter::successors(Some(ms(250)), |&w| Some(next_wait(w, &cfg, EMPTY)))
+                .take(5)
+                .collect();
         assert_eq!(waits, [ms(250), ms(500), ms(1000), ms(1000), ms(1000)]);
+        let one = Look { found: 1, ..EMPTY };
         assert_eq!(
-            next_wait(ms(1000), &cfg, 1),
+            next_wait(ms(1000), &cfg, one),
             ms(250),
             "a record: back at once"
         );
+    }
+
+    #[test]
+    fn records_left_for_the_end_wait_longer_only_while_the_rings_have_room_for_it() {
+        let ms = Duration::from_millis;
+        let mut cfg = ProbeConfig::new(vec![1]);
+        (cfg.drain_interval, cfg.drain_idle) = (ms(1000), Some(ms(2000)));
+        // A quiet run: 1 % a second, a ring a tenth full.
+        let quiet = Look {
+            fill: 0.10,
+            grew: 0.01,
+            ..EMPTY
+        };
+        assert_eq!(next_wait(ms(1000), &cfg, quiet), ms(2000));
+        assert_eq!(next_wait(ms(2000), &cfg, quiet), ms(2000));
+        // 20 % a second: two seconds of it, twice, from 20 % full, pass three quarters.
+        let storm = Look {
+            fill: 0.20,
+            grew: 0.20,
+            ..EMPTY
+        };
+        assert_eq!(next_wait(ms(1000), &cfg, storm), ms(1000));
+        // The same growth over two seconds is half the rate: a longer wait still fits.
+        assert_eq!(next_wait(ms(2000), &cfg, storm), ms(2000));
+        // Nearly full: the next look comes a second away.
+        let full = Look {
+            fill: 0.70,
+            grew: 0.03,
+            ..EMPTY
+        };
+        assert_eq!(next_wait(ms(2000), &cfg, full), ms(1000));
     }
 }

@@ -220,6 +220,8 @@ fn start_probes(
     pc.drain_cpus = housekeeping;
     pc.gate = budget.map(|b| b as Arc<dyn Gate>);
     pc.drain_interval = super::run::turn(every_cpu_measured, plan.decision);
+    let quiet = super::run::quiet_turn(every_cpu_measured, plan.decision);
+    pc.drain_idle = (quiet > pc.drain_interval).then_some(quiet);
     // Deciding at the end, the live view's feed of spikes: by the kernel time in each one's
     // window (the plain line has no feed).
     let spike_windows = plan.tui && plan.decision.at_end();

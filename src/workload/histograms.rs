@@ -62,13 +62,13 @@ impl IntervalHistograms {
 /// Bytes of one `IntervalHistograms`' counts (two histograms of 28,672 `u64` counts each).
 pub const BOX_BYTES: usize = 2 * 28_672 * 8;
 /// `--attribution end`: the most memory the interval boxes made before recording take, all
-/// consumers together (73 boxes: a 70 s run of one consumer held to the end).
+/// consumers together (73 boxes: a 68 s run of one consumer held to the end).
 pub const AT_END_INTERVAL_ROOM: usize = 32 << 20;
 
 /// `--attribution end`: interval boxes made per consumer before recording, so that the
 /// collector can leave each second's histograms alone until the workload stops (the live
 /// view shows each second's rate and largest transit, O(1) to read): one for each interval of
-/// `duration_ns`, the final partial one, and three more for the consumer to rotate into
+/// `duration_ns`, the final partial one, and four more for the consumer to rotate into
 /// between two turns of the collector, within `AT_END_INTERVAL_ROOM` for all `consumers`.
 /// A longer run holds what fits; the collector then takes the oldest held interval each time
 /// a new one comes, as it takes every interval when deciding live (`session::run`).
@@ -79,8 +79,8 @@ pub fn interval_pool_at_end(duration_ns: Nanos, period_ns: Nanos, consumers: usi
 }
 
 /// Boxes left in a consumer's pool at each collector turn: the rotations that may come before
-/// the next (a turn is a second, the interval too; a late turn lets two or three come).
-pub const KEPT_FOR_ROTATION: usize = 3;
+/// the next (an interval is a second, a turn one to three: a late turn lets a fourth come).
+pub const KEPT_FOR_ROTATION: usize = 4;
 
 /// `into.add(from)` for histograms of the same bounds, from `from`'s recorded buckets read
 /// beforehand (`summary::read_buckets`): the crate's `add` walks every count of the source
@@ -158,9 +158,9 @@ mod tests {
     #[test]
     fn deciding_at_the_end_holds_every_interval_of_a_run_that_fits_its_room() {
         let s = 1_000_000_000;
-        // 10 s: ten intervals, the final partial one, three to rotate into.
-        assert_eq!(interval_pool_at_end(10 * s, s, 1), 14);
-        assert_eq!(interval_pool_at_end(10 * s + 1, s, 1), 15);
+        // 10 s: ten intervals, the final partial one, four to rotate into.
+        assert_eq!(interval_pool_at_end(10 * s, s, 1), 15);
+        assert_eq!(interval_pool_at_end(10 * s + 1, s, 1), 16);
         // An hour of one consumer: what 32 MiB holds.
         assert_eq!(interval_pool_at_end(3600 * s, s, 1), 73);
         assert_eq!(interval_pool_at_end(3600 * s, s, 2), 36);
@@ -169,7 +169,7 @@ mod tests {
             interval_pool_at_end(3600 * s, s, 64),
             crate::workload::POOL_PER_CONSUMER
         );
-        assert_eq!(interval_pool_at_end(0, s, 1), 4);
+        assert_eq!(interval_pool_at_end(0, s, 1), 5);
     }
 
     #[test]

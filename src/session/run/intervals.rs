@@ -8,7 +8,7 @@ use crate::model::Nanos;
 use crate::platform::pace::Pacer;
 use crate::report::build::consumer_key;
 use crate::report::hlog::HlogWriter;
-use crate::summary::{read_buckets, Buckets, Summary};
+use crate::summary::{read_buckets, BucketTotal, Buckets, Summary};
 use crate::workload::histograms::{add_buckets, IntervalHistograms};
 
 /// One consumer's histograms over the whole run.
@@ -35,7 +35,7 @@ pub(super) type IntervalLog<'a> = (&'a mut HlogWriter, Nanos, &'a mut Option<std
 /// about stalls), over the recorder's parts it needs.
 pub(super) struct IntervalWork<'a> {
     pub(super) totals: &'a mut [ConsumerTotals],
-    pub(super) view_totals: &'a mut [Histogram<u64>],
+    pub(super) view_totals: &'a mut [BucketTotal],
     pub(super) live: &'a mut LiveModel,
     pub(super) log: IntervalLog<'a>,
     pub(super) buckets: &'a mut IntervalBuckets,
@@ -55,27 +55,23 @@ impl IntervalWork<'_> {
         }
     }
 
-    /// The interval's transit percentiles for the live view, read without taking the
-    /// interval in (deciding at the end, it is held for the end): one walk of its transit
-    /// counts up to the highest percentile.
-    pub(super) fn percentiles(&mut self, consumer: usize, hists: &IntervalHistograms) {
-        self.totals[consumer].last_transit = Some(Summary::percentiles_only(&hists.transit));
-    }
-
-    /// Deciding at the end, the held interval's transit into the live view's "since start"
-    /// (when it shows it): one paced walk of its counts, the rest of it left for the end.
-    pub(super) fn view_total(&mut self, consumer: usize, hists: &IntervalHistograms) {
+    /// Deciding at the end, the held interval's transit for the live view, read without
+    /// taking it in: its percentiles and, when the view shows it, its part of "since start".
+    /// Without "since start", one walk of its counts up to the highest percentile; with it,
+    /// one paced walk of them all for both. The rest is left for the end (the mean too).
+    pub(super) fn preview(&mut self, consumer: usize, hists: &IntervalHistograms) {
         if !self.run_totals || hists.transit.is_empty() {
+            self.totals[consumer].last_transit = Some(Summary::percentiles_only(&hists.transit));
             return;
         }
         let pacer = &mut *self.pacer;
-        read_paced(&hists.transit, &mut self.buckets.transit, pacer);
+        let buckets = &mut self.buckets.transit;
+        read_paced(&hists.transit, buckets, pacer);
         pacer.between();
-        add_paced(
-            &mut self.view_totals[consumer],
-            &self.buckets.transit,
-            pacer,
-        );
+        self.totals[consumer].last_transit = Some(Summary::percentiles_of(&hists.transit, buckets));
+        self.view_totals[consumer].add(buckets, &mut || {
+            pacer.between();
+        });
     }
 
     /// Everything else, which walks the histograms' counts: the run's totals, the interval
@@ -98,7 +94,9 @@ impl IntervalWork<'_> {
         if latest {
             t.last_transit = Some(Summary::brief_of(&hists.transit, transit));
             if self.run_totals {
-                add_paced(&mut self.view_totals[consumer], transit, pacer);
+                self.view_totals[consumer].add(transit, &mut || {
+                    pacer.between();
+                });
             }
         }
         let log = (&mut *self.log.0, self.log.1, &mut *self.log.2);

@@ -72,11 +72,10 @@ impl Recorder {
             if !self.needs.run_totals {
                 continue;
             }
-            c.total = self.view_totals.get(i).filter(|h| !h.is_empty()).map(|h| {
-                Summary::brief_paced(h, &mut || {
-                    pacer.between();
-                })
-            });
+            // The run's histogram lends its bounds to the buckets of "since start".
+            c.total = (self.view_totals.get(i).filter(|t| !t.is_empty()))
+                .zip(self.totals.get(i))
+                .map(|(t, like)| Summary::percentiles_of(&like.transit, t.buckets()));
         }
         if live.at_end {
             // The stalls wait for the end: the kernel's time by culprit so far instead (its

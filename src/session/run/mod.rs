@@ -15,7 +15,6 @@ use std::io::Write;
 use std::time::Duration;
 
 use anyhow::Result;
-use hdrhistogram::Histogram;
 
 use super::containers::ContainerTags;
 use super::prepare::Prepared;
@@ -32,6 +31,7 @@ use crate::platform::pace::Pacer;
 use crate::probe::{AttachStatus, ProbeBatch, ProbeSession, ProbeSummary};
 use crate::report::metrics::{MetricsFile, Mode};
 use crate::signals;
+use crate::summary::BucketTotal;
 use crate::system::cputime;
 use crate::workload::histograms::{new_histogram, KEPT_FOR_ROTATION};
 use crate::workload::Workload;
@@ -81,7 +81,23 @@ impl StallSource for RunSource {
         self.r.pacer.end();
         match &p.probe {
             Some((session, _)) => {
-                session.wait_drained(turn + TURN_SLACK);
+                // The next drain, or the workload's end (with a margin for its threads to
+                // see it): the run ends on time whatever the drain's wait. A long wait is
+                // taken half a second at a time, a signal (its handler only sets a flag) or a key
+                // of the live view looked for between: Ctrl-C, or q, ends the run within half
+                // a second (`end_asked`, the live view's frame due at once).
+                let longest = quiet_turn(p.every_cpu_measured, plan.decision) + TURN_SLACK;
+                let until_end = p.end.saturating_sub(monotonic_ns()) + END_MARGIN_NS;
+                let deadline = monotonic_ns() + (longest.as_nanos() as Nanos).min(until_end);
+                loop {
+                    let left = deadline.saturating_sub(monotonic_ns());
+                    let step = Duration::from_nanos(left).min(SIGNAL_LOOK);
+                    let done = session.wait_drained(step) || left <= step.as_nanos() as Nanos;
+                    let key = plan.tui && crate::live::terminal::key_waiting();
+                    if done || key || crate::signals::received().is_some() {
+                        break;
+                    }
+                }
             }
             None => std::thread::sleep(turn),
         }
@@ -130,7 +146,7 @@ impl StallSource for RunSource {
     }
 
     fn reset_view(&mut self) {
-        self.r.view_totals.iter_mut().for_each(|h| h.reset());
+        self.r.view_totals.iter_mut().for_each(BucketTotal::reset);
     }
 
     fn turns_over(&mut self) {
@@ -268,7 +284,7 @@ struct Recorder {
     totals: Vec<ConsumerTotals>,
     attr: RunAttribution,
     /// Histograms since the start, or since the last reset in the live view.
-    view_totals: Vec<Histogram<u64>>,
+    view_totals: Vec<BucketTotal>,
     live: LiveModel,
     hlog_error: Option<std::io::Error>,
     cpu_first: Option<CpuSample>,
@@ -306,7 +322,8 @@ struct Recorder {
 /// wake-up costs a switch and a cold cache there, so they come twice a second, together;
 /// otherwise four times, for a livelier view. What the live view shows is then at most a turn plus
 /// `DECISION_LAG_NS` old. Deciding at the end (`--attribution end`), a turn only takes the
-/// second's histograms and looks at the stall queues and the rings: once a second.
+/// second's histograms and looks at the stall queues and the rings: once a second, and
+/// less often while that is all it has to do (`quiet_turn`).
 pub(super) fn turn(every_cpu_measured: bool, decision: Decision) -> Duration {
     Duration::from_millis(match (decision.at_end(), every_cpu_measured) {
         (true, _) => 1000,
@@ -314,9 +331,30 @@ pub(super) fn turn(every_cpu_measured: bool, decision: Decision) -> Duration {
         (false, false) => 250,
     })
 }
+
+/// The longest turn: deciding at the end with every CPU measured, the turns come every two
+/// seconds while the rings fill slowly enough to wait for it (`probe::drain`'s `next_wait`),
+/// and the live view is drawn as often. Each turn there is a wake-up on a measured CPU with
+/// its code and data cold, which costs more than the records it looks at: every second, a
+/// quiet run's `self` share of stall time was above 1 % (`scripts/bench.sh`, "`self` share
+/// of stall time, quiet, `--attribution end`"). Elsewhere it is the turn.
+pub(super) fn quiet_turn(every_cpu_measured: bool, decision: Decision) -> Duration {
+    match decision.at_end() && every_cpu_measured {
+        true => AT_END_QUIET_TURN,
+        false => turn(every_cpu_measured, decision),
+    }
+}
+
+const AT_END_QUIET_TURN: Duration = Duration::from_secs(3);
 /// How long past its turn the collector waits for a drain (a drain held up by the budget or
 /// the host still lets the workload's stalls be taken in on time).
 const TURN_SLACK: Duration = Duration::from_millis(100);
+
+/// How long past the workload's planned end the collector waits for its threads to stop.
+const END_MARGIN_NS: Nanos = 10_000_000;
+
+/// How often a collector waiting for a drain looks for a signal.
+const SIGNAL_LOOK: Duration = Duration::from_millis(500);
 
 /// This thread's CPU time since `cpu_before`, on work that could wait, counts against the
 /// collector's budget.
@@ -410,7 +448,11 @@ impl Recorder {
                 })
                 .collect(),
             attr,
-            view_totals: cfg.consumer_cpus.iter().map(|_| new_histogram()).collect(),
+            view_totals: cfg
+                .consumer_cpus
+                .iter()
+                .map(|_| BucketTotal::default())
+                .collect(),
             live: initial_model(plan, p),
             hlog_error: None,
             cpu_first: None,

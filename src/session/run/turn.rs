@@ -212,10 +212,9 @@ impl Recorder {
                     // rotates into one made before recording; once the pool runs low the
                     // oldest held interval is taken now, as when deciding live. The live
                     // view still gets the second's percentiles.
-                    if intervals {
-                        work.percentiles(consumer, &hists);
+                    if intervals || run_totals {
+                        work.preview(consumer, &hists);
                     }
-                    work.view_total(consumer, &hists);
                     hists = held.hold(consumer, hists)?;
                     work.take(consumer, &hists, false);
                 } else {
