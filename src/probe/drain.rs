@@ -187,6 +187,8 @@ struct Drainer {
     live: Arc<LiveCostCell>,
     /// Records taken in since `serve` last looked (its wait grows while there are none).
     found: usize,
+    /// This look was brought forward by a peek (`rushed`): the next wait is the shortest.
+    rushed: bool,
 }
 
 impl Drainer {
@@ -218,7 +220,13 @@ impl Drainer {
             glance: cfg.glance.clone(),
             live,
             found: 0,
+            rushed: false,
         }
+    }
+
+    /// Whether the records wait in the rings for the end (the gate says so).
+    fn deciding_at_end(&self) -> bool {
+        self.gate.as_ref().is_some_and(|g| g.deciding_at_end())
     }
 
     /// A turn's work: a drain or, deciding at the end while the rings have room, a glance.
@@ -439,8 +447,16 @@ fn serve(
 ) {
     let mut next = Instant::now() + cfg.drain_interval;
     let mut wait = cfg.drain_interval;
+    let mut looked = Instant::now();
     loop {
-        let timeout = next.saturating_duration_since(Instant::now());
+        // Deciding at the end, a wait longer than `drain_interval` is peeked into every
+        // `drain_interval`: a storm that begins in it is seen as soon as it would be without it.
+        let peeks = wait > cfg.drain_interval && drainer.deciding_at_end();
+        let until = match peeks {
+            true => next.min(Instant::now() + cfg.drain_interval),
+            false => next,
+        };
+        let timeout = until.saturating_duration_since(Instant::now());
         match commands.recv_timeout(timeout) {
             Ok(Command::SetWorkloadTids(tids, reply)) => {
                 let _ = reply.send(threads::set_workload_tids(skel, &tids));
@@ -461,6 +477,20 @@ fn serve(
             Ok(Command::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => return,
             Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
+        let now = Instant::now();
+        if now < next {
+            // A peek: the rings' fill only (a few cache lines), the turn now if they grow too
+            // fast to wait for it; the collector woken alone if something asks for it.
+            let fill = drainer.rings.fullest();
+            if !rushed(fill, drainer.last_fill, now - looked, next - now) {
+                if cfg.attention.is_some_and(|asks| asks()) {
+                    let _ = drainer.batches.drained.try_send(());
+                }
+                continue;
+            }
+            (next, drainer.rushed) = (now, true);
+        }
+        looked = now;
         // The slice begins as the thread wakes: what the drain looks at before it reads the
         // rings (the budget, how full they are, its CPU clock: a system call) is part of the
         // stretch the measured thread waits through, so it is counted from the first read.
@@ -470,6 +500,7 @@ fn serve(
         let _ = drainer.batches.drained.try_send(());
         let look = Look {
             found: std::mem::take(&mut drainer.found),
+            rushed: std::mem::take(&mut drainer.rushed),
             fill: drainer.last_fill,
             grew: drainer.grew,
         };
@@ -483,11 +514,22 @@ fn serve(
     }
 }
 
+/// Deciding at the end, a peek into a long wait: whether the rings, `fill` full now and
+/// `last_fill` at the last look, `since` ago, grow fast enough that twice their growth until
+/// the look planned `left` from now would bring them within `AT_END_FULL` — the margin of a
+/// look itself.
+fn rushed(fill: f64, last_fill: f64, since: Duration, left: Duration) -> bool {
+    let rate = (fill - last_fill).max(0.0) / since.as_secs_f64().max(1e-3);
+    fill + 2.0 * rate * left.as_secs_f64() >= AT_END_FULL
+}
+
 /// What the last look at the rings saw, for the wait after it.
 #[derive(Debug, Clone, Copy, Default)]
 struct Look {
     /// Records taken in.
     found: usize,
+    /// The look came early, a peek having seen the rings grow fast (`rushed`).
+    rushed: bool,
     /// Deciding at the end, the records left in the rings for the end: how full the fullest
     /// is, and what it grew over the last wait (both 0 after a drain).
     fill: f64,
@@ -505,7 +547,7 @@ fn next_wait(wait: Duration, cfg: &ProbeConfig, seen: Look) -> Duration {
     };
     let longer = (wait * 2).min(idle).max(cfg.drain_interval);
     let grows = seen.grew * longer.as_secs_f64() / wait.as_secs_f64().max(1e-3);
-    if seen.found == 0 && seen.fill + 2.0 * grows < AT_END_FULL {
+    if seen.found == 0 && !seen.rushed && seen.fill + 2.0 * grows < AT_END_FULL {
         longer
     } else {
         cfg.drain_interval
@@ -543,6 +585,7 @@ mod tests {
 
     const EMPTY: Look = Look {
         found: 0,
+        rushed: false,
         fill: 0.0,
         grew: 0.0,
     };
@@ -599,5 +642,23 @@ mod tests {
             ..EMPTY
         };
         assert_eq!(next_wait(ms(2000), &cfg, full), ms(1000));
+        let rushed = Look {
+            rushed: true,
+            ..quiet
+        };
+        assert_eq!(next_wait(ms(2000), &cfg, rushed), ms(1000));
+    }
+
+    #[test]
+    fn a_peek_into_a_long_wait_rushes_the_look_only_for_a_storm() {
+        let s = Duration::from_secs;
+        // A quiet run: 1 % a second, a look two seconds away.
+        assert!(!rushed(0.11, 0.10, s(1), s(2)));
+        // A storm begun since the last look: 20 % in a second, 40 % more by the look.
+        assert!(rushed(0.30, 0.10, s(1), s(2)));
+        // The same growth with the look a second away leaves room (70 %).
+        assert!(!rushed(0.30, 0.10, s(1), s(1)));
+        // A ring emptied by the last drain and filling back slowly.
+        assert!(!rushed(0.02, 0.0, s(2), s(1)));
     }
 }

@@ -98,6 +98,9 @@ pub struct ProbeConfig {
     /// Deciding at the end: the live preview the drain thread gives the records it glances
     /// at (`glance`); None: none is kept.
     pub glance: Option<Arc<std::sync::Mutex<dyn Glance>>>,
+    /// Asked at each peek into a wait longer than `drain_interval`: whether the collector
+    /// must wake now (`ProbeSession::wait_drained` returns), without a drain.
+    pub attention: Option<fn() -> bool>,
 }
 
 /// The reference programs (`probe --floor`): not loaded, or attached after the probes' own
@@ -128,6 +131,7 @@ impl ProbeConfig {
             gate: None,
             floor: Reference::Off,
             glance: None,
+            attention: None,
         }
     }
 }

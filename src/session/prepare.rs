@@ -222,6 +222,7 @@ fn start_probes(
     pc.drain_interval = super::run::turn(every_cpu_measured, plan.decision);
     let quiet = super::run::quiet_turn(every_cpu_measured, plan.decision);
     pc.drain_idle = (quiet > pc.drain_interval).then_some(quiet);
+    pc.attention = Some(attention);
     // Deciding at the end, the live view's feed of spikes: by the kernel time in each one's
     // window (the plain line has no feed).
     let spike_windows = plan.tui && plan.decision.at_end();
@@ -230,6 +231,13 @@ fn start_probes(
     let probe = ProbeSession::start(pc)
         .context("cannot start the kernel probes (--no-probes measures without attribution)")?;
     Ok(Some((probe, view)))
+}
+
+/// Whether the collector must wake before the next drain: a signal came (its handler only
+/// sets a flag) or a key of the live view waits. The turn then ends the run (`end_asked`) or
+/// draws the frame at once (`LiveView::due`).
+fn attention() -> bool {
+    crate::signals::received().is_some() || crate::live::terminal::key_waiting()
 }
 
 /// The live preview is given the records the drain thread glances at.

@@ -82,22 +82,11 @@ impl StallSource for RunSource {
         match &p.probe {
             Some((session, _)) => {
                 // The next drain, or the workload's end (with a margin for its threads to
-                // see it): the run ends on time whatever the drain's wait. A long wait is
-                // taken half a second at a time, a signal (its handler only sets a flag) or a key
-                // of the live view looked for between: Ctrl-C, or q, ends the run within half
-                // a second (`end_asked`, the live view's frame due at once).
+                // see it): the run ends on time whatever the drain's wait. In a long wait the
+                // drain thread wakes this one for a signal or a key (`attention`).
                 let longest = quiet_turn(p.every_cpu_measured, plan.decision) + TURN_SLACK;
                 let until_end = p.end.saturating_sub(monotonic_ns()) + END_MARGIN_NS;
-                let deadline = monotonic_ns() + (longest.as_nanos() as Nanos).min(until_end);
-                loop {
-                    let left = deadline.saturating_sub(monotonic_ns());
-                    let step = Duration::from_nanos(left).min(SIGNAL_LOOK);
-                    let done = session.wait_drained(step) || left <= step.as_nanos() as Nanos;
-                    let key = plan.tui && crate::live::terminal::key_waiting();
-                    if done || key || crate::signals::received().is_some() {
-                        break;
-                    }
-                }
+                session.wait_drained(longest.min(Duration::from_nanos(until_end)));
             }
             None => std::thread::sleep(turn),
         }
@@ -352,9 +341,6 @@ const TURN_SLACK: Duration = Duration::from_millis(100);
 
 /// How long past the workload's planned end the collector waits for its threads to stop.
 const END_MARGIN_NS: Nanos = 10_000_000;
-
-/// How often a collector waiting for a drain looks for a signal.
-const SIGNAL_LOOK: Duration = Duration::from_millis(500);
 
 /// This thread's CPU time since `cpu_before`, on work that could wait, counts against the
 /// collector's budget.
