@@ -116,21 +116,23 @@ fn next_due(now: Nanos, period_ns: Nanos) -> Nanos {
     now + period_ns - DUE_EARLY_NS.min(period_ns / 2)
 }
 
-/// One progress line every `period_ns` (a second, or the collector's turn when that is
-/// longer) until `end_ns` (standard output is not a terminal).
+/// Plain lines come at most this often: at each turn of the collector a second or more after
+/// the last (every turn when turns are a second or longer apart).
+const LINE_NS: Nanos = 1_000_000_000;
+
+/// One progress line a turn, at most one a second, until `end_ns` (standard output is not a
+/// terminal).
 pub struct PlainLines {
     next_ns: Nanos,
-    period_ns: Nanos,
     end_ns: Nanos,
     needs: Needs,
 }
 
 impl PlainLines {
-    /// A run's lines, from one period after `record_from_ns` until `end_ns`.
-    pub fn new(record_from_ns: Nanos, end_ns: Nanos, period_ns: Nanos) -> Self {
+    /// A run's lines, from a second after `record_from_ns` until `end_ns`.
+    pub fn new(record_from_ns: Nanos, end_ns: Nanos) -> Self {
         PlainLines {
-            next_ns: next_due(record_from_ns, period_ns),
-            period_ns,
+            next_ns: next_due(record_from_ns, LINE_NS),
             end_ns,
             needs: Needs::PLAIN_LINE,
         }
@@ -140,7 +142,7 @@ impl PlainLines {
     pub fn watch(from_ns: Nanos, end_ns: Nanos) -> Self {
         PlainLines {
             needs: Needs::PLAIN_WATCH_LINE,
-            ..PlainLines::new(from_ns, end_ns, 1_000_000_000)
+            ..PlainLines::new(from_ns, end_ns)
         }
     }
 }
@@ -155,7 +157,7 @@ impl Frontend for PlainLines {
     }
 
     fn show(&mut self, now: Nanos, model: &LiveModel, _: &mut Pacer, out: &mut dyn Write) -> Asked {
-        self.next_ns = next_due(now, self.period_ns);
+        self.next_ns = next_due(now, LINE_NS);
         let _ = writeln!(out, "{}", model.plain_line());
         let _ = out.flush();
         Asked::default()
@@ -277,7 +279,7 @@ mod tests {
 
     #[test]
     fn plain_lines_ask_for_what_their_line_shows() {
-        let run = PlainLines::new(0, 10, 1);
+        let run = PlainLines::new(0, 10);
         assert_eq!(run.needs(), Needs::PLAIN_LINE);
         assert!(!run.needs().feed && !run.needs().run_totals && !run.needs().bpf_cost);
         assert_eq!(run.needs().culprits, 1, "the top culprit");
@@ -285,28 +287,41 @@ mod tests {
         assert!(PlainLines::watch(0, 10).needs().run_totals);
     }
 
-    /// Lines every period, a turn that comes a little early showing its line; the turns
-    /// every three seconds a line each, none skipped or doubled.
+    /// A line at each turn a second or more apart, a turn that comes a little early showing
+    /// its line: turns of a second and of three, none skipped or doubled; turns closer than a
+    /// second (a run deciding live) a line a second.
     #[test]
-    fn plain_lines_come_once_a_period_on_turns_a_little_early_or_late() {
-        let s = 1_000_000_000;
-        let mut lines = PlainLines::new(0, 100 * s, 3 * s);
-        let (mut shown, mut out) = (Vec::new(), Vec::new());
+    fn plain_lines_come_once_a_turn_at_most_once_a_second() {
+        let (s, ms) = (1_000_000_000i64, 1_000_000i64);
+        let mut lines = PlainLines::new(0, 100 * s as Nanos);
+        let (mut shown, mut out) = (0, Vec::new());
         let model = LiveModel::default();
         let mut pacer = Pacer::new(false);
-        // Turns every three seconds, each a few ms before or after the last plus three.
-        for (k, jitter) in [-5i64, 4, -3, 0, 6, -6, 2].into_iter().enumerate() {
-            let now = ((k as i64 + 1) * 3 * s as i64 + jitter * 1_000_000) as Nanos;
-            if lines.due(now) {
-                lines.show(now, &model, &mut pacer, &mut out);
-                shown.push(k);
+        let mut show = |now: i64, lines: &mut PlainLines| {
+            let due = lines.due(now as Nanos);
+            if due {
+                lines.show(now as Nanos, &model, &mut pacer, &mut out);
             }
-            // A turn of a storm a second later shows nothing.
-            assert!(!lines.due(now + s), "turn {k}");
+            due
+        };
+        // Turns a second apart, then three, each a few ms early or late.
+        let mut now = 0;
+        for (gap, jitter) in [(1, -5), (1, 4), (1, -3), (3, 0), (3, -6), (1, 6), (3, 2)] {
+            now += gap * s;
+            assert!(show(now + jitter * ms, &mut lines), "turn at {now}");
+            shown += 1;
         }
-        assert_eq!(shown, [0, 1, 2, 3, 4, 5, 6]);
-        assert_eq!(String::from_utf8_lossy(&out).lines().count(), 7);
+        // Turns 250 ms apart: every fourth.
+        let quick: Vec<bool> = (1..=8)
+            .map(|k| show(now + k * 250 * ms, &mut lines))
+            .collect();
+        assert_eq!(
+            quick,
+            [false, false, false, true, false, false, false, true]
+        );
+        shown += 2;
+        assert_eq!(String::from_utf8_lossy(&out).lines().count(), shown);
         // Nothing after the end.
-        assert!(!lines.due(100 * s));
+        assert!(!lines.due(100 * s as Nanos));
     }
 }

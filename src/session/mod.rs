@@ -77,11 +77,10 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
 fn run_phases(plan: RunPlan, out: &mut Console) -> Result<RunOutcome> {
     let prepared = prepare::prepare(&plan, out)?;
     // Every CPU measured: the view's own cost lands on the producer's CPU, so it draws less
-    // often: once a second, or once a turn when the turns are longer (the plain lines too).
+    // often: once a second, or as often as the quiet turns when they are longer.
     let longest_turn = run::quiet_turn(prepared.every_cpu_measured, plan.decision);
-    let line_ns = (longest_turn.as_nanos() as Nanos).max(1_000_000_000);
     let refresh_ns = if prepared.every_cpu_measured {
-        line_ns
+        (longest_turn.as_nanos() as Nanos).max(1_000_000_000)
     } else {
         250_000_000
     };
@@ -91,7 +90,7 @@ fn run_phases(plan: RunPlan, out: &mut Console) -> Result<RunOutcome> {
         progress: plan.progress,
         refresh_ns,
     };
-    let mut frontend = frontend_for(shown, &|| PlainLines::new(from, end, line_ns), out);
+    let mut frontend = frontend_for(shown, &|| PlainLines::new(from, end), out);
     let source = run::RunSource::new(plan, prepared, frontend.needs());
     let f = record_and_finish(source, frontend.as_mut(), out)?;
     Ok(RunOutcome {
