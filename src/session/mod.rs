@@ -77,10 +77,10 @@ pub fn run(plan: RunPlan, out: &mut dyn Write) -> Result<RunOutcome> {
 fn run_phases(plan: RunPlan, out: &mut Console) -> Result<RunOutcome> {
     let prepared = prepare::prepare(&plan, out)?;
     // Every CPU measured: the view's own cost lands on the producer's CPU, so it draws less
-    // often: once a second, or as often as the quiet turns when they are longer.
-    let longest_turn = run::quiet_turn(prepared.every_cpu_measured, plan.decision);
+    // often: at each turn a second or more apart (the turns of a quiet run deciding at the
+    // end are 3 s apart: `run::quiet_turn`).
     let refresh_ns = if prepared.every_cpu_measured {
-        (longest_turn.as_nanos() as Nanos).max(1_000_000_000)
+        1_000_000_000
     } else {
         250_000_000
     };
