@@ -83,10 +83,25 @@ impl StallSource for RunSource {
             Some((session, _)) => {
                 // The next drain, or the workload's end (with a margin for its threads to
                 // see it): the run ends on time whatever the drain's wait. In a long wait the
-                // drain thread wakes this one for a signal or a key (`attention`).
-                let longest = quiet_turn(p.every_cpu_measured, plan.decision) + TURN_SLACK;
-                let until_end = p.end.saturating_sub(monotonic_ns()) + END_MARGIN_NS;
-                session.wait_drained(longest.min(Duration::from_nanos(until_end)));
+                // drain thread wakes this one for a signal or a key (`attention`). The turns
+                // of a short run may all fall outside its window: the window's CPU is also
+                // sampled as it begins and just before it ends (`CpuSample`).
+                let deadline = monotonic_ns()
+                    + (quiet_turn(p.every_cpu_measured, plan.decision) + TURN_SLACK).as_nanos()
+                        as Nanos;
+                let deadline = deadline.min(p.end + END_MARGIN_NS);
+                let samples = [p.record_from, p.end.saturating_sub(SAMPLED_BEFORE_END_NS)];
+                loop {
+                    let now = monotonic_ns();
+                    let sample = samples.into_iter().find(|&at| at > now && at < deadline);
+                    let until = sample.unwrap_or(deadline);
+                    let drained =
+                        session.wait_drained(Duration::from_nanos(until - now.min(until)));
+                    if drained || sample.is_none() {
+                        break;
+                    }
+                    self.r.sample_cpu(p, monotonic_ns());
+                }
             }
             None => std::thread::sleep(turn),
         }
@@ -341,6 +356,10 @@ const TURN_SLACK: Duration = Duration::from_millis(100);
 
 /// How long past the workload's planned end the collector waits for its threads to stop.
 const END_MARGIN_NS: Nanos = 10_000_000;
+
+/// The window's last CPU sample comes this long before its end, while the workload's threads
+/// (whose CPU clocks it reads) still run.
+const SAMPLED_BEFORE_END_NS: Nanos = 2_000_000;
 
 /// This thread's CPU time since `cpu_before`, on work that could wait, counts against the
 /// collector's budget.

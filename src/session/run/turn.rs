@@ -128,17 +128,24 @@ impl Recorder {
                 b.want_records();
             }
         }
-        if now >= p.record_from {
-            let sample = super::workload_cpu_ns(&p.workload).map(|workload_ns| CpuSample {
-                at_ns: now,
-                process_ns: cputime::process_cpu_ns(),
-                workload_ns,
-            });
-            if self.cpu_first.is_none() {
-                self.cpu_first = sample;
-            }
-            self.cpu_last = sample.or(self.cpu_last);
+        self.sample_cpu(p, now);
+    }
+
+    /// The process's and the workload's CPU time at `now`, within the recording window: its
+    /// first sample and its latest (what jitterscope's own threads took in between).
+    pub(super) fn sample_cpu(&mut self, p: &Prepared, now: Nanos) {
+        if now < p.record_from {
+            return;
         }
+        let sample = super::workload_cpu_ns(&p.workload).map(|workload_ns| CpuSample {
+            at_ns: now,
+            process_ns: cputime::process_cpu_ns(),
+            workload_ns,
+        });
+        if self.cpu_first.is_none() {
+            self.cpu_first = sample;
+        }
+        self.cpu_last = sample.or(self.cpu_last);
     }
 
     /// Deciding at the end, a ring or a stall queue needed room before the end: from now on
