@@ -109,7 +109,7 @@ impl Frontend for Silent {
 /// How much before its time a line or a frame may still be shown: the collector's turns come
 /// on the drain thread's schedule, not the view's, a few ms either side of it (a turn that
 /// came just early would otherwise leave the view a whole turn late).
-pub const DUE_EARLY_NS: Nanos = 100_000_000;
+const DUE_EARLY_NS: Nanos = 100_000_000;
 
 /// When the next line or frame is due, one was shown at `now`, every `period_ns`.
 fn next_due(now: Nanos, period_ns: Nanos) -> Nanos {

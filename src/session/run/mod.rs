@@ -336,7 +336,7 @@ pub(super) fn turn(every_cpu_measured: bool, decision: Decision) -> Duration {
     })
 }
 
-/// The longest turn: deciding at the end with every CPU measured, the turns come every two
+/// The longest turn: deciding at the end with every CPU measured, the turns come every three
 /// seconds while the rings fill slowly enough to wait for it (`probe::drain`'s `next_wait`),
 /// and the live view is drawn as often. Each turn there is a wake-up on a measured CPU with
 /// its code and data cold, which costs more than the records it looks at: every second, a
