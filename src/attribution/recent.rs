@@ -12,8 +12,10 @@ use crate::model::{Cpu, Nanos};
 use super::tally::Naming;
 
 /// How long an episode is kept after the record that brought it: a spike is explained at
-/// the collector's turn after the glance that covered it (a turn is a second).
-pub const KEPT_NS: Nanos = 3_000_000_000;
+/// the collector's turn after the glance that covered it, and one received as a glance
+/// began waits for the next — two turns, of 3 s at most (`session::run`'s quiet turn), and
+/// a second to spare.
+pub const KEPT_NS: Nanos = 7_000_000_000;
 /// Pieces kept per CPU at most (a storm brings more: the oldest go first, and a window that
 /// begins before what is kept is said to be partly explained).
 pub const PIECES_KEPT: usize = 1 << 16;
@@ -77,7 +79,7 @@ impl Piece {
 struct Pieces {
     list: VecDeque<Piece>,
     room: usize,
-    /// Pieces before this (`seen_ns`) were let go for room, not for age.
+    /// Pieces before this (`seen_ns`) were let go, for room or for age.
     dropped_to_ns: Nanos,
 }
 
@@ -112,7 +114,9 @@ impl Pieces {
 
     fn forget_before(&mut self, old: Nanos) {
         while self.list.front().is_some_and(|p| p.seen_ns < old) {
-            self.list.pop_front();
+            if let Some(gone) = self.list.pop_front() {
+                self.dropped_to_ns = self.dropped_to_ns.max(gone.seen_ns);
+            }
         }
     }
 }
@@ -142,7 +146,8 @@ impl CpuPieces {
 pub struct WindowTime {
     /// Culprit and time, the most first.
     pub culprits: Vec<(Naming, Nanos)>,
-    /// The window begins before the oldest piece kept for its CPU: some of it is missing.
+    /// The window begins before the oldest piece kept for its CPU (let go for room or for
+    /// age): some of it is missing.
     pub partial: bool,
 }
 
@@ -439,7 +444,7 @@ mod tests {
     }
 
     #[test]
-    fn old_pieces_go_and_a_window_past_those_let_go_for_room_is_partial() {
+    fn old_pieces_go_and_a_window_among_those_let_go_is_partial() {
         let mut r = RecentKernel::with_room(&[0]);
         r.name(naming("k"));
         r.glanced(Some(0));
@@ -452,9 +457,11 @@ mod tests {
         let late = PIECES_KEPT as u64 * 10;
         assert!(!r.window(0, late, late + 100).partial);
         assert_eq!(r.window(0, late, late + 100).total_ns(), 50);
-        // Once the glances reach past KEPT_NS, everything older goes.
+        // Once the glances reach past KEPT_NS, everything older goes, and a window among
+        // what went is partial.
         r.glanced(Some(KEPT_NS + late + 1000));
         assert!(r.cpus[0].as_ref().unwrap().short.list.is_empty());
+        assert!(r.window(0, late, late + 100).partial);
         assert_eq!(r.complete_to_ns(), KEPT_NS + late + 1000);
     }
 

@@ -256,7 +256,7 @@ pub fn kernel_window_spike_line(
         sides.join("; ")
     );
     if sp.partial {
-        line.push_str(" [partly: older kernel records were let go for room]");
+        line.push_str(" [partly: older kernel records were let go (for room or age)]");
     }
     line
 }
