@@ -43,65 +43,6 @@ pub struct Summary {
 /// milliseconds, cold after a second's sleep).
 pub type Buckets = Vec<(u64, u64)>;
 
-/// Recorded buckets added up (histograms of one set of bounds): the sum of many intervals
-/// that is only ever read whole, as `Summary::brief_of` reads it. Adding an interval merges
-/// its few hundred buckets; a histogram of the sum would be walked whole, every one of its
-/// 28,672 counts, at each read.
-#[derive(Debug, Default, Clone)]
-pub struct BucketTotal {
-    buckets: Buckets,
-    merged: Buckets,
-}
-
-/// Buckets merged between two calls of the pace, at most.
-const MERGE_STEP: usize = 2048;
-
-impl BucketTotal {
-    /// Adds `from` (recorded buckets in order, of histograms with the same bounds), `pace`
-    /// called between steps of `MERGE_STEP` buckets.
-    pub fn add(&mut self, from: &[(u64, u64)], pace: &mut dyn FnMut()) {
-        let (a, b, merged) = (&self.buckets, from, &mut self.merged);
-        merged.clear();
-        merged.reserve(a.len() + b.len());
-        let (mut i, mut j) = (0, 0);
-        while i < a.len() && j < b.len() {
-            let ((va, ca), (vb, cb)) = (a[i], b[j]);
-            merged.push(match va.cmp(&vb) {
-                std::cmp::Ordering::Less => {
-                    i += 1;
-                    (va, ca)
-                }
-                std::cmp::Ordering::Greater => {
-                    j += 1;
-                    (vb, cb)
-                }
-                std::cmp::Ordering::Equal => {
-                    (i, j) = (i + 1, j + 1);
-                    (va, ca + cb)
-                }
-            });
-            if merged.len().is_multiple_of(MERGE_STEP) {
-                pace();
-            }
-        }
-        merged.extend_from_slice(&a[i..]);
-        merged.extend_from_slice(&b[j..]);
-        std::mem::swap(&mut self.buckets, &mut self.merged);
-    }
-
-    pub fn buckets(&self) -> &[(u64, u64)] {
-        &self.buckets
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.buckets.is_empty()
-    }
-
-    pub fn reset(&mut self) {
-        self.buckets.clear();
-    }
-}
-
 /// Parts a span of equally wide buckets is summed in before its buckets are looked at one
 /// by one (64 to 128 buckets each with the workload's bounds).
 const SPAN_PARTS: u64 = 16;
@@ -217,19 +158,9 @@ impl Summary {
         }
     }
 
-    /// `brief` from the recorded buckets of a histogram with `like`'s bounds (`h` itself, or
-    /// a `BucketTotal`'s sum of several), already read (`read_buckets`): the count, smallest
-    /// and largest as the histogram's own.
+    /// `brief` from the recorded buckets of a histogram with `like`'s bounds (`h` itself),
+    /// already read (`read_buckets`): the count, smallest and largest as the histogram's own.
     pub fn brief_of(like: &Histogram<u64>, buckets: &[(u64, u64)]) -> Summary {
-        Summary::of_buckets(like, buckets, true)
-    }
-
-    /// `brief_of` without the mean (0), as `percentiles_only`: what the live view shows.
-    pub fn percentiles_of(like: &Histogram<u64>, buckets: &[(u64, u64)]) -> Summary {
-        Summary::of_buckets(like, buckets, false)
-    }
-
-    fn of_buckets(like: &Histogram<u64>, buckets: &[(u64, u64)], with_mean: bool) -> Summary {
         let h = like;
         let total: u64 = buckets.iter().map(|&(_, count)| count).sum();
         let mut values = [0u64; PERCENTILES.len()];
@@ -240,9 +171,7 @@ impl Summary {
                 PERCENTILES.map(|(_, _, q)| ((q.min(1.0) * total as f64).ceil() as u64).max(1));
             let (mut next, mut below) = (0, 0u64);
             for &(value, count) in buckets {
-                if with_mean {
-                    mean += h.median_equivalent(value) as f64 * count as f64 / total as f64;
-                }
+                mean += h.median_equivalent(value) as f64 * count as f64 / total as f64;
                 below += count;
                 while next < targets.len() && below >= targets[next] {
                     values[next] = value;
@@ -344,44 +273,6 @@ mod tests {
                 "case {n}: percentiles only"
             );
         }
-    }
-
-    #[test]
-    fn buckets_added_up_read_as_the_histogram_of_all_their_values() {
-        let mut x = 5u64;
-        let mut all = histogram();
-        let mut total = BucketTotal::default();
-        let mut paces = 0;
-        for n in [0usize, 1, 1_000, 30_000, 10] {
-            let h = filled(n, &mut x, |x| match x >> 62 {
-                0 => (x >> 20) % 100_000_000_000,
-                _ => 50 + (x >> 40) % 5_000_000,
-            });
-            all.add(&h).unwrap();
-            let mut b = Buckets::new();
-            read_buckets(&h, &mut || {}, &mut b);
-            total.add(&b, &mut || paces += 1);
-            let mut want = Buckets::new();
-            read_buckets(&all, &mut || {}, &mut want);
-            assert_eq!(total.buckets(), &want[..], "after {n} values");
-            assert_eq!(
-                Summary::brief_of(&h, total.buckets()),
-                Summary::brief(&all),
-                "after {n} values"
-            );
-            assert_eq!(
-                Summary::percentiles_of(&h, total.buckets()),
-                Summary::percentiles_only(&all),
-                "after {n} values"
-            );
-        }
-        assert!(paces > 0, "a long merge is paced");
-        total.reset();
-        assert!(total.is_empty());
-        assert_eq!(
-            Summary::brief_of(&all, total.buckets()),
-            Summary::brief(&histogram())
-        );
     }
 
     #[test]

@@ -716,6 +716,59 @@ fn sigterm_during_the_live_view_restores_the_terminal_and_writes_the_files() {
     assert_eq!(run.run.ended, jitterscope::model::Ended::Interrupted);
 }
 
+/// Keys reach the live view from the terminal: `?` shows the help over it and `q` ends the
+/// run early, with the report and the run file written (the view looks for a key with a
+/// `poll(2)` of the terminal's input, and crossterm reads it only then).
+#[test]
+fn under_tmux_keys_show_the_help_and_end_the_run() {
+    if skip_bpf("under_tmux_keys_show_the_help_and_end_the_run")
+        || fewer_cpus_than("under_tmux_keys_show_the_help_and_end_the_run", 2)
+    {
+        return;
+    }
+    if Command::new("tmux").arg("-V").output().is_err() {
+        panic!("tmux is needed for this test (scripts/deps.sh installs it)");
+    }
+    let _cpus = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let cmd = format!(
+        "{} --cpus 0,1 --duration 60s --warmup 200ms --output {}; echo EXITED $?; sleep 60",
+        env!("CARGO_BIN_EXE_jitterscope"),
+        runs.display()
+    );
+    let tmux = Tmux::session(dir.path(), &cmd);
+    let help = "this help";
+    let shown = |needle: &str| {
+        (0..100).any(|_| {
+            std::thread::sleep(Duration::from_millis(100));
+            tmux.screen().contains(needle)
+        })
+    };
+    assert!(
+        shown("q quit"),
+        "the live view never showed its footer:\n{}",
+        tmux.screen()
+    );
+    assert!(!tmux.screen().contains(help), "the help before `?`");
+    let started = Instant::now();
+    tmux.run(&["send-keys", "-t", "js", "?"]);
+    assert!(shown(help), "`?` did not show the help:\n{}", tmux.screen());
+    tmux.run(&["send-keys", "-t", "js", "q"]);
+    let end = tmux.wait_for("EXITED");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the run went on after `q`"
+    );
+    assert!(end.contains("stopped from the live view"), "{end}");
+    assert!(
+        end.contains("== Accumulator Message Transit Latency (ns) =="),
+        "no report:\n{end}"
+    );
+    let run = jitterscope::report::runfile::RunFile::read(&run_file_in(&runs)).unwrap();
+    assert_eq!(run.run.ended, jitterscope::model::Ended::Interrupted);
+}
+
 /// A private tmux server (its own socket), killed when the test ends, also on failure.
 struct Tmux(std::path::PathBuf);
 

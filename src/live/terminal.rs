@@ -5,7 +5,7 @@
 use std::cell::RefCell;
 use std::io::{Stdout, Write};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::Duration;
 
 use ratatui::backend::IntoCrossterm;
@@ -51,12 +51,53 @@ pub fn action_of(code: KeyCode, modifiers: KeyModifiers) -> Option<Action> {
 
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 
+/// The terminal's input while the view is up (standard input, or `/dev/tty` opened for it
+/// when that is not the terminal), else -1: a key is looked for with one `poll(2)` on it.
+/// Crossterm's own poll takes its reader's lock, reads and parses what came: tens of µs at
+/// each look, cold, on a CPU the workload shares. Crossterm reads the input only in
+/// `LiveTerminal::actions`, which takes all it holds, so what it has not taken is still
+/// waiting on the descriptor.
+static INPUT_FD: AtomicI32 = AtomicI32::new(-1);
+
+/// The descriptor crossterm reads keys from, as it chooses it; -1 if none.
+fn open_input() -> i32 {
+    // SAFETY: isatty and open take a descriptor and a NUL-terminated path; the descriptor
+    // opened is owned by INPUT_FD and closed by `restore`.
+    unsafe {
+        if libc::isatty(libc::STDIN_FILENO) == 1 {
+            return libc::STDIN_FILENO;
+        }
+        libc::open(c"/dev/tty".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC)
+    }
+}
+
+/// Whether input waits on the terminal (crossterm's poll when there is no descriptor).
+fn input_waiting() -> bool {
+    let fd = INPUT_FD.load(Ordering::Acquire);
+    if fd < 0 {
+        return event::poll(Duration::ZERO).unwrap_or(false);
+    }
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one pollfd, valid for the call, which does not wait.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n > 0 && p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0
+}
+
 /// Whether a key (or another terminal event) waits to be read, without waiting for one.
 pub fn key_waiting() -> bool {
-    ACTIVE.load(Ordering::SeqCst) && event::poll(Duration::ZERO).unwrap_or(false)
+    ACTIVE.load(Ordering::SeqCst) && input_waiting()
 }
 
 fn restore() {
+    let fd = INPUT_FD.swap(-1, Ordering::AcqRel);
+    if fd > libc::STDIN_FILENO {
+        // SAFETY: opened by `open_input`, no longer polled (swapped out above).
+        unsafe { libc::close(fd) };
+    }
     if ACTIVE.swap(false, Ordering::SeqCst) {
         let _ = disable_raw_mode();
         let mut out = std::io::stdout();
@@ -88,7 +129,7 @@ impl Write for Held {
 
 /// Changed cells drawn in one piece, at most: a full frame of a large terminal is thousands
 /// of cells, each a few ns of copying (`encode`).
-const CELLS_PER_PIECE: usize = 256;
+const CELLS_PER_PIECE: usize = 64;
 
 /// The style a cell is drawn in: colours (foreground, background, underline) and modifiers.
 type CellStyle = (Color, Color, Color, Modifier);
@@ -249,8 +290,11 @@ impl<W: Write> Screen<W> {
 /// The cells of `areas` that differ between two frames, in screen order (a cell once,
 /// whatever areas it is in): the pieces copied from the frame before are left out of the
 /// comparison, which a frame's own diff (`Buffer::diff_iter`) walks whole, every cell each
-/// second. None where either frame has a wide character there: a wide character covers the
-/// cell after it, which only the whole diff accounts for.
+/// turn. The areas' rows are put in screen order and joined where they overlap, and the
+/// cells compared along them: sorting the changed cells instead (thousands when the chart
+/// and the feed move) took longer than comparing them. None where either frame has a wide
+/// character there: a wide character covers the cell after it, which only the whole diff
+/// accounts for.
 fn changed_in<'a>(
     previous: &'a Buffer,
     current: &'a Buffer,
@@ -259,33 +303,37 @@ fn changed_in<'a>(
 ) -> Option<Vec<(u16, u16, &'a Cell)>> {
     use unicode_width::UnicodeWidthStr;
     let wide = |c: &Cell| c.symbol().len() > 1 && c.symbol().width() > 1;
+    // (y, x, end x) of each row of each area.
+    let mut spans: Vec<(u16, u16, u16)> = areas
+        .iter()
+        .map(|a| a.intersection(current.area))
+        .filter(|a| !a.is_empty())
+        .flat_map(|a| (a.top()..a.bottom()).map(move |y| (y, a.left(), a.right())))
+        .collect();
+    spans.sort_unstable();
     let mut changed = Vec::new();
-    for area in areas {
-        let area = area.intersection(current.area);
-        if area.is_empty() {
-            continue;
+    let mut spans = spans.into_iter().peekable();
+    while let Some((y, x, mut end)) = spans.next() {
+        while let Some((_, _, e)) = spans.next_if(|&(ny, nx, _)| ny == y && nx <= end) {
+            end = end.max(e);
         }
-        for y in area.top()..area.bottom() {
-            // The row's cells as slices: indexing cell by cell checked and computed each one's
-            // place, a third of the comparison's time in a profile.
-            let start = current.index_of(area.x, y);
-            let row = start..start + area.width as usize;
-            let cells = previous.content[row.clone()]
-                .iter()
-                .zip(&current.content[row]);
-            for (x, (was, is)) in (area.x..).zip(cells) {
-                if was != is {
-                    if wide(was) || wide(is) {
-                        return None;
-                    }
-                    changed.push((x, y, is));
+        // The row's cells as slices: indexing cell by cell checked and computed each one's
+        // place, a third of the comparison's time in a profile.
+        let start = current.index_of(x, y);
+        let row = start..start + usize::from(end - x);
+        let cells = previous.content[row.clone()]
+            .iter()
+            .zip(&current.content[row]);
+        for (x, (was, is)) in (x..).zip(cells) {
+            if was != is {
+                if wide(was) || wide(is) {
+                    return None;
                 }
+                changed.push((x, y, is));
             }
-            pace();
         }
+        pace();
     }
-    changed.sort_unstable_by_key(|&(x, y, _)| (y, x));
-    changed.dedup_by_key(|&mut (x, y, _)| (y, x));
     Some(changed)
 }
 
@@ -309,6 +357,7 @@ impl LiveTerminal {
         }));
         enable_raw_mode()?;
         ACTIVE.store(true, Ordering::SeqCst);
+        INPUT_FD.store(open_input(), Ordering::Release);
         let mut out = std::io::stdout();
         if let Err(e) = execute!(out, EnterAlternateScreen, cursor::Hide) {
             restore();
@@ -362,6 +411,9 @@ impl LiveTerminal {
     /// Keys pressed since the last call (no waiting). A resize is seen by the next frame.
     pub fn actions(&mut self) -> std::io::Result<Vec<Action>> {
         let mut out = Vec::new();
+        if !input_waiting() {
+            return Ok(out);
+        }
         while event::poll(Duration::ZERO)? {
             if let Event::Key(k) = event::read()? {
                 if k.kind == KeyEventKind::Press {

@@ -131,6 +131,12 @@ impl<'a> Canvas<'a> {
         self.drawn.now.insert(area, key);
     }
 
+    /// Between two steps of work that are not pieces (a table's rows made, a layout solved):
+    /// a look at the pacer, as before a piece.
+    fn step(&mut self) {
+        (self.pace)();
+    }
+
     /// The frame is drawn: what it was drawn from is what the next one compares with, unless
     /// something was drawn over the pieces (the help).
     fn done(&mut self, overdrawn: bool) {
@@ -238,6 +244,7 @@ pub fn draw_paced(area: Rect, c: &mut Canvas, m: &LiveModel) {
             Constraint::Length(1),
         ])
         .split(area);
+    c.step();
     draw_lines(c, header(m), rows[0]);
     draw_consumers(c, m, rows[1]);
     draw_culprits(c, m, rows[2]);
@@ -403,10 +410,12 @@ fn draw_consumers(c: &mut Canvas, m: &LiveModel, area: Rect) {
         .constraints(vec![Constraint::Ratio(1, shown as u32); shown])
         .split(area);
     for (consumer, &col) in m.consumers.iter().zip(cols.iter()) {
+        c.step();
         let halves = Layout::default()
             .direction(Direction::Horizontal)
             .constraints([Constraint::Length(36), Constraint::Min(10)])
             .split(col);
+        c.step();
         draw_percentiles(c, consumer, m.watch, halves[0]);
         draw_chart(c, consumer, m.watch, halves[1]);
     }
@@ -488,15 +497,19 @@ fn draw_table(
 /// Rows of a block's border drawn in one piece, at most.
 const BLOCK_ROWS_PER_PIECE: u16 = 8;
 
-/// A bordered block titled `title` over `area`, in bands of `BLOCK_ROWS_PER_PIECE` rows (the
-/// first with the top border and the title, the last with the bottom border: together the
-/// block drawn whole). Returns the area inside the border.
+/// A bordered block titled `title` over `area`: its top row with the title, then bands of
+/// `BLOCK_ROWS_PER_PIECE` rows, the last with the bottom border (together the block drawn
+/// whole). A title that changes (a count, the worst so far) redraws its row alone: the
+/// bands below are copied from the frame before. Returns the area inside the border.
 fn draw_block(c: &mut Canvas, title: String, area: Rect) -> Rect {
     let inner = Block::default().borders(Borders::ALL).inner(area);
     let mut title = Some(title);
     let mut top = 0;
     while top < area.height {
-        let height = BLOCK_ROWS_PER_PIECE.min(area.height - top);
+        let height = match top {
+            0 => 1,
+            _ => BLOCK_ROWS_PER_PIECE.min(area.height - top),
+        };
         let mut borders = Borders::LEFT | Borders::RIGHT;
         if top == 0 {
             borders |= Borders::TOP;
@@ -562,6 +575,8 @@ fn draw_percentiles(canvas: &mut Canvas, c: &ConsumerView, watch: bool, area: Re
     ])
     .style(Style::default().add_modifier(Modifier::BOLD));
     let title = format!("{} (CPU {})", c.name, c.cpu);
+    // Thirteen cells' text made: a step of its own, cold at the turn after a long sleep.
+    canvas.step();
     draw_table(
         canvas,
         title,

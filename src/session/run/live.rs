@@ -72,10 +72,8 @@ impl Recorder {
             if !self.needs.run_totals {
                 continue;
             }
-            // The run's histogram lends its bounds to the buckets of "since start".
-            c.total = (self.view_totals.get(i).filter(|t| !t.is_empty()))
-                .zip(self.totals.get(i))
-                .map(|(t, like)| Summary::percentiles_of(&like.transit, t.buckets()));
+            c.total =
+                (self.view_totals.get(i).filter(|t| !t.is_empty())).map(Summary::percentiles_only);
         }
         if live.at_end {
             // The stalls wait for the end: the kernel's time by culprit so far instead (its
@@ -86,6 +84,7 @@ impl Recorder {
                 live.kernel_unseen = k.end_unseen;
                 // Every lost-record window the glances and drains saw, in the rings or not.
                 live.lost = k.lost + super::counters(&p.workload).queue_drops;
+                pacer.between();
                 live.culprits = kernel_rows(&k, p.record_from);
             }
         } else if self.attr.probes_on {
@@ -154,6 +153,7 @@ impl Recorder {
         }
         p.workload
             .peek_spikes(&mut self.spikes_seen, &mut |s| take(*s, waiting));
+        self.pacer.between();
         let cfg = &p.cfg;
         let cpus = |s: &Spike| {
             let consumer_cpu = cfg.consumer_cpus.get(s.consumer as usize)?;

@@ -15,6 +15,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use anyhow::Result;
+use hdrhistogram::Histogram;
 
 use super::containers::ContainerTags;
 use super::prepare::Prepared;
@@ -31,7 +32,6 @@ use crate::platform::pace::Pacer;
 use crate::probe::{AttachStatus, ProbeBatch, ProbeSession, ProbeSummary};
 use crate::report::metrics::{MetricsFile, Mode};
 use crate::signals;
-use crate::summary::BucketTotal;
 use crate::system::cputime;
 use crate::workload::histograms::{new_histogram, KEPT_FOR_ROTATION};
 use crate::workload::Workload;
@@ -150,7 +150,10 @@ impl StallSource for RunSource {
     }
 
     fn reset_view(&mut self) {
-        self.r.view_totals.iter_mut().for_each(BucketTotal::reset);
+        for t in self.r.view_totals.iter_mut().filter(|t| !t.is_empty()) {
+            self.r.pacer.before(crate::workload::histograms::RESET_NS);
+            t.reset();
+        }
     }
 
     fn turns_over(&mut self) {
@@ -288,7 +291,8 @@ struct Recorder {
     totals: Vec<ConsumerTotals>,
     attr: RunAttribution,
     /// Histograms since the start, or since the last reset in the live view.
-    view_totals: Vec<BucketTotal>,
+    /// Each consumer's transit since the start or the last reset of the view.
+    view_totals: Vec<Histogram<u64>>,
     live: LiveModel,
     hlog_error: Option<std::io::Error>,
     cpu_first: Option<CpuSample>,
@@ -456,7 +460,7 @@ impl Recorder {
             view_totals: cfg
                 .consumer_cpus
                 .iter()
-                .map(|_| BucketTotal::default())
+                .map(|_| crate::workload::histograms::new_histogram())
                 .collect(),
             live: initial_model(plan, p),
             hlog_error: None,
