@@ -290,8 +290,7 @@ struct Recorded {
 struct Recorder {
     totals: Vec<ConsumerTotals>,
     attr: RunAttribution,
-    /// Histograms since the start, or since the last reset in the live view.
-    /// Each consumer's transit since the start or the last reset of the view.
+    /// Each consumer's transit since the start, or since the last reset in the live view.
     view_totals: Vec<Histogram<u64>>,
     live: LiveModel,
     hlog_error: Option<std::io::Error>,
