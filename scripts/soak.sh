@@ -16,6 +16,9 @@
 # watch: resident memory at most 24 MiB at every sample, and jitterscope's CPU time
 # (utime + stime of all its threads, /proc/PID/stat) at most 0.05 % of one CPU after the
 # first minute — over the whole soak and in each third of it, so that it cannot grow.
+# A passing idle soak leaves its figures, with the commit soaked, in
+# target/soak/watch-idle.txt: scripts/bench.sh shows them in the performance page's soak row
+# when it benches that commit.
 # Usage: sudo scripts/soak.sh [--cpus 0,1] [--duration 30m] [--watch [--idle]] [--metrics]
 # Part of `scripts/test.sh --extended`; not run in CI (it takes the whole duration).
 set -euo pipefail
@@ -150,7 +153,7 @@ dev = max(abs(lo - median), abs(hi - median)) / median * 100
 print()
 print(f"samples {len(rows)}; after the first minute: median {median} KiB, min {lo}, max {hi}: within ±{dev:.1f}% of the median (limit ±5%)")
 sys.exit(0 if dev <= 5.0 else 1)
-' || { echo "FAIL: resident memory is not flat"; exit 1; }
+' | tee "$out/flat.txt" || { echo "FAIL: resident memory is not flat"; exit 1; }
 if [ "$idle" -eq 1 ]; then
   printf '%s\n' "${ticks[@]}" | HZ=$(getconf CLK_TCK) python3 -c '
 import os, sys
@@ -169,13 +172,13 @@ print()
 shown = ", ".join(f"{p:.3f} %" for p in thirds)
 print(f"CPU of jitterscope after the first minute: {whole:.3f} % of one CPU (limit 0.05 %); by thirds {shown}")
 sys.exit(0 if max([whole] + thirds) <= 0.05 else 1)
-' || { echo "FAIL: the idle watch took more than 0.05 % of one CPU"; exit 1; }
+' | tee "$out/cpu.txt" || { echo "FAIL: the idle watch took more than 0.05 % of one CPU"; exit 1; }
   printf '%s\n' "${samples[@]}" | python3 -c '
 import sys
 worst = max(int(l.split(":")[1]) for l in sys.stdin if l.strip())
 print(f"largest resident memory: {worst} KiB (limit 24576 KiB)")
 sys.exit(0 if worst <= 24576 else 1)
-' || { echo "FAIL: the idle watch's resident memory went over 24 MiB"; exit 1; }
+' | tee "$out/largest.txt" || { echo "FAIL: the idle watch's resident memory went over 24 MiB"; exit 1; }
 fi
 if [ "$metrics" -eq 1 ]; then
   # The label set closes a minute into recording; the first rewrite after that lands by
@@ -215,3 +218,19 @@ echo
 grep -E "^(== Top culprits|[0-9.]+% of all stall time|injected|WARNING)" "$out/run.txt" || true
 echo
 echo "soak: passed"
+if [ "$idle" -eq 1 ]; then
+  # What scripts/bench.sh puts in the performance page's soak row (for the commit soaked).
+  commit=$(git -c safe.directory="$root" -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
+  if [ -n "$(git -c safe.directory="$root" -C "$root" status --porcelain --untracked-files=no -- . ':!docs/performance.md' 2>/dev/null)" ]; then
+    commit="$commit-dirty"
+  fi
+  mkdir -p "$root/target/soak"
+  {
+    echo "commit=$commit"
+    echo "date=$(date -u +%Y-%m-%d)"
+    echo "duration=$duration"
+    echo "cpu=$(grep -v '^$' "$out/cpu.txt")"
+    echo "largest=$(grep -v '^$' "$out/largest.txt")"
+    echo "flat=$(grep -v '^$' "$out/flat.txt")"
+  } >"$root/target/soak/watch-idle.txt"
+fi
