@@ -262,7 +262,10 @@ for name in quiet task kworker; do
   injected=ok
   case $name in
     task)
-      row=$(grep -E "^\| bash\[($(cat "$dir"/task.pid "$dir"/*/task.pid 2>/dev/null | paste -sd'|'))\] \|" "$dir/table.md" || true) ;;
+      # The injected shell's row, by its pid; or the row of every `bash` on the CPU, where
+      # another shell ran there too (the run file then has one row for the command name's
+      # processes, and both recorders count all of them in it).
+      row=$(grep -E "^\| bash(\[($(cat "$dir"/task.pid "$dir"/*/task.pid 2>/dev/null | paste -sd'|'))\])? \|" "$dir/table.md" || true) ;;
     kworker)
       row=$(grep -E "^\| kworker/$consumer:[0-9]+ \(.*refresh_vm_stats" "$dir/table.md" || true) ;;
     quiet)
