@@ -653,26 +653,12 @@ fn under_tmux_a_watch_shows_its_threads_and_names_the_injected_kworker() {
 /// mode), the report is printed, the files are written, and the exit code is 128 + 15.
 #[test]
 fn sigterm_during_the_live_view_restores_the_terminal_and_writes_the_files() {
-    if skip_bpf("sigterm_during_the_live_view_restores_the_terminal_and_writes_the_files")
-        || fewer_cpus_than(
-            "sigterm_during_the_live_view_restores_the_terminal_and_writes_the_files",
-            2,
-        )
-    {
+    let Some((_cpus, _dir, runs, tmux)) = long_live_view(
+        "sigterm_during_the_live_view_restores_the_terminal_and_writes_the_files",
+        "stty -a; ",
+    ) else {
         return;
-    }
-    if Command::new("tmux").arg("-V").output().is_err() {
-        panic!("tmux is needed for this test (scripts/deps.sh installs it)");
-    }
-    let _cpus = exclusive();
-    let dir = tempfile::tempdir().unwrap();
-    let runs = dir.path().join("runs");
-    let cmd = format!(
-        "{} --cpus 0,1 --duration 60s --warmup 200ms --output {}; echo EXITED $?; stty -a; sleep 60",
-        env!("CARGO_BIN_EXE_jitterscope"),
-        runs.display()
-    );
-    let tmux = Tmux::session(dir.path(), &cmd);
+    };
     let shell: u32 = tmux.var("pane_pid").parse().unwrap();
     let alternate = || tmux.var("alternate_on");
     let mut js_pid = None;
@@ -721,23 +707,11 @@ fn sigterm_during_the_live_view_restores_the_terminal_and_writes_the_files() {
 /// `poll(2)` of the terminal's input, and crossterm reads it only then).
 #[test]
 fn under_tmux_keys_show_the_help_and_end_the_run() {
-    if skip_bpf("under_tmux_keys_show_the_help_and_end_the_run")
-        || fewer_cpus_than("under_tmux_keys_show_the_help_and_end_the_run", 2)
-    {
+    let Some((_cpus, _dir, runs, tmux)) =
+        long_live_view("under_tmux_keys_show_the_help_and_end_the_run", "")
+    else {
         return;
-    }
-    if Command::new("tmux").arg("-V").output().is_err() {
-        panic!("tmux is needed for this test (scripts/deps.sh installs it)");
-    }
-    let _cpus = exclusive();
-    let dir = tempfile::tempdir().unwrap();
-    let runs = dir.path().join("runs");
-    let cmd = format!(
-        "{} --cpus 0,1 --duration 60s --warmup 200ms --output {}; echo EXITED $?; sleep 60",
-        env!("CARGO_BIN_EXE_jitterscope"),
-        runs.display()
-    );
-    let tmux = Tmux::session(dir.path(), &cmd);
+    };
     let help = "this help";
     let shown = |needle: &str| {
         (0..100).any(|_| {
@@ -767,6 +741,37 @@ fn under_tmux_keys_show_the_help_and_end_the_run() {
     );
     let run = jitterscope::report::runfile::RunFile::read(&run_file_in(&runs)).unwrap();
     assert_eq!(run.run.ended, jitterscope::model::Ended::Interrupted);
+}
+
+/// `jitterscope --cpus 0,1 --duration 60s` under tmux in a 150×45 session, its files in
+/// `runs` of a temporary directory, the CPUs held; then `EXITED <status>`, the shell's `after`
+/// and a wait. None (the test skipped) without BPF or two CPUs. Bound in this order, the
+/// session goes first and the CPUs last.
+fn long_live_view(
+    test: &str,
+    after: &str,
+) -> Option<(
+    std::sync::MutexGuard<'static, ()>,
+    tempfile::TempDir,
+    std::path::PathBuf,
+    Tmux,
+)> {
+    if skip_bpf(test) || fewer_cpus_than(test, 2) {
+        return None;
+    }
+    if Command::new("tmux").arg("-V").output().is_err() {
+        panic!("tmux is needed for this test (scripts/deps.sh installs it)");
+    }
+    let cpus = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let cmd = format!(
+        "{} --cpus 0,1 --duration 60s --warmup 200ms --output {}; echo EXITED $?; {after}sleep 60",
+        env!("CARGO_BIN_EXE_jitterscope"),
+        runs.display()
+    );
+    let tmux = Tmux::session(dir.path(), &cmd);
+    Some((cpus, dir, runs, tmux))
 }
 
 /// A private tmux server (its own socket), killed when the test ends, also on failure.
